@@ -1,0 +1,146 @@
+# acceptd - build, test and benchmark. GNU make.
+#
+# Two build trees with the same layout:
+#   build/       -O2            build/libacceptd.a, build/acceptd, build/tests/test_X
+#   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/test_X
+# Everything in src/ except main.c goes into libacceptd.a; acceptd is main.c plus the library, and each
+# tests/unit/test_X.c is linked with the library and cmocka.
+#
+# A unit test may `#include "../../src/x.c"` to reach x.c's statics. That is safe because tests link the
+# library as an archive, not as a list of objects: the linker pulls an archive member only to resolve a symbol
+# still undefined, and the test object already defines every external symbol of x.c, so x.o is never pulled
+# (and never defined twice). Do not change the test link line to list objects instead of the archive.
+#
+# `make test` is what CI runs (.ci/run). Its steps run as separate make invocations, in order, so the
+# Makefile is read again after deps.sh has installed pkg-config and the libraries.
+
+CC = cc
+AR = ar
+
+PKGS = libh2o-evloop jansson sqlite3 yaml-0.1 libcrypto libssl libcurl libpq
+# Expanded once, on first use (not at parse time): `make test` runs deps.sh before anything compiles.
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
+
+WARNINGS = -Wall -Wextra -Werror -Wformat=2 -Wno-unused-parameter -Wno-missing-field-initializers
+CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc
+BASE_CFLAGS = -std=c11 -g $(WARNINGS) $(PKG_CFLAGS)
+LIBS = $(PKG_LIBS) -lpthread -lm
+
+OPT_FLAGS = -O2
+ASAN_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Extra flags from the command line, e.g. `make EXTRA_CFLAGS=-DAD_DEBUG`.
+EXTRA_CFLAGS ?=
+
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+LIB_SRCS = $(filter-out src/main.c,$(wildcard src/*.c))
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_NAMES = $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
+BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
+FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c)
+
+.PHONY: all deps unit unit-asan blackbox blackbox-asan test run bench format format-check checksrc clean
+.DEFAULT_GOAL := all
+MAKEFLAGS += --no-print-directory
+
+all: build/acceptd
+
+# build_tree(DIR, FLAGS): the rules for one build tree.
+define build_tree
+$(1)/obj/%.o: src/%.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
+
+$(1)/tests/%.o: tests/unit/%.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
+
+$(1)/libacceptd.a: $(patsubst src/%.c,$(1)/obj/%.o,$(LIB_SRCS))
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(AR) rcs $$@ $$^
+
+$(1)/acceptd: $(1)/obj/main.o $(1)/libacceptd.a
+	$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ $$(LIBS)
+
+$(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libacceptd.a
+	$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ -lcmocka $$(LIBS)
+endef
+
+$(eval $(call build_tree,build,$(OPT_FLAGS)))
+$(eval $(call build_tree,build/asan,$(ASAN_FLAGS)))
+
+-include $(wildcard build/obj/*.d build/tests/*.d build/asan/obj/*.d build/asan/tests/*.d)
+
+deps:
+	bash scripts/deps.sh
+
+node_modules/.package-lock.json: package-lock.json
+	bash scripts/deps.sh
+
+# run_units(DIR, ENV): run every unit test binary of a tree; all run, the target fails if any failed.
+define run_units
+	@pass=0; fail=0; failed=; \
+	for t in $(UNIT_NAMES); do \
+		echo "== $(1)/tests/$$t"; \
+		if $(2) $(1)/tests/$$t; then pass=$$((pass + 1)); else fail=$$((fail + 1)); failed="$$failed $$t"; fi; \
+	done; \
+	echo "unit($(1)): $$pass binaries passed, $$fail failed$${failed:+:$$failed}"; \
+	[ $$fail -eq 0 ]
+endef
+
+unit: $(addprefix build/tests/,$(UNIT_NAMES))
+	$(call run_units,build,)
+
+unit-asan: $(addprefix build/asan/tests/,$(UNIT_NAMES))
+	$(call run_units,build/asan,$(ASAN_ENV))
+
+# Node 20's `node --test DIR` does not treat DIR as a folder of tests, so the files are listed.
+# Test files read ACCEPTD_BIN (absolute path of the binary under test); ACCEPTD_SANITIZED=1 tells them the
+# binary is the slower ASan build.
+ifeq ($(strip $(BLACKBOX_TESTS)),)
+blackbox blackbox-asan:
+	@echo "$@: no tests/blackbox/*.test.mjs yet"
+else
+blackbox: build/acceptd node_modules/.package-lock.json
+	ACCEPTD_BIN=$(abspath build/acceptd) node --test --test-concurrency=2 $(BLACKBOX_TESTS)
+
+blackbox-asan: build/asan/acceptd node_modules/.package-lock.json
+	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 $(ASAN_ENV) \
+		node --test --test-concurrency=2 $(BLACKBOX_TESTS)
+endif
+
+# Each step is its own make run so that it sees what the step before installed or built; the first failure
+# stops the rest. -j2 only parallelises compiling: each test target's recipe is a single command.
+test:
+	$(MAKE) deps
+	$(MAKE) -j2 all
+	$(MAKE) checksrc
+	$(MAKE) format-check
+	$(MAKE) -j2 unit
+	$(MAKE) -j2 unit-asan
+	$(MAKE) -j2 blackbox
+	$(MAKE) -j2 blackbox-asan
+
+run:
+	$(MAKE) deps
+	$(MAKE) -j2 all
+	bash scripts/run.sh
+
+bench:
+	$(MAKE) deps
+	$(MAKE) -j2 all
+	bash bench/run.sh
+
+format:
+	$(if $(FORMAT_FILES),clang-format -i $(FORMAT_FILES),@echo "format: no files")
+
+format-check:
+	$(if $(FORMAT_FILES),clang-format --dry-run --Werror $(FORMAT_FILES),@echo "format-check: no files")
+
+checksrc:
+	bash scripts/checksrc.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/http.sh - the HTTP hot paths against nginx answering the same kind of request in the same run:
+#   nginx-304   nginx `return 304`                    (the reference every ratio is taken against)
+#   nginx-200   nginx `return 200` with a ~700-byte JSON body
+#   poll-304    GET /v1/jobs/{id} with If-None-Match of the current ETag (the poll path: memory only)
+#   get-200     GET /v1/jobs/{id} (full representation)
+#   submit      POST /v1/jobs (durable: 202 after the group commit)
+# Usage: bench/http.sh [--reference-only]   (--reference-only: nginx lines only, no acceptd needed)
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+reference_only=0
+[ "${1:-}" = --reference-only ] && reference_only=1
+
+bench_init
+echo "http: wrk $BENCH_WRK; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //') worker_processes 1"
+
+start_nginx
+wrk_rate nginx-304 "$NGINX_URL/"
+report nginx-304
+wrk_rate nginx-200 "$NGINX_URL/200"
+report nginx-200 nginx-304
+[ "$reference_only" = 1 ] && exit 0
+
+start_acceptd
+
+# One job to poll. It has no worker, so it stays queued and its ETag does not move during the run.
+head=$(http_head POST "$ACCEPTD_URL/v1/jobs" -H 'Content-Type: application/json' \
+    -d '{"type":"bench","payload":{"n":1}}')
+status=$(awk 'NR == 1 { print $2 }' <<<"$head")
+location=$(header location <<<"$head")
+etag=$(header etag <<<"$head")
+[ "$status" = 202 ] && [ -n "$location" ] && [ -n "$etag" ] || {
+    echo "$head" >&2
+    bench_die "submit: want 202 with Location and ETag"
+}
+job_url="$ACCEPTD_URL$location"
+# Poll with the ETag the job's own GET answers, so the 304 path is what is measured.
+head=$(http_head GET "$job_url")
+[ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 200 ] || {
+    echo "$head" >&2
+    bench_die "GET $location: want 200"
+}
+etag=$(header etag <<<"$head")
+head=$(http_head GET "$job_url" -H "If-None-Match: $etag")
+[ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 304 ] || {
+    echo "$head" >&2
+    bench_die "GET $location with If-None-Match: $etag: want 304"
+}
+
+wrk_rate poll-304 "$job_url" -H "If-None-Match: $etag"
+report poll-304 nginx-304
+wrk_rate get-200 "$job_url"
+report get-200 nginx-304 nginx-200
+wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
+report submit nginx-304

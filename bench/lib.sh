@@ -1,0 +1,224 @@
+# bench/lib.sh - helpers shared by the benchmark scripts; source it, do not run it.
+#
+# A benchmark script calls bench_init, starts what it measures (start_nginx, start_acceptd), measures with
+# wrk_rate and prints with report. Every process started here is stopped and the temp dir removed on exit.
+# Only loopback addresses are used. Settings (environment):
+#   ACCEPTD_BIN     binary under test (default: build/acceptd)
+#   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c32 -d5s)
+#   BENCH_RESULTS   if set, a file to which "name<TAB>req/s" lines are appended
+#   BENCH_KEEP=1    keep the temp dir (logs, nginx config, acceptd data) after the run
+
+BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH_DIR="$BENCH_ROOT/bench"
+: "${ACCEPTD_BIN:=$BENCH_ROOT/build/acceptd}"
+: "${BENCH_WRK:=-t1 -c32 -d5s}"
+
+BENCH_PIDS=()
+declare -A BENCH_RATE=()
+
+bench_die()
+{
+    echo "bench: $*" >&2
+    exit 1
+}
+
+bench_cleanup()
+{
+    local pid
+    for pid in "${BENCH_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${BENCH_PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    BENCH_PIDS=()
+    if [ -n "${BENCH_TMP:-}" ] && [ -d "$BENCH_TMP" ]; then
+        if [ "${BENCH_KEEP:-0}" = 1 ]; then
+            echo "bench: kept $BENCH_TMP" >&2
+        else
+            rm -rf "$BENCH_TMP"
+        fi
+    fi
+}
+
+# bench_init: temp dir, cleanup trap, more file descriptors, and the tools checked.
+bench_init()
+{
+    local t
+    for t in wrk curl /usr/sbin/nginx stdbuf; do
+        command -v "$t" >/dev/null 2>&1 || bench_die "$t not found (run scripts/deps.sh)"
+    done
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
+    BENCH_TMP=$(mktemp -d /tmp/acceptd-bench.XXXXXX)
+    trap bench_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# bench_port_free PORT: true if nothing accepts on 127.0.0.1:PORT.
+bench_port_free()
+{
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# bench_free_port: print a port that is free now (the caller retries if it is taken before it binds).
+bench_free_port()
+{
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        if bench_port_free "$p"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# bench_wait_http URL STATUS [SECONDS]: wait until URL answers STATUS.
+bench_wait_http()
+{
+    local url=$1 want=$2 tries=$((${3:-10} * 10)) got
+    while [ "$tries" -gt 0 ]; do
+        got=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$url" 2>/dev/null || true)
+        [ "$got" = "$want" ] && return 0
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    return 1
+}
+
+# A body shaped like a job representation, about 700 bytes, for nginx's 200 reference.
+BENCH_JSON_BODY='{"id":"job_4dc0GZ0m2bVvOQkn0kC4Wg","type":"video.transcode","status":"running","progress":42,"priority":"normal","payload":{"sourceUrl":"https://media.example.com/uploads/2026/11/30/raw-footage-0001.mov","preset":"1080p"},"attempt":1,"maxAttempts":3,"cancelRequested":false,"createdAt":"2026-11-30T18:00:00.000Z","startedAt":"2026-11-30T18:00:01.250Z","lastUpdatedAt":"2026-11-30T18:00:09.875Z","finishedAt":null,"expiresAt":null,"runAt":null,"retryOf":null,"message":"encoding pass 1 of 2","links":{"self":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg","cancel":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg:cancel","retry":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg:retry","events":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg/events","result":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg/result"}}'
+
+# start_nginx: Debian's nginx with a private config (one worker, no access log), in the foreground of a
+# background job. Sets NGINX_URL. Locations: / answers 304, /200 answers 200 with BENCH_JSON_BODY.
+start_nginx()
+{
+    local dir="$BENCH_TMP/nginx" port attempt pid user_line=
+    mkdir -p "$dir/logs" "$dir/tmp"
+    [ "$(id -u)" -eq 0 ] && user_line='user root;'
+    for attempt in 1 2 3 4 5; do
+        port=$(bench_free_port)
+        cat >"$dir/nginx.conf" <<EOF
+$user_line
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    default_type application/json;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        location / { return 304; }
+        location /200 { return 200 '$BENCH_JSON_BODY'; }
+    }
+}
+EOF
+        /usr/sbin/nginx -p "$dir" -e "$dir/logs/error.log" -c "$dir/nginx.conf" &
+        pid=$!
+        if bench_wait_http "http://127.0.0.1:$port/" 304 5; then
+            BENCH_PIDS+=("$pid")
+            NGINX_URL="http://127.0.0.1:$port"
+            return 0
+        fi
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    cat "$dir/logs/error.log" >&2 2>/dev/null || true
+    bench_die "nginx did not start"
+}
+
+# start_acceptd [ARGS...]: `acceptd serve` on an ephemeral loopback port with a fresh data dir, extra ARGS
+# appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout.
+start_acceptd()
+{
+    local dir="$BENCH_TMP/acceptd" pid tries=100 line
+    [ -x "$ACCEPTD_BIN" ] || bench_die "$ACCEPTD_BIN not built (make all)"
+    mkdir -p "$dir"
+    # stdbuf: the listening line must reach the file even if stdout is block-buffered.
+    stdbuf -oL "$ACCEPTD_BIN" serve --listen 127.0.0.1:0 --data "$dir/data" "$@" \
+        >"$dir/stdout.log" 2>"$dir/stderr.log" &
+    pid=$!
+    BENCH_PIDS+=("$pid")
+    while [ "$tries" -gt 0 ]; do
+        line=$(grep -m1 -o 'listening on http://[^[:space:]]*' "$dir/stdout.log" 2>/dev/null || true)
+        if [ -n "$line" ]; then
+            ACCEPTD_URL=${line#listening on }
+            ACCEPTD_URL=${ACCEPTD_URL%/}
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    cat "$dir/stdout.log" "$dir/stderr.log" >&2 2>/dev/null || true
+    bench_die "acceptd did not print its listening line"
+}
+
+# wrk_rate NAME URL [WRK_ARGS...]: run wrk with BENCH_WRK; record requests/s in BENCH_RATE[NAME] and
+# set WRK_RPS, WRK_BAD (non-2xx/3xx responses) and WRK_SOCKERR (socket errors line, or empty).
+wrk_rate()
+{
+    local name=$1 url=$2 out
+    shift 2
+    # shellcheck disable=SC2086 # BENCH_WRK is a list of options
+    out=$(wrk $BENCH_WRK "$@" "$url" 2>&1) || {
+        echo "$out" >&2
+        bench_die "wrk failed for $name"
+    }
+    WRK_RPS=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' <<<"$out")
+    WRK_BAD=$(awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); print $2 }' <<<"$out")
+    WRK_SOCKERR=$(grep -m1 'Socket errors' <<<"$out" | sed 's/^ *//' || true)
+    [ -n "$WRK_RPS" ] || {
+        echo "$out" >&2
+        bench_die "no Requests/sec in wrk output for $name"
+    }
+    BENCH_RATE[$name]=$WRK_RPS
+    if [ -n "${BENCH_RESULTS:-}" ]; then
+        printf '%s\t%s\n' "$name" "$WRK_RPS" >>"$BENCH_RESULTS"
+    fi
+}
+
+# report NAME [REF...]: print NAME's rate, its ratio to each measured REF, and the errors of its last run
+# (call right after wrk_rate NAME).
+report()
+{
+    local name=$1 ref line
+    shift
+    line=$(printf '%-12s %8d req/s' "$name" "${BENCH_RATE[$name]}")
+    for ref in "$@"; do
+        if [ -n "${BENCH_RATE[$ref]:-}" ] && [ "${BENCH_RATE[$ref]}" -gt 0 ]; then
+            line+=$(awk -v a="${BENCH_RATE[$name]}" -v b="${BENCH_RATE[$ref]}" -v r="$ref" \
+                'BEGIN { printf "  %5.2fx %s", a / b, r }')
+        fi
+    done
+    [ -n "$WRK_BAD" ] && line+="  non-2xx/3xx: $WRK_BAD"
+    [ -n "$WRK_SOCKERR" ] && line+="  ($WRK_SOCKERR)"
+    echo "$line"
+}
+
+# http_head METHOD URL [CURL_ARGS...]: print the status line and headers of one request, with CRs
+# removed and header names lowercased.
+http_head()
+{
+    local method=$1 url=$2
+    shift 2
+    curl -s -D - -o /dev/null -X "$method" --max-time 10 "$@" "$url" |
+        tr -d '\r' | awk 'NR == 1 { print; next } { i = index($0, ":"); if (i) print tolower(substr($0, 1, i)) substr($0, i + 1) }'
+}
+
+# header NAME: the value of header NAME (lowercase) in the http_head output on stdin.
+header()
+{
+    awk -v n="$1:" '$1 == n { sub(/^[^:]*:[ \t]*/, ""); print; exit }'
+}

@@ -1,0 +1,243 @@
+/*
+ * api.c - the route table, authentication and the helpers every resource handler shares.
+ *
+ * Every endpoint is listed in `routes` below; business routes from the configuration are matched first
+ * and all submit jobs. A request reaches its handler only after its key and role were checked.
+ */
+#include "api.h"
+#include "job.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define ALL (AD_ROLE_CLIENT | AD_ROLE_WORKER | AD_ROLE_ADMIN)
+#define CLIENT (AD_ROLE_CLIENT | AD_ROLE_ADMIN)
+#define WORKER (AD_ROLE_WORKER | AD_ROLE_ADMIN)
+
+/* First match wins, so literal paths come before the {id} patterns they would also match. */
+static const struct ad_route_def routes[] = {
+    {"GET", "/healthz", ad_api_healthz, 0},
+    {"GET", "/readyz", ad_api_readyz, 0},
+    {"POST", "/v1/jobs", ad_api_submit, CLIENT},
+    {"GET", "/v1/jobs", ad_api_list, ALL},
+    {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
+    {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL},
+    {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
+    {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL},
+    {"POST", "/v1/jobs/{id}:cancel", ad_api_cancel, ALL},
+    {"POST", "/v1/jobs/{id}:retry", ad_api_retry, CLIENT},
+    {"POST", "/v1/jobs/{id}:heartbeat", ad_api_heartbeat, WORKER},
+    {"POST", "/v1/jobs/{id}:complete", ad_api_complete, WORKER},
+    {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
+    {"POST", "/v1/leases", ad_api_lease, WORKER},
+};
+
+static int peer_is_loopback(h2o_req_t *req)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    if (len == 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return ss.ss_family == AF_UNIX;
+}
+
+/* Find the key for a bearer token. Every configured key is compared in constant time, so the time taken
+ * does not depend on which key (if any) matched. */
+static const struct ad_key *find_key(const char *token, size_t len)
+{
+    const struct ad_key *found = NULL;
+    for (size_t i = 0; i < ad_srv.cfg->nkeys; i++) {
+        const struct ad_key *k = &ad_srv.cfg->keys[i];
+        if (ad_ct_equal(k->key, strlen(k->key), token, len))
+            found = k;
+    }
+    return found;
+}
+
+static ad_err authenticate(struct ad_request *r)
+{
+    if (ad_srv.open_mode) {
+        if (!peer_is_loopback(r->req))
+            return AD_E_FORBIDDEN;
+        r->tenant = "default";
+        r->roles = ALL;
+        return AD_E_OK;
+    }
+    ssize_t i = h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (i < 0)
+        return AD_E_UNAUTHORIZED;
+    h2o_iovec_t v = r->req->headers.entries[i].value;
+    if (v.len < 7 || !h2o_lcstris(v.base, 7, H2O_STRLIT("bearer ")))
+        return AD_E_UNAUTHORIZED;
+    const struct ad_key *k = find_key(v.base + 7, v.len - 7);
+    if (k == NULL)
+        return AD_E_UNAUTHORIZED;
+    r->tenant = k->tenant;
+    r->roles = k->role == AD_ROLE_ADMIN ? ALL : (int)k->role;
+    return AD_E_OK;
+}
+
+int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
+    r->req = req;
+    r->path = req->path;
+    if (req->query_at != SIZE_MAX) {
+        r->path.len = req->query_at;
+        r->query = h2o_iovec_init(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    }
+    ad_handler handler = NULL;
+    int roles = CLIENT;
+    r->route = ad_config_route(ad_srv.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
+    if (r->route != NULL) {
+        handler = ad_api_submit;
+    } else {
+        const struct ad_route_def *def;
+        h2o_iovec_t allow;
+        ad_err e = ad_http_match(req, routes, sizeof(routes) / sizeof(routes[0]), r->path, &def, &r->id, &allow);
+        if (e == AD_E_METHOD_NOT_ALLOWED)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow.base, allow.len);
+        if (e != AD_E_OK)
+            return ad_http_problem(req, e, NULL, NULL);
+        handler = def->handler;
+        roles = def->roles;
+    }
+    if (roles != 0) {
+        ad_err e = authenticate(r);
+        if (e == AD_E_OK && (r->roles & roles) == 0)
+            e = AD_E_FORBIDDEN;
+        if (e != AD_E_OK)
+            return ad_http_problem(req, e, NULL, NULL);
+    }
+    return handler(r);
+}
+
+static int is_json_type(const char *ct)
+{
+    if (ct == NULL)
+        return 0;
+    size_t len = strcspn(ct, ";");
+    while (len > 0 && (ct[len - 1] == ' ' || ct[len - 1] == '\t'))
+        len--;
+    return (len == 16 && h2o_lcstris(ct, len, H2O_STRLIT("application/json"))) ||
+           (len > 5 && h2o_lcstris(ct + len - 5, 5, H2O_STRLIT("+json")) && memchr(ct, '/', len) != NULL);
+}
+
+json_t *ad_api_body(struct ad_request *r)
+{
+    h2o_req_t *req = r->req;
+    if (req->entity.len > ad_srv.cfg->max_body_bytes) {
+        ad_http_problemf(req, AD_E_PAYLOAD_TOO_LARGE, "the body is %zu bytes; the limit is %zu", req->entity.len,
+                         ad_srv.cfg->max_body_bytes);
+        return NULL;
+    }
+    if (!is_json_type(ad_http_get(req, H2O_TOKEN_CONTENT_TYPE))) {
+        ad_http_problem(req, AD_E_UNSUPPORTED_MEDIA_TYPE, "send the body as application/json", NULL);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loadb(req->entity.base != NULL ? req->entity.base : "", req->entity.len,
+                           JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (v == NULL)
+        ad_http_problemf(req, AD_E_MALFORMED_JSON, "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+    return v;
+}
+
+void ad_verr_init(struct ad_verr *v)
+{
+    ad_buf_init(&v->b, 64 * 1024);
+    v->n = 0;
+}
+
+void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
+{
+    if (v->n++ == 0)
+        ad_buf_append(&v->b, ",\"errors\":[", 11);
+    else
+        ad_buf_append(&v->b, ",", 1);
+    ad_buf_append(&v->b, "{\"pointer\":", 11);
+    ad_json_str(&v->b, pointer);
+    ad_buf_append(&v->b, ",\"detail\":", 10);
+    ad_json_str(&v->b, detail);
+    ad_buf_append(&v->b, "}", 1);
+}
+
+int ad_verr_send(struct ad_verr *v, struct ad_request *r)
+{
+    ad_buf_append(&v->b, "]", 1);
+    ad_buf_append(&v->b, "", 1);
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
+    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.data);
+    ad_buf_free(&v->b);
+    return rc;
+}
+
+int ad_api_fail(struct ad_request *r, ad_err err)
+{
+    return ad_http_problem(r->req, err, NULL, NULL);
+}
+
+/* Validators and cache headers shared by every answer that carries a job. */
+static void job_headers(h2o_req_t *req, const struct ad_entry *e)
+{
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, e->etag, 24);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
+    if (ad_status_terminal(e->job->status)) {
+        char date[40];
+        ad_time_http(e->job->expires_at, date, sizeof(date));
+        ad_http_header(req, H2O_TOKEN_EXPIRES, date);
+    } else {
+        ad_http_headerf(req, H2O_TOKEN_RETRY_AFTER, "%d", ad_server_retry_after(e->job));
+    }
+}
+
+int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
+{
+    job_headers(r->req, e);
+    if (status == 304)
+        return ad_http_empty(r->req, 304);
+    return ad_http_json(r, status, e->body, e->len);
+}
+
+int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
+{
+    h2o_req_t *req = r->req;
+    const char *id = e->job->id;
+    ad_http_headerf(req, H2O_TOKEN_LOCATION, "/v1/jobs/%s", id);
+    char *abs = ad_asprintf("%s/v1/jobs/%s", ad_srv.public_url, id);
+    ad_http_header_str(req, "operation-location", abs);
+    free(abs);
+    ad_http_headerf(req, H2O_TOKEN_LINK, "</v1/jobs/%s>; rel=\"monitor\"", id);
+    if (e->job->resource != NULL)
+        ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
+    if (replayed)
+        ad_http_header_str(req, "idempotent-replayed", "true");
+    return ad_api_send_job(r, e, 202);
+}
+
+int ad_api_healthz(struct ad_request *r)
+{
+    static const char body[] = "{\"status\":\"ok\"}";
+    return ad_http_json(r, 200, body, sizeof(body) - 1);
+}
+
+int ad_api_readyz(struct ad_request *r)
+{
+    static const char body[] = "{\"status\":\"ready\"}";
+    if (ad_srv.shutting_down)
+        return ad_http_problem(r->req, AD_E_UNAVAILABLE, "shutting down", NULL);
+    int64_t seq;
+    if (ad_srv.store->ops->max_seq(ad_srv.rconn, &seq) != AD_E_OK)
+        return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
+    return ad_http_json(r, 200, body, sizeof(body) - 1);
+}

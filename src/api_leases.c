@@ -1,0 +1,361 @@
+/*
+ * api_leases.c - the worker side: leasing with parked waits, heartbeats, completion and failure.
+ *
+ * A lease request that finds no work is parked (not polled): it waits in ad_srv.parked until a committed
+ * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
+ * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
+ */
+#include "api.h"
+#include "core.h"
+#include "timer.h"
+#include "writer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AD_LEASE_DEFAULT_SECONDS 30
+#define AD_LEASE_MAX_SECONDS 3600
+#define AD_LEASE_MAX_JOBS 100
+#define AD_LEASE_MAX_TYPES 32
+
+struct parked {
+    h2o_linklist_t link;
+    struct ad_timer timer;
+    struct ad_pending *pend;
+    struct ad_request *r;
+    char **types;
+    size_t ntypes;
+    int max;
+    int lease_seconds;
+    char *worker;
+    int64_t deadline; /* monotonic ms */
+    int in_flight;    /* a lease op is with the writer */
+};
+
+static void parked_free(struct parked *p)
+{
+    if (h2o_linklist_is_linked(&p->link))
+        h2o_linklist_unlink(&p->link);
+    ad_timer_cancel(&p->timer);
+    for (size_t i = 0; i < p->ntypes; i++)
+        free(p->types[i]);
+    free(p->types);
+    free(p->worker);
+    free(p);
+}
+
+static void parked_gone(struct ad_pending *pd)
+{
+    struct parked *p = pd->owner;
+    /* With an op in flight, lease_done frees it; jobs leased for a client that left expire with their lease. */
+    if (!p->in_flight)
+        parked_free(p);
+}
+
+static void parked_timeout(struct ad_timer *t)
+{
+    struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, timer, t);
+    h2o_req_t *req = ad_pending_take(p->pend);
+    parked_free(p);
+    ad_http_empty(req, 204);
+}
+
+static void lease_done(struct ad_op *op);
+
+static void lease_issue(struct parked *p)
+{
+    struct ad_lease_op *x = ad_lease_op_new();
+    x->tenant = ad_strdup(p->r->tenant);
+    x->types = ad_calloc(p->ntypes, sizeof(char *));
+    for (size_t i = 0; i < p->ntypes; i++)
+        x->types[i] = ad_strdup(p->types[i]);
+    x->ntypes = p->ntypes;
+    x->max = p->max;
+    x->lease_seconds = p->lease_seconds;
+    x->worker = p->worker != NULL ? ad_strdup(p->worker) : NULL;
+    x->now = ad_now_ms();
+    x->ctx = p;
+    x->op.done = lease_done;
+    p->in_flight = 1;
+    ad_writer_submit(&x->op);
+}
+
+static void lease_done(struct ad_op *op)
+{
+    struct ad_lease_op *x = (struct ad_lease_op *)op;
+    struct parked *p = x->ctx;
+    p->in_flight = 0;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"leases\":[", 11);
+    for (size_t i = 0; op->err == AD_E_OK && i < x->leased.n; i++) {
+        struct ad_job *j = x->leased.items[i];
+        x->leased.items[i] = NULL;
+        char *lease_id = ad_strdup(j->lease_id);
+        char until[40];
+        ad_time_rfc3339(j->lease_expires_at, until, sizeof(until));
+        struct ad_entry *e = ad_server_publish(j);
+        ad_buf_printf(&b, "%s{\"job\":", i != 0 ? "," : "");
+        ad_buf_append(&b, e->body, e->len);
+        ad_buf_printf(&b, ",\"leaseId\":\"%s\",\"leaseExpiresAt\":\"%s\"}", lease_id, until);
+        free(lease_id);
+    }
+    ad_buf_append(&b, "]}", 2);
+    size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
+    ad_err err = op->err;
+    ad_op_free(op);
+
+    if (p->pend->req == NULL) {
+        parked_free(p);
+    } else if (err != AD_E_OK || leased != 0 || ad_mono_ms() >= p->deadline) {
+        struct ad_request *r = p->r;
+        ad_pending_take(p->pend);
+        parked_free(p);
+        if (err != AD_E_OK)
+            ad_api_fail(r, err);
+        else if (leased == 0)
+            ad_http_empty(r->req, 204);
+        else
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
+    } else {
+        h2o_linklist_insert(&ad_srv.parked, &p->link);
+        ad_timer_arm(&p->timer, p->deadline);
+    }
+    ad_buf_free(&b);
+}
+
+void ad_api_leases_kick(const char *tenant, const char *type)
+{
+    for (h2o_linklist_t *node = ad_srv.parked.next; node != &ad_srv.parked; node = node->next) {
+        struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
+        if (strcmp(p->r->tenant, tenant) != 0)
+            continue;
+        for (size_t i = 0; i < p->ntypes; i++) {
+            if (strcmp(p->types[i], type) == 0) {
+                h2o_linklist_unlink(&p->link);
+                ad_timer_cancel(&p->timer);
+                lease_issue(p);
+                return;
+            }
+        }
+    }
+}
+
+/* Read an optional integer member in [min, max] into *out. */
+static void opt_int(json_t *body, const char *name, long long min, long long max, int *out, struct ad_verr *v)
+{
+    json_t *n = json_object_get(body, name);
+    if (n == NULL || json_is_null(n))
+        return;
+    if (!json_is_integer(n) || json_integer_value(n) < min || json_integer_value(n) > max) {
+        char ptr[64], detail[128];
+        snprintf(ptr, sizeof(ptr), "/%s", name);
+        snprintf(detail, sizeof(detail), "%s must be an integer from %lld to %lld", name, min, max);
+        ad_verr_add(v, ptr, detail);
+        return;
+    }
+    *out = (int)json_integer_value(n);
+}
+
+/* A JSON object body or NULL after answering (400/413/415/422). */
+static json_t *object_body(struct ad_request *r)
+{
+    json_t *body = ad_api_body(r);
+    if (body != NULL && !json_is_object(body)) {
+        json_decref(body);
+        struct ad_verr v;
+        ad_verr_init(&v);
+        ad_verr_add(&v, "", "the body must be a JSON object");
+        ad_verr_send(&v, r);
+        return NULL;
+    }
+    return body;
+}
+
+int ad_api_lease(struct ad_request *r)
+{
+    json_t *body = object_body(r);
+    if (body == NULL)
+        return 0;
+    struct ad_verr v;
+    ad_verr_init(&v);
+    json_t *types = json_object_get(body, "types");
+    size_t ntypes = json_array_size(types);
+    if (!json_is_array(types) || ntypes == 0 || ntypes > AD_LEASE_MAX_TYPES)
+        ad_verr_add(&v, "/types", "types must be an array of 1 to 32 job type names");
+    for (size_t i = 0; i < ntypes; i++)
+        if (!json_is_string(json_array_get(types, i)))
+            ad_verr_add(&v, "/types", "every entry of types must be a string");
+    int max = 1, wait = 0, lease_seconds = AD_LEASE_DEFAULT_SECONDS;
+    opt_int(body, "max", 1, AD_LEASE_MAX_JOBS, &max, &v);
+    opt_int(body, "wait", 0, 86400, &wait, &v);
+    opt_int(body, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &lease_seconds, &v);
+    json_t *worker = json_object_get(body, "worker");
+    if (worker != NULL && (!json_is_string(worker) || json_string_length(worker) > 128))
+        ad_verr_add(&v, "/worker", "worker must be a string of at most 128 characters");
+    if (v.n != 0) {
+        json_decref(body);
+        return ad_verr_send(&v, r);
+    }
+    ad_buf_free(&v.b);
+    struct parked *p = ad_calloc(1, sizeof(*p));
+    p->r = r;
+    p->types = ad_calloc(ntypes, sizeof(char *));
+    for (size_t i = 0; i < ntypes; i++)
+        p->types[i] = ad_strdup(json_string_value(json_array_get(types, i)));
+    p->ntypes = ntypes;
+    p->max = max;
+    p->lease_seconds = lease_seconds;
+    p->worker = worker != NULL ? ad_strdup(json_string_value(worker)) : NULL;
+    if (wait > ad_srv.cfg->max_wait_seconds)
+        wait = ad_srv.cfg->max_wait_seconds;
+    p->deadline = ad_mono_ms() + (int64_t)wait * 1000;
+    p->timer.cb = parked_timeout;
+    p->pend = ad_pending_new(r->req, p, parked_gone);
+    json_decref(body);
+    lease_issue(p);
+    return 0;
+}
+
+/* ---- reports under a lease ---- */
+
+struct report_ctx {
+    struct ad_pending *pend;
+    struct ad_request *r;
+};
+
+static void report_done(struct ad_op *op)
+{
+    struct ad_report_op *x = (struct ad_report_op *)op;
+    struct report_ctx *ctx = x->ctx;
+    struct ad_request *r = ctx->pend->req != NULL ? ctx->r : NULL;
+    ad_pending_take(ctx->pend);
+    free(ctx);
+    struct ad_entry *e = NULL;
+    int64_t lease_until = 0;
+    if (op->err == AD_E_OK) {
+        lease_until = x->job->lease_expires_at;
+        e = ad_server_publish(x->job);
+        x->job = NULL;
+    }
+    if (r != NULL) {
+        if (op->err != AD_E_OK) {
+            ad_api_fail(r, op->err);
+        } else if (x->event == AD_EV_HEARTBEAT) {
+            char until[40];
+            ad_time_rfc3339(lease_until, until, sizeof(until));
+            char *body = ad_asprintf("{\"job\":%s,\"leaseExpiresAt\":\"%s\",\"cancelRequested\":%s}", e->body, until,
+                                     e->job->cancel_requested ? "true" : "false");
+            size_t len = strlen(body);
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, body, len).base, len);
+            free(body);
+        } else {
+            ad_api_send_job(r, e, 200);
+        }
+    }
+    ad_op_free(op);
+}
+
+/* Normalise a worker's problem into an RFC 9457 object with code; returns compact JSON text. */
+static char *normalise_problem(json_t *err)
+{
+    json_t *p = json_is_object(err) ? json_deep_copy(err) : json_object();
+    if (!json_is_string(json_object_get(p, "type")))
+        json_object_set_new(p, "type", json_string("about:blank"));
+    if (!json_is_string(json_object_get(p, "title")))
+        json_object_set_new(p, "title", json_string("Job failed"));
+    json_int_t status = json_integer_value(json_object_get(p, "status"));
+    if (!json_is_integer(json_object_get(p, "status")) || status < 400 || status > 599)
+        json_object_set_new(p, "status", json_integer(500));
+    if (!json_is_string(json_object_get(p, "code")))
+        json_object_set_new(p, "code", json_string("job-failed"));
+    char *text = json_dumps(p, JSON_COMPACT);
+    json_decref(p);
+    return text;
+}
+
+static int report(struct ad_request *r, enum ad_job_event event)
+{
+    json_t *body = object_body(r);
+    if (body == NULL)
+        return 0;
+    struct ad_verr v;
+    ad_verr_init(&v);
+    struct ad_report_op *x = ad_report_op_new();
+    json_t *lid = json_object_get(body, "leaseId");
+    if (!json_is_string(lid))
+        ad_verr_add(&v, "/leaseId", "leaseId is required: the id this job was leased under");
+    else
+        x->lease_id = ad_strdup(json_string_value(lid));
+    opt_int(body, "progress", 0, 100, &x->progress, &v);
+    opt_int(body, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
+    json_t *msg = json_object_get(body, "message");
+    if (msg != NULL && !json_is_null(msg)) {
+        if (!json_is_string(msg) || json_string_length(msg) > 1024)
+            ad_verr_add(&v, "/message", "message must be a string of at most 1024 characters");
+        else
+            x->message = ad_strdup(json_string_value(msg));
+    }
+    if (event == AD_EV_COMPLETE) {
+        json_t *st = json_object_get(body, "status");
+        const char *s = json_string_value(st);
+        if (st != NULL && (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "partialSuccess") != 0)))
+            ad_verr_add(&v, "/status", "status must be \"succeeded\" or \"partialSuccess\"");
+        else if (s != NULL && strcmp(s, "partialSuccess") == 0)
+            event = AD_EV_COMPLETE_PARTIAL;
+        json_t *res = json_object_get(body, "result");
+        if (res != NULL)
+            x->result = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_t *loc = json_object_get(body, "resultLocation");
+        if (loc != NULL && !json_is_null(loc)) {
+            const char *u = json_string_value(loc);
+            if (u == NULL || strlen(u) > 2048 ||
+                (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0 && u[0] != '/'))
+                ad_verr_add(&v, "/resultLocation", "resultLocation must be an http(s) URL or an absolute path");
+            else
+                x->result_location = ad_strdup(u);
+        }
+    } else if (event == AD_EV_FAIL) {
+        json_t *err = json_object_get(body, "error");
+        if (err != NULL && !json_is_object(err))
+            ad_verr_add(&v, "/error", "error must be an RFC 9457 problem object");
+        json_t *retryable = json_object_get(body, "retryable");
+        if (retryable != NULL && !json_is_boolean(retryable))
+            ad_verr_add(&v, "/retryable", "retryable must be a boolean");
+        else if (json_is_false(retryable))
+            event = AD_EV_FAIL_FINAL;
+        x->error = normalise_problem(err);
+    }
+    json_decref(body);
+    if (v.n != 0) {
+        ad_op_free(&x->op);
+        return ad_verr_send(&v, r);
+    }
+    ad_buf_free(&v.b);
+    x->event = event;
+    x->tenant = ad_strdup(r->tenant);
+    x->id = ad_strdup(r->id);
+    x->now = ad_now_ms();
+    struct report_ctx *ctx = ad_calloc(1, sizeof(*ctx));
+    ctx->r = r;
+    ctx->pend = ad_pending_new(r->req, ctx, NULL);
+    x->ctx = ctx;
+    x->op.done = report_done;
+    ad_writer_submit(&x->op);
+    return 0;
+}
+
+int ad_api_heartbeat(struct ad_request *r)
+{
+    return report(r, AD_EV_HEARTBEAT);
+}
+
+int ad_api_complete(struct ad_request *r)
+{
+    return report(r, AD_EV_COMPLETE);
+}
+
+int ad_api_fail_job(struct ad_request *r)
+{
+    return report(r, AD_EV_FAIL);
+}

@@ -1,0 +1,192 @@
+/*
+ * cache.c - chained hash table of ad_entry plus an LRU list for eviction.
+ *
+ * Keys are server-generated random ids, so a simple FNV-1a hash is enough; lookups of unknown ids never
+ * insert anything.
+ */
+#include "cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct ad_entry **buckets;
+static size_t nbuckets, count, max_count;
+static h2o_linklist_t lru = {&lru, &lru};
+
+static size_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (size_t)h;
+}
+
+static struct ad_entry **find_slot(const char *id)
+{
+    struct ad_entry **p = &buckets[hash(id) & (nbuckets - 1)];
+    while (*p != NULL && strcmp((*p)->job->id, id) != 0)
+        p = &(*p)->next;
+    return p;
+}
+
+void ad_cache_init(size_t max_entries)
+{
+    max_count = max_entries;
+    nbuckets = 1024;
+    buckets = ad_calloc(nbuckets, sizeof(*buckets));
+}
+
+static void grow(void)
+{
+    size_t old_n = nbuckets;
+    struct ad_entry **old = buckets;
+    nbuckets *= 2;
+    buckets = ad_calloc(nbuckets, sizeof(*buckets));
+    for (size_t i = 0; i < old_n; i++) {
+        struct ad_entry *e = old[i];
+        while (e != NULL) {
+            struct ad_entry *next = e->next;
+            struct ad_entry **slot = &buckets[hash(e->job->id) & (nbuckets - 1)];
+            e->next = *slot;
+            *slot = e;
+            e = next;
+        }
+    }
+    free(old);
+}
+
+static void wake_all(struct ad_entry *e, struct ad_entry *arg)
+{
+    while (!h2o_linklist_is_empty(&e->waiters)) {
+        struct ad_waiter *w = H2O_STRUCT_FROM_MEMBER(struct ad_waiter, link, e->waiters.next);
+        h2o_linklist_unlink(&w->link);
+        w->wake(w, arg);
+    }
+}
+
+static void render(struct ad_entry *e)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_job_render(e->job, &b);
+    free(e->body);
+    e->body = b.data;
+    e->len = b.len;
+    ad_etag(e->body, e->len, e->etag);
+}
+
+static void unlink_entry(struct ad_entry **slot)
+{
+    struct ad_entry *e = *slot;
+    *slot = e->next;
+    h2o_linklist_unlink(&e->lru);
+    count--;
+}
+
+static void free_entry(struct ad_entry *e)
+{
+    ad_job_free(e->job);
+    free(e->body);
+    free(e);
+}
+
+static void evict(void)
+{
+    h2o_linklist_t *node = lru.prev;
+    while (count > max_count && node != &lru) {
+        struct ad_entry *e = H2O_STRUCT_FROM_MEMBER(struct ad_entry, lru, node);
+        node = node->prev;
+        if (!h2o_linklist_is_empty(&e->waiters))
+            continue;
+        unlink_entry(find_slot(e->job->id));
+        free_entry(e);
+    }
+}
+
+struct ad_entry *ad_cache_get(const char *id)
+{
+    struct ad_entry *e = *find_slot(id);
+    if (e != NULL) {
+        h2o_linklist_unlink(&e->lru);
+        h2o_linklist_insert(lru.next, &e->lru);
+    }
+    return e;
+}
+
+struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
+{
+    struct ad_entry **slot = find_slot(job->id);
+    struct ad_entry *e = *slot;
+    *changed = 0;
+    if (e != NULL) {
+        if (e->job->seq >= job->seq) {
+            ad_job_free(job);
+            return ad_cache_get(e->job->id);
+        }
+        ad_job_free(e->job);
+        e->job = job;
+        char old_etag[25];
+        memcpy(old_etag, e->etag, sizeof(old_etag));
+        render(e);
+        *changed = 1;
+        ad_cache_get(job->id);
+        if (strcmp(old_etag, e->etag) != 0)
+            wake_all(e, e);
+        return e;
+    }
+    e = ad_calloc(1, sizeof(*e));
+    e->job = job;
+    h2o_linklist_init_anchor(&e->waiters);
+    render(e);
+    e->next = NULL;
+    *slot = e;
+    h2o_linklist_insert(lru.next, &e->lru);
+    *changed = 1;
+    if (++count > nbuckets)
+        grow();
+    if (count > max_count)
+        evict();
+    return e;
+}
+
+void ad_cache_remove(const char *id)
+{
+    struct ad_entry **slot = find_slot(id);
+    struct ad_entry *e = *slot;
+    if (e == NULL)
+        return;
+    unlink_entry(slot);
+    wake_all(e, NULL);
+    free_entry(e);
+}
+
+void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w)
+{
+    h2o_linklist_insert(&e->waiters, &w->link);
+}
+
+void ad_cache_unwatch(struct ad_waiter *w)
+{
+    if (h2o_linklist_is_linked(&w->link))
+        h2o_linklist_unlink(&w->link);
+}
+
+size_t ad_cache_size(void)
+{
+    return count;
+}
+
+void ad_cache_clear(void)
+{
+    for (size_t i = 0; i < nbuckets; i++) {
+        while (buckets[i] != NULL) {
+            struct ad_entry *e = buckets[i];
+            unlink_entry(&buckets[i]);
+            wake_all(e, NULL);
+            free_entry(e);
+        }
+    }
+    free(buckets);
+    buckets = NULL;
+    nbuckets = 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * cache.h - the in-memory representation of jobs: rendered JSON body and ETag, keyed by id.
+ *
+ * The poll path (GET with If-None-Match) is one lookup here and never touches the store. Entries are
+ * replaced whenever the writer commits a change; an entry is never replaced by an older version (lower
+ * seq). Long-poll waiters hang on entries. Entries without waiters are evicted oldest-first past a cap.
+ * Event loop thread only.
+ */
+#ifndef AD_CACHE_H
+#define AD_CACHE_H
+
+#include <h2o/linklist.h>
+#include <h2o/memory.h>
+#include <stddef.h>
+#include "job.h"
+
+struct ad_entry {
+    struct ad_job *job; /* owned */
+    char *body;         /* rendered representation, owned */
+    size_t len;
+    char etag[25];
+    h2o_linklist_t lru;
+    h2o_linklist_t waiters; /* of struct ad_waiter */
+    struct ad_entry *next;  /* hash chain */
+};
+
+/* Someone waiting for an entry to change; wake is called once, after the waiter is unlinked. */
+struct ad_waiter {
+    h2o_linklist_t link;
+    void (*wake)(struct ad_waiter *w, struct ad_entry *e);
+};
+
+void ad_cache_init(size_t max_entries);
+/* The entry for id, or NULL when not cached. Marks it recently used. */
+struct ad_entry *ad_cache_get(const char *id);
+/* Store job (takes ownership) unless the cached version is newer; returns the current entry. Wakes the
+ * entry's waiters when the representation changed. *changed is set to 1 when the stored entry changed. */
+struct ad_entry *ad_cache_put(struct ad_job *job, int *changed);
+/* Drop the entry for id (its waiters are woken with e == NULL). */
+void ad_cache_remove(const char *id);
+void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w);
+/* Unlink w if it is still waiting. Safe to call twice. */
+void ad_cache_unwatch(struct ad_waiter *w);
+size_t ad_cache_size(void);
+/* Free every entry (at shutdown). */
+void ad_cache_clear(void);
+
+#endif

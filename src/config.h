@@ -1,0 +1,103 @@
+/*
+ * config.h - the daemon's configuration: defaults, the YAML file, then ACCEPTD_* environment variables,
+ * then command-line flags, each overriding the one before.
+ *
+ * This module only parses and validates; it does not open sockets or files other than the config file.
+ */
+#ifndef AD_CONFIG_H
+#define AD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum ad_role { AD_ROLE_CLIENT = 1, AD_ROLE_WORKER = 2, AD_ROLE_ADMIN = 4 };
+
+/* Retention per terminal state, in milliseconds after finishedAt. */
+struct ad_retention {
+    int64_t succeeded_ms;
+    int64_t failed_ms;
+    int64_t cancelled_ms;
+    int64_t partial_ms;
+};
+
+struct ad_key {
+    char *key;
+    char *tenant;
+    enum ad_role role;
+};
+
+struct ad_type_conf {
+    char *name;
+    char **required; /* payload fields that must be present */
+    size_t nrequired;
+    int max_attempts;    /* default for jobs of this type */
+    int timeout_seconds; /* default lease/run timeout hint, 0 = none */
+    struct ad_retention retention;
+};
+
+struct ad_route {
+    char *method;                /* "POST" */
+    char *path;                  /* "/v1/videos" */
+    char *type;                  /* job type created by the route */
+    char *resource;              /* placeholder business resource, may contain "{id}", or NULL */
+    int on_complete_redirect;    /* 1: a finished job answers 303 to its result by default */
+    int require_idempotency_key; /* 1: a POST without Idempotency-Key gets 400 */
+};
+
+struct ad_config {
+    char *listen_host; /* "127.0.0.1" */
+    int listen_port;   /* 8080; 0 picks an ephemeral port */
+    char *data_dir;    /* "./data" */
+    char *public_url;  /* base for absolute URLs, without trailing slash; NULL = derive from listen address */
+    struct ad_key *keys;
+    size_t nkeys;
+    struct ad_type_conf *types; /* empty: any type is accepted, with the defaults below */
+    size_t ntypes;
+    struct ad_route *routes;
+    size_t nroutes;
+
+    struct ad_retention retention; /* default per terminal state: 30d each */
+    int64_t tombstone_ms;          /* how long an expired job answers 410 before 404: default 7d */
+    int64_t idempotency_ttl_ms;    /* how long idempotency keys are kept: default 24h */
+    int64_t sweep_interval_ms;     /* retention sweeper period: default 1s */
+    size_t max_body_bytes;         /* request body cap: default 1 MiB */
+    int max_wait_seconds;          /* cap for wait=N on long polls: default 60 */
+    int default_max_attempts;      /* default 3 */
+    int64_t retry_backoff_ms;      /* base delay before a failed attempt runs again (doubles each time): 1s */
+    int max_connections;           /* default 10000 */
+};
+
+/* Fill cfg with the defaults above. Strings are heap copies owned by cfg. */
+void ad_config_defaults(struct ad_config *cfg);
+
+/* Merge a YAML file into cfg. On error returns -1 and writes a one-line message ("file:line: ...") into err. */
+int ad_config_load_file(struct ad_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Same, from a YAML string already in memory (used by tests and fuzzers). */
+int ad_config_load_string(struct ad_config *cfg, const char *yaml, size_t len, char *err, size_t errlen);
+
+/* Apply ACCEPTD_LISTEN, ACCEPTD_DATA, ACCEPTD_PUBLIC_URL from the environment. Returns -1 with err on a bad value. */
+int ad_config_apply_env(struct ad_config *cfg, char *err, size_t errlen);
+
+/* Parse "HOST:PORT" / "[v6]:PORT" / ":PORT" into cfg->listen_host/listen_port. Returns 0 or -1. */
+int ad_config_set_listen(struct ad_config *cfg, const char *hostport);
+
+/* Set the data directory (non-empty, no control characters), as --data does.
+ * Returns 0, or -1 leaving cfg as it was. */
+int ad_config_set_data(struct ad_config *cfg, const char *dir);
+
+/* Set publicUrl from an http:// or https:// URL without query or fragment; trailing slashes are dropped.
+ * Used for --public-url. Returns 0, or -1 leaving cfg as it was. */
+int ad_config_set_public_url(struct ad_config *cfg, const char *url);
+
+/* Look up a type; NULL when not configured. */
+const struct ad_type_conf *ad_config_type(const struct ad_config *cfg, const char *name);
+
+/* Look up a route by method and exact path; NULL when none. */
+const struct ad_route *ad_config_route(const struct ad_config *cfg, const char *method, size_t mlen, const char *path,
+                                       size_t plen);
+
+/* Free everything cfg owns (not cfg itself). */
+void ad_config_free(struct ad_config *cfg);
+
+#endif

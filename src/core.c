@@ -1,0 +1,429 @@
+/*
+ * core.c - job operations applied by the writer: submit, cancel, retry, lease, report, expire, sweep.
+ *
+ * Every status change goes through ad_job_transition(). Timestamps come from the op (taken on the event
+ * loop when the request arrived), so a batch applies one consistent clock per request.
+ */
+#include "core.h"
+
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct ad_config *config;
+static const struct ad_store_ops *st;
+
+void ad_core_init(const struct ad_config *cfg, struct ad_store *store)
+{
+    config = cfg;
+    st = store->ops;
+}
+
+int64_t ad_core_retention_ms(const char *type, enum ad_status s)
+{
+    const struct ad_type_conf *t = config != NULL ? ad_config_type(config, type) : NULL;
+    const struct ad_retention *r = t != NULL ? &t->retention : &config->retention;
+    switch (s) {
+    case AD_SUCCEEDED:
+        return r->succeeded_ms;
+    case AD_PARTIAL:
+        return r->partial_ms;
+    case AD_CANCELLED:
+        return r->cancelled_ms;
+    default:
+        return r->failed_ms;
+    }
+}
+
+int64_t ad_core_backoff_ms(int attempt)
+{
+    int64_t base = config != NULL ? config->retry_backoff_ms : 1000;
+    int shift = attempt > 1 ? attempt - 1 : 0;
+    if (shift > 20)
+        shift = 20;
+    int64_t d = base << shift;
+    if (d > 3600 * 1000)
+        d = 3600 * 1000;
+    uint32_t r;
+    ad_random_bytes((uint8_t *)&r, sizeof(r));
+    /* Equal jitter: half fixed, half random, so retries of many jobs spread out but never come early. */
+    return d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1));
+}
+
+void ad_fingerprint(const char *method, const char *path, const char *body, char out[65])
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, method, strlen(method) + 1);
+    ad_buf_append(&b, path, strlen(path) + 1);
+    ad_buf_append(&b, body, strlen(body));
+    uint8_t md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)b.data, b.len, md);
+    ad_buf_free(&b);
+    ad_hex_encode(md, sizeof(md), out);
+}
+
+/* Move job to its terminal state's bookkeeping: finish time, expiry, no lease. */
+static void finish(struct ad_job *j, enum ad_status to, int64_t now)
+{
+    j->status = to;
+    j->finished_at = now;
+    j->expires_at = now + ad_core_retention_ms(j->type, to);
+    ad_job_set(&j->lease_id, NULL);
+    j->lease_expires_at = 0;
+}
+
+static void requeue(struct ad_job *j, int64_t run_at)
+{
+    j->status = AD_QUEUED;
+    j->run_at = run_at;
+    ad_job_set(&j->lease_id, NULL);
+    j->lease_expires_at = 0;
+}
+
+/* Apply a transition's outcome to the row: status-specific fields, then the change time. */
+static void apply_transition(struct ad_job *j, const struct ad_transition *t, int64_t now)
+{
+    j->cancel_requested = t->cancel_requested;
+    if (t->to != j->status) {
+        if (ad_status_terminal(t->to))
+            finish(j, t->to, now);
+        else if (t->to == AD_QUEUED)
+            requeue(j, 0);
+        else
+            j->status = t->to;
+    }
+    j->updated_at = now;
+}
+
+static int lease_live(const struct ad_job *j, const char *lease_id, int64_t now)
+{
+    return j->status == AD_RUNNING && j->lease_id != NULL && lease_id != NULL &&
+           ad_ct_equal(j->lease_id, strlen(j->lease_id), lease_id, strlen(lease_id)) && j->lease_expires_at > now;
+}
+
+/* Fetch a job for a change; tombstoned and expired jobs are gone for every operation. */
+static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_t now, struct ad_job **out)
+{
+    ad_err e = st->job_get(c, tenant, id, out);
+    if (e != AD_E_OK)
+        return e;
+    if ((*out)->tombstoned || ((*out)->expires_at != 0 && (*out)->expires_at <= now)) {
+        ad_job_free(*out);
+        *out = NULL;
+        return AD_E_GONE;
+    }
+    return AD_E_OK;
+}
+
+static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_submit_op *s = (struct ad_submit_op *)op;
+    if (s->idem_key != NULL) {
+        struct ad_idem rec;
+        ad_err e = st->idem_get(c, s->job->tenant, s->idem_key, &rec);
+        if (e == AD_E_OK) {
+            int same = strcmp(rec.fingerprint, s->fingerprint) == 0;
+            struct ad_job *orig = NULL;
+            if (same)
+                e = st->job_get(c, s->job->tenant, rec.job_id, &orig);
+            free(rec.job_id);
+            if (!same)
+                return AD_E_IDEMPOTENCY_KEY_REUSED;
+            if (e != AD_E_OK)
+                return e == AD_E_NOT_FOUND ? AD_E_GONE : e;
+            ad_job_free(s->job);
+            s->job = orig;
+            s->replayed = 1;
+            return AD_E_OK;
+        }
+        if (e != AD_E_NOT_FOUND)
+            return e;
+    }
+    ad_err e = st->job_insert(c, s->job);
+    if (e == AD_E_OK && s->idem_key != NULL)
+        e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
+    return e;
+}
+
+static void submit_destroy(struct ad_op *op)
+{
+    struct ad_submit_op *s = (struct ad_submit_op *)op;
+    ad_job_free(s->job);
+    free(s->idem_key);
+    free(s);
+}
+
+struct ad_submit_op *ad_submit_op_new(void)
+{
+    struct ad_submit_op *s = ad_calloc(1, sizeof(*s));
+    s->op.apply = submit_apply;
+    s->op.destroy = submit_destroy;
+    return s;
+}
+
+static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_cancel_op *x = (struct ad_cancel_op *)op;
+    ad_err e = load(c, x->tenant, x->id, x->now, &x->job);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_transition t;
+    if (x->lease_id != NULL) {
+        if (!lease_live(x->job, x->lease_id, x->now))
+            return ad_status_terminal(x->job->status) ? AD_E_ILLEGAL_TRANSITION : AD_E_STALE_LEASE;
+        e = ad_job_transition(x->job, AD_EV_CANCEL_ACK, &t);
+    } else {
+        e = ad_job_transition(x->job, AD_EV_CANCEL, &t);
+    }
+    if (e != AD_E_OK)
+        return e;
+    apply_transition(x->job, &t, x->now);
+    return st->job_update(c, x->job);
+}
+
+static void cancel_destroy(struct ad_op *op)
+{
+    struct ad_cancel_op *x = (struct ad_cancel_op *)op;
+    free(x->tenant);
+    free(x->id);
+    free(x->lease_id);
+    ad_job_free(x->job);
+    free(x);
+}
+
+struct ad_cancel_op *ad_cancel_op_new(void)
+{
+    struct ad_cancel_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = cancel_apply;
+    x->op.destroy = cancel_destroy;
+    return x;
+}
+
+static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_retry_op *x = (struct ad_retry_op *)op;
+    struct ad_job *old;
+    ad_err e = load(c, x->tenant, x->id, x->now, &old);
+    if (e != AD_E_OK)
+        return e;
+    if (old->status != AD_FAILED && old->status != AD_CANCELLED) {
+        ad_job_free(old);
+        return AD_E_ILLEGAL_TRANSITION;
+    }
+    struct ad_job *j = ad_job_new();
+    j->id = ad_strdup(x->new_id);
+    j->tenant = ad_strdup(old->tenant);
+    j->type = ad_strdup(old->type);
+    j->payload = ad_strdup(old->payload);
+    j->priority = old->priority;
+    j->max_attempts = old->max_attempts;
+    j->timeout_seconds = old->timeout_seconds;
+    j->on_complete_redirect = old->on_complete_redirect;
+    ad_job_set(&j->callback_url, old->callback_url);
+    ad_job_set(&j->retry_of, old->id);
+    j->created_at = j->updated_at = x->now;
+    if (old->resource != NULL) {
+        /* The placeholder resource follows the new job: its id is part of the path. */
+        const char *at = strstr(old->resource, old->id);
+        j->resource =
+            at != NULL ? ad_asprintf("%.*s%s%s", (int)(at - old->resource), old->resource, j->id, at + strlen(old->id))
+                       : ad_strdup(old->resource);
+    }
+    ad_job_free(old);
+    x->job = j;
+    return st->job_insert(c, j);
+}
+
+static void retry_destroy(struct ad_op *op)
+{
+    struct ad_retry_op *x = (struct ad_retry_op *)op;
+    free(x->tenant);
+    free(x->id);
+    free(x->new_id);
+    ad_job_free(x->job);
+    free(x);
+}
+
+struct ad_retry_op *ad_retry_op_new(void)
+{
+    struct ad_retry_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = retry_apply;
+    x->op.destroy = retry_destroy;
+    return x;
+}
+
+static ad_err lease_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_lease_op *x = (struct ad_lease_op *)op;
+    ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
+    if (e != AD_E_OK)
+        return e;
+    for (size_t i = 0; i < x->leased.n; i++) {
+        struct ad_job *j = x->leased.items[i];
+        struct ad_transition t;
+        e = ad_job_transition(j, AD_EV_LEASE, &t);
+        if (e != AD_E_OK)
+            return e;
+        apply_transition(j, &t, x->now);
+        j->attempt++;
+        j->started_at = x->now;
+        j->progress = -1;
+        char *lid = ad_new_id("lse_");
+        ad_job_set(&j->lease_id, lid);
+        free(lid);
+        j->lease_expires_at = x->now + (int64_t)x->lease_seconds * 1000;
+        ad_job_set(&j->worker, x->worker);
+        e = st->job_update(c, j);
+        if (e != AD_E_OK)
+            return e;
+    }
+    return AD_E_OK;
+}
+
+static void lease_destroy(struct ad_op *op)
+{
+    struct ad_lease_op *x = (struct ad_lease_op *)op;
+    free(x->tenant);
+    for (size_t i = 0; i < x->ntypes; i++)
+        free(x->types[i]);
+    free(x->types);
+    free(x->worker);
+    ad_job_list_free(&x->leased);
+    free(x);
+}
+
+struct ad_lease_op *ad_lease_op_new(void)
+{
+    struct ad_lease_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = lease_apply;
+    x->op.destroy = lease_destroy;
+    return x;
+}
+
+static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_report_op *x = (struct ad_report_op *)op;
+    ad_err e = load(c, x->tenant, x->id, x->now, &x->job);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_job *j = x->job;
+    if (!lease_live(j, x->lease_id, x->now))
+        return AD_E_STALE_LEASE;
+    struct ad_transition t;
+    e = ad_job_transition(j, x->event, &t);
+    if (e != AD_E_OK)
+        return e;
+    if (x->progress >= 0)
+        j->progress = x->progress;
+    if (x->message != NULL)
+        ad_job_set(&j->message, x->message);
+    if (x->lease_seconds > 0)
+        j->lease_expires_at = x->now + (int64_t)x->lease_seconds * 1000;
+    switch (x->event) {
+    case AD_EV_COMPLETE:
+    case AD_EV_COMPLETE_PARTIAL:
+        ad_job_set(&j->result, x->result);
+        ad_job_set(&j->result_location, x->result_location);
+        if (x->event == AD_EV_COMPLETE)
+            j->progress = 100;
+        break;
+    case AD_EV_FAIL:
+    case AD_EV_FAIL_FINAL:
+        ad_job_set(&j->error, x->error);
+        break;
+    default:
+        break;
+    }
+    apply_transition(j, &t, x->now);
+    if (t.to == AD_QUEUED)
+        j->run_at = x->now + ad_core_backoff_ms(j->attempt);
+    return st->job_update(c, j);
+}
+
+static void report_destroy(struct ad_op *op)
+{
+    struct ad_report_op *x = (struct ad_report_op *)op;
+    free(x->tenant);
+    free(x->id);
+    free(x->lease_id);
+    free(x->message);
+    free(x->result);
+    free(x->result_location);
+    free(x->error);
+    ad_job_free(x->job);
+    free(x);
+}
+
+struct ad_report_op *ad_report_op_new(void)
+{
+    struct ad_report_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = report_apply;
+    x->op.destroy = report_destroy;
+    x->progress = -1;
+    return x;
+}
+
+static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_expire_op *x = (struct ad_expire_op *)op;
+    ad_err e = st->job_get(c, NULL, x->id, &x->job);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_job *j = x->job;
+    if (j->status != AD_RUNNING || j->lease_id == NULL || strcmp(j->lease_id, x->lease_id) != 0 ||
+        j->lease_expires_at > x->now)
+        return AD_E_OK;
+    struct ad_transition t;
+    e = ad_job_transition(j, AD_EV_LEASE_EXPIRED, &t);
+    if (e != AD_E_OK)
+        return e;
+    if (t.to == AD_FAILED && j->error == NULL)
+        j->error = ad_asprintf("{\"type\":\"" AD_PROBLEM_BASE "lease-expired\",\"title\":\"Lease expired\","
+                               "\"status\":500,\"detail\":\"the worker stopped reporting and no attempts "
+                               "remain\",\"code\":\"lease-expired\"}");
+    apply_transition(j, &t, x->now);
+    x->changed = 1;
+    return st->job_update(c, j);
+}
+
+static void expire_destroy(struct ad_op *op)
+{
+    struct ad_expire_op *x = (struct ad_expire_op *)op;
+    free(x->id);
+    free(x->lease_id);
+    ad_job_free(x->job);
+    free(x);
+}
+
+struct ad_expire_op *ad_expire_op_new(void)
+{
+    struct ad_expire_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = expire_apply;
+    x->op.destroy = expire_destroy;
+    return x;
+}
+
+static ad_err sweep_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_sweep_op *x = (struct ad_sweep_op *)op;
+    int jobs = 0, keys = 0;
+    ad_err e = st->sweep(c, x->now, config->tombstone_ms, AD_SWEEP_BATCH, &jobs);
+    if (e == AD_E_OK)
+        e = st->idem_sweep(c, x->now - config->idempotency_ttl_ms, AD_SWEEP_BATCH, &keys);
+    x->done = jobs + keys;
+    return e;
+}
+
+static void sweep_destroy(struct ad_op *op)
+{
+    free(op);
+}
+
+struct ad_sweep_op *ad_sweep_op_new(void)
+{
+    struct ad_sweep_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = sweep_apply;
+    x->op.destroy = sweep_destroy;
+    return x;
+}

@@ -1,0 +1,290 @@
+/*
+ * http.c - routing, problem responses and request helpers on top of h2o.
+ *
+ * This file knows HTTP and nothing about jobs. Every error answer is application/problem+json built
+ * from the AD_ERRNO_MAP entry of its code; no handler writes a status line for an error by hand.
+ */
+#include "http.h"
+#include "job.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_id_char(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Match path against pattern; on success returns 1 and the {id} span. */
+static int match_pattern(const char *pat, h2o_iovec_t path, h2o_iovec_t *id)
+{
+    const char *p = path.base, *end = path.base + path.len;
+    while (*pat != '\0') {
+        if (strncmp(pat, "{id}", 4) == 0) {
+            const char *start = p;
+            while (p < end && is_id_char(*p))
+                p++;
+            if (p == start || p - start > 64)
+                return 0;
+            *id = h2o_iovec_init(start, p - start);
+            pat += 4;
+            continue;
+        }
+        if (p == end || *p != *pat)
+            return 0;
+        p++;
+        pat++;
+    }
+    return p == end;
+}
+
+ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n, h2o_iovec_t path,
+                     const struct ad_route_def **out, char **id, h2o_iovec_t *allow)
+{
+    struct ad_buf methods;
+    ad_buf_init(&methods, 256);
+    ad_err result = AD_E_NOT_FOUND;
+    for (size_t i = 0; i < n; i++) {
+        h2o_iovec_t span = {NULL, 0};
+        if (!match_pattern(table[i].pattern, path, &span))
+            continue;
+        if (h2o_memis(req->method.base, req->method.len, table[i].method, strlen(table[i].method))) {
+            *out = &table[i];
+            *id = span.base != NULL ? h2o_mem_alloc_pool(&req->pool, span.len + 1) : NULL;
+            if (*id != NULL) {
+                memcpy(*id, span.base, span.len);
+                (*id)[span.len] = '\0';
+            }
+            ad_buf_free(&methods);
+            return AD_E_OK;
+        }
+        if (strstr(methods.data != NULL ? methods.data : "", table[i].method) == NULL)
+            ad_buf_printf(&methods, "%s%s", methods.len != 0 ? ", " : "", table[i].method);
+        result = AD_E_METHOD_NOT_ALLOWED;
+    }
+    if (result == AD_E_METHOD_NOT_ALLOWED)
+        *allow = h2o_strdup(&req->pool, methods.data, methods.len);
+    ad_buf_free(&methods);
+    return result;
+}
+
+void ad_http_header(h2o_req_t *req, const h2o_token_t *token, const char *value)
+{
+    size_t len = strlen(value);
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, h2o_strdup(&req->pool, value, len).base, len);
+}
+
+void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    ad_http_header(req, token, buf);
+}
+
+void ad_http_header_str(h2o_req_t *req, const char *name, const char *value)
+{
+    size_t len = strlen(value);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0, NULL,
+                          h2o_strdup(&req->pool, value, len).base, len);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 303:
+        return "See Other";
+    case 304:
+        return "Not Modified";
+    default:
+        return status < 400 ? "OK" : "Error";
+    }
+}
+
+int ad_http_send(struct ad_request *r, int status, const char *content_type, const char *body, size_t len)
+{
+    h2o_req_t *req = r->req;
+    req->res.status = status;
+    req->res.reason = reason(status);
+    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
+    h2o_send_inline(req, body, len);
+    return 0;
+}
+
+int ad_http_json(struct ad_request *r, int status, const char *body, size_t len)
+{
+    return ad_http_send(r, status, "application/json", body, len);
+}
+
+int ad_http_empty(h2o_req_t *req, int status)
+{
+    req->res.status = status;
+    req->res.reason = reason(status);
+    h2o_send_inline(req, "", 0);
+    return 0;
+}
+
+int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
+{
+    req->res.status = status;
+    req->res.reason = reason(status);
+    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, "application/problem+json");
+    size_t len = strlen(json);
+    h2o_send_inline(req, h2o_strdup(&req->pool, json, len).base, len);
+    return 0;
+}
+
+int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    int status = ad_err_status(err);
+    ad_buf_printf(&b, "{\"type\":\"" AD_PROBLEM_BASE "%s\",\"title\":", ad_err_code(err));
+    ad_json_str(&b, ad_err_title(err));
+    ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
+    ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
+    char *instance = ad_strndup(req->path.base, req->path.len);
+    ad_buf_append(&b, ",\"instance\":", 12);
+    ad_json_str(&b, instance);
+    free(instance);
+    ad_buf_printf(&b, ",\"code\":\"%s\"", ad_err_code(err));
+    if (extra != NULL)
+        ad_buf_append(&b, extra, strlen(extra));
+    ad_buf_append(&b, "}", 1);
+    if (err == AD_E_UNAUTHORIZED)
+        ad_http_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"acceptd\"");
+    if (err == AD_E_UNAVAILABLE || err == AD_E_RATE_LIMITED)
+        ad_http_header(req, H2O_TOKEN_RETRY_AFTER, "1");
+    ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    int rc = ad_http_problem_doc(req, b.data, status);
+    ad_buf_free(&b);
+    return rc;
+}
+
+int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return ad_http_problem(req, err, buf, NULL);
+}
+
+static const char *header_value(h2o_req_t *req, ssize_t i)
+{
+    if (i < 0)
+        return NULL;
+    h2o_iovec_t v = req->headers.entries[i].value;
+    return h2o_strdup(&req->pool, v.base, v.len).base;
+}
+
+const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token)
+{
+    return header_value(req, h2o_find_header(&req->headers, token, -1));
+}
+
+const char *ad_http_get_str(h2o_req_t *req, const char *name)
+{
+    return header_value(req, h2o_find_header_by_str(&req->headers, name, strlen(name), -1));
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+const char *ad_http_query(struct ad_request *r, const char *name)
+{
+    size_t nlen = strlen(name);
+    const char *p = r->query.base, *end = r->query.base + r->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', end - p);
+        const char *pend = amp != NULL ? amp : end;
+        const char *eq = memchr(p, '=', pend - p);
+        const char *kend = eq != NULL ? eq : pend;
+        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
+            const char *v = eq != NULL ? eq + 1 : pend;
+            char *out = h2o_mem_alloc_pool(&r->req->pool, pend - v + 1), *o = out;
+            for (; v < pend; v++) {
+                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0) {
+                    *o++ = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+                    v += 2;
+                } else {
+                    *o++ = *v == '+' ? ' ' : *v;
+                }
+            }
+            *o = '\0';
+            return out;
+        }
+        p = pend + 1;
+    }
+    return NULL;
+}
+
+void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
+{
+    *respond_async = 0;
+    *wait = -1;
+    for (ssize_t i = -1; (i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("prefer"), i)) != -1;) {
+        h2o_iovec_t v = req->headers.entries[i].value;
+        const char *p = v.base, *end = v.base + v.len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == ',' || *p == '\t'))
+                p++;
+            const char *tok = p;
+            while (p < end && *p != ',')
+                p++;
+            const char *tend = p;
+            const char *semi = memchr(tok, ';', tend - tok);
+            if (semi != NULL)
+                tend = semi;
+            while (tend > tok && (tend[-1] == ' ' || tend[-1] == '\t'))
+                tend--;
+            size_t len = tend - tok;
+            if (len == 13 && h2o_lcstris(tok, len, H2O_STRLIT("respond-async"))) {
+                *respond_async = 1;
+            } else if (len > 5 && h2o_lcstris(tok, 5, H2O_STRLIT("wait="))) {
+                long long n;
+                if (ad_parse_int(tok + 5, len - 5, 0, 86400, &n) == 0)
+                    *wait = (int)n;
+            }
+        }
+    }
+}
+
+static void pending_dispose(void *p)
+{
+    struct ad_pending *pd = p;
+    if (pd->req == NULL)
+        return;
+    pd->req = NULL;
+    if (pd->on_gone != NULL)
+        pd->on_gone(pd);
+}
+
+struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p))
+{
+    struct ad_pending *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), pending_dispose);
+    p->req = req;
+    p->owner = owner;
+    p->on_gone = on_gone;
+    return p;
+}

@@ -1,0 +1,89 @@
+/*
+ * http.h - the HTTP layer: the route table, request context, and every kind of response
+ * (JSON, RFC 9457 problems, empty), plus a guard for requests answered later.
+ *
+ * HTTP status codes live here and in the api_*.c handlers; the layers below return ad_err.
+ */
+#ifndef AD_HTTP_H
+#define AD_HTTP_H
+
+#include <h2o.h>
+#include "config.h"
+#include "error.h"
+#include "util.h"
+
+/* One request as the handlers see it. Allocated in req->pool. */
+struct ad_request {
+    h2o_req_t *req;
+    const char *tenant;
+    int roles;                    /* AD_ROLE_* bits the caller holds */
+    h2o_iovec_t path;             /* without the query string */
+    h2o_iovec_t query;            /* after '?', may be empty */
+    char *id;                     /* the {id} path segment, NUL-terminated, or NULL */
+    const struct ad_route *route; /* the configured business route, or NULL */
+};
+
+typedef int (*ad_handler)(struct ad_request *r);
+
+/*
+ * The route table (api.c). pattern segments: literal text, "{id}" (an id: [A-Za-z0-9_-]{1,64}), and an
+ * optional ":verb" suffix on the id segment ("/v1/jobs/{id}:cancel"). roles: which AD_ROLE_* bits may call
+ * it; 0 = no authentication at all (health checks).
+ */
+struct ad_route_def {
+    const char *method;
+    const char *pattern;
+    ad_handler handler;
+    int roles;
+};
+
+/* Find the handler for a request; returns AD_E_OK, AD_E_NOT_FOUND or AD_E_METHOD_NOT_ALLOWED (with allowed
+ * methods written to allow, a comma-separated list in the request pool). */
+ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n, h2o_iovec_t path,
+                     const struct ad_route_def **out, char **id, h2o_iovec_t *allow);
+
+/* Responses. Each sends the whole answer and returns 0. */
+int ad_http_send(struct ad_request *r, int status, const char *content_type, const char *body, size_t len);
+int ad_http_json(struct ad_request *r, int status, const char *body, size_t len);
+int ad_http_empty(h2o_req_t *req, int status);
+/* A problem for err; detail may be NULL (the title is used). extra: additional members as JSON text starting
+ * with a comma (",\"errors\":[...]") or NULL. */
+int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra);
+int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...) AD_PRINTF(3, 4);
+/* A stored problem document (a failed job's error) with its own status. */
+int ad_http_problem_doc(h2o_req_t *req, const char *json, int status);
+
+/* Add a response header (value copied into the pool). */
+void ad_http_header(h2o_req_t *req, const h2o_token_t *token, const char *value);
+void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, ...) AD_PRINTF(3, 4);
+void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
+
+/* A request header's value or NULL (value NUL-terminated in the pool). */
+const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token);
+const char *ad_http_get_str(h2o_req_t *req, const char *name);
+/* A query parameter's percent-decoded value, or NULL. Sets *bad when the parameter is malformed. */
+const char *ad_http_query(struct ad_request *r, const char *name);
+
+/* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */
+void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);
+
+/*
+ * A request answered later (long polls, parked leases, writer completions). It lives in the request's pool;
+ * when the client goes away first, req becomes NULL and on_gone (if set) runs, so the owner can clean up.
+ */
+struct ad_pending {
+    h2o_req_t *req;
+    void (*on_gone)(struct ad_pending *p);
+    void *owner;
+};
+struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p));
+/* Detach before answering, so on_gone does not run after the owner is freed. */
+static inline h2o_req_t *ad_pending_take(struct ad_pending *p)
+{
+    h2o_req_t *req = p->req;
+    p->req = NULL;
+    p->on_gone = NULL;
+    return req;
+}
+
+#endif

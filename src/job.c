@@ -1,0 +1,284 @@
+/*
+ * job.c - the job state machine, the job's JSON representation and its ETag.
+ *
+ * The representation is written by hand in a fixed field order so that the payload and result, already
+ * stored as compact JSON text, are spliced in without being parsed again. It is rendered once per change;
+ * the poll path serves the rendered bytes.
+ */
+#include "job.h"
+
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const status_names[AD_STATUS__COUNT] = {"queued", "running",   "succeeded",
+                                                           "failed", "cancelled", "partialSuccess"};
+static const char *const priority_names[] = {"low", "normal", "high"};
+
+int ad_status_terminal(enum ad_status s)
+{
+    return s == AD_SUCCEEDED || s == AD_FAILED || s == AD_CANCELLED || s == AD_PARTIAL;
+}
+
+const char *ad_status_name(enum ad_status s)
+{
+    return (unsigned)s < AD_STATUS__COUNT ? status_names[s] : "unknown";
+}
+
+int ad_status_parse(const char *s, enum ad_status *out)
+{
+    for (int i = 0; i < AD_STATUS__COUNT; i++) {
+        if (strcmp(s, status_names[i]) == 0) {
+            *out = (enum ad_status)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *ad_priority_name(enum ad_priority p)
+{
+    return (unsigned)p <= AD_PRIO_HIGH ? priority_names[p] : "normal";
+}
+
+int ad_priority_parse(const char *s, enum ad_priority *out)
+{
+    for (int i = 0; i <= AD_PRIO_HIGH; i++) {
+        if (strcmp(s, priority_names[i]) == 0) {
+            *out = (enum ad_priority)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+ad_err ad_job_transition(const struct ad_job *job, enum ad_job_event ev, struct ad_transition *out)
+{
+    out->to = job->status;
+    out->cancel_requested = job->cancel_requested;
+    if (ad_status_terminal(job->status))
+        return AD_E_ILLEGAL_TRANSITION;
+    int attempts_left = job->attempt < job->max_attempts;
+    switch (ev) {
+    case AD_EV_LEASE:
+        if (job->status != AD_QUEUED)
+            return AD_E_ILLEGAL_TRANSITION;
+        out->to = AD_RUNNING;
+        return AD_E_OK;
+    case AD_EV_CANCEL:
+        if (job->status == AD_QUEUED)
+            out->to = AD_CANCELLED;
+        else
+            out->cancel_requested = 1;
+        return AD_E_OK;
+    default:
+        break;
+    }
+    /* Everything below is a report about a running job. */
+    if (job->status != AD_RUNNING)
+        return AD_E_ILLEGAL_TRANSITION;
+    switch (ev) {
+    case AD_EV_HEARTBEAT:
+        return AD_E_OK;
+    case AD_EV_COMPLETE:
+        out->to = AD_SUCCEEDED;
+        return AD_E_OK;
+    case AD_EV_COMPLETE_PARTIAL:
+        out->to = AD_PARTIAL;
+        return AD_E_OK;
+    case AD_EV_FAIL:
+        out->to = attempts_left && !job->cancel_requested ? AD_QUEUED : AD_FAILED;
+        return AD_E_OK;
+    case AD_EV_FAIL_FINAL:
+        out->to = AD_FAILED;
+        return AD_E_OK;
+    case AD_EV_CANCEL_ACK:
+        out->to = AD_CANCELLED;
+        return AD_E_OK;
+    case AD_EV_LEASE_EXPIRED:
+        if (job->cancel_requested)
+            out->to = AD_CANCELLED;
+        else
+            out->to = attempts_left ? AD_QUEUED : AD_FAILED;
+        return AD_E_OK;
+    default:
+        return AD_E_ILLEGAL_TRANSITION;
+    }
+}
+
+struct ad_job *ad_job_new(void)
+{
+    struct ad_job *j = ad_calloc(1, sizeof(*j));
+    j->progress = -1;
+    j->priority = AD_PRIO_NORMAL;
+    return j;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? ad_strdup(s) : NULL;
+}
+
+void ad_job_set(char **field, const char *v)
+{
+    char *old = *field;
+    *field = dup_or_null(v);
+    free(old);
+}
+
+struct ad_job *ad_job_dup(const struct ad_job *j)
+{
+    struct ad_job *d = ad_malloc(sizeof(*d));
+    *d = *j;
+    d->id = dup_or_null(j->id);
+    d->tenant = dup_or_null(j->tenant);
+    d->type = dup_or_null(j->type);
+    d->payload = dup_or_null(j->payload);
+    d->result = dup_or_null(j->result);
+    d->result_location = dup_or_null(j->result_location);
+    d->error = dup_or_null(j->error);
+    d->message = dup_or_null(j->message);
+    d->callback_url = dup_or_null(j->callback_url);
+    d->retry_of = dup_or_null(j->retry_of);
+    d->resource = dup_or_null(j->resource);
+    d->lease_id = dup_or_null(j->lease_id);
+    d->worker = dup_or_null(j->worker);
+    return d;
+}
+
+void ad_job_free(struct ad_job *j)
+{
+    if (j == NULL)
+        return;
+    free(j->id);
+    free(j->tenant);
+    free(j->type);
+    free(j->payload);
+    free(j->result);
+    free(j->result_location);
+    free(j->error);
+    free(j->message);
+    free(j->callback_url);
+    free(j->retry_of);
+    free(j->resource);
+    free(j->lease_id);
+    free(j->worker);
+    free(j);
+}
+
+int ad_json_str(struct ad_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (s == NULL)
+        return ad_buf_append(b, "null", 4);
+    if (ad_buf_append(b, "\"", 1) != 0)
+        return -1;
+    const char *run = s;
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        char esc[6];
+        size_t elen = 0;
+        switch (*p) {
+        case '"':
+            memcpy(esc, "\\\"", elen = 2);
+            break;
+        case '\\':
+            memcpy(esc, "\\\\", elen = 2);
+            break;
+        case '\n':
+            memcpy(esc, "\\n", elen = 2);
+            break;
+        case '\r':
+            memcpy(esc, "\\r", elen = 2);
+            break;
+        case '\t':
+            memcpy(esc, "\\t", elen = 2);
+            break;
+        default:
+            if (*p < 0x20) {
+                memcpy(esc, "\\u00", 4);
+                esc[4] = hex[*p >> 4];
+                esc[5] = hex[*p & 15];
+                elen = 6;
+            }
+        }
+        if (elen == 0)
+            continue;
+        if (ad_buf_append(b, run, (const char *)p - run) != 0 || ad_buf_append(b, esc, elen) != 0)
+            return -1;
+        run = (const char *)p + 1;
+    }
+    if (ad_buf_append(b, run, strlen(run)) != 0)
+        return -1;
+    return ad_buf_append(b, "\"", 1);
+}
+
+static int json_time(struct ad_buf *b, int64_t ms)
+{
+    if (ms == 0)
+        return ad_buf_append(b, "null", 4);
+    char t[40];
+    ad_time_rfc3339(ms, t, sizeof(t));
+    return ad_buf_printf(b, "\"%s\"", t);
+}
+
+static int json_raw(struct ad_buf *b, const char *text)
+{
+    return text != NULL ? ad_buf_append(b, text, strlen(text)) : ad_buf_append(b, "null", 4);
+}
+
+int ad_job_render(const struct ad_job *j, struct ad_buf *b)
+{
+    int rc = 0;
+    rc |= ad_buf_append(b, "{\"id\":", 6);
+    rc |= ad_json_str(b, j->id);
+    rc |= ad_buf_append(b, ",\"type\":", 8);
+    rc |= ad_json_str(b, j->type);
+    rc |= ad_buf_printf(b, ",\"status\":\"%s\",\"progress\":", ad_status_name(j->status));
+    rc |= j->progress >= 0 ? ad_buf_printf(b, "%d", j->progress) : ad_buf_append(b, "null", 4);
+    rc |= ad_buf_printf(b, ",\"priority\":\"%s\",\"payload\":", ad_priority_name(j->priority));
+    rc |= json_raw(b, j->payload != NULL ? j->payload : "{}");
+    if (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL) {
+        if (j->result != NULL || j->result_location == NULL) {
+            rc |= ad_buf_append(b, ",\"result\":", 10);
+            rc |= json_raw(b, j->result);
+        }
+        if (j->result_location != NULL) {
+            rc |= ad_buf_append(b, ",\"resultLocation\":", 18);
+            rc |= ad_json_str(b, j->result_location);
+        }
+    }
+    if (j->status == AD_FAILED) {
+        rc |= ad_buf_append(b, ",\"error\":", 9);
+        rc |= json_raw(b, j->error);
+    }
+    rc |= ad_buf_printf(b, ",\"attempt\":%d,\"maxAttempts\":%d,\"cancelRequested\":%s", j->attempt, j->max_attempts,
+                        j->cancel_requested ? "true" : "false");
+    static const char *const time_names[] = {"createdAt",  "startedAt", "lastUpdatedAt",
+                                             "finishedAt", "expiresAt", "runAt"};
+    const int64_t times[] = {j->created_at, j->started_at, j->updated_at, j->finished_at, j->expires_at, j->run_at};
+    for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+        rc |= ad_buf_printf(b, ",\"%s\":", time_names[i]);
+        rc |= json_time(b, times[i]);
+    }
+    rc |= ad_buf_append(b, ",\"retryOf\":", 11);
+    rc |= ad_json_str(b, j->retry_of);
+    rc |= ad_buf_append(b, ",\"message\":", 11);
+    rc |= ad_json_str(b, j->message);
+    /* Ids are base64url, so they need no escaping inside the links. */
+    rc |= ad_buf_printf(b,
+                        ",\"links\":{\"self\":\"/v1/jobs/%1$s\",\"cancel\":\"/v1/jobs/%1$s:cancel\","
+                        "\"retry\":\"/v1/jobs/%1$s:retry\",\"events\":\"/v1/jobs/%1$s/events\","
+                        "\"result\":\"/v1/jobs/%1$s/result\"}}",
+                        j->id);
+    return rc != 0 ? -1 : 0;
+}
+
+void ad_etag(const char *body, size_t len, char *out)
+{
+    uint8_t md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)body, len, md);
+    out[0] = '"';
+    ad_b64url_encode(md, 16, out + 1);
+    out[23] = '"';
+    out[24] = '\0';
+}

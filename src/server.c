@@ -1,0 +1,369 @@
+/*
+ * server.c - the daemon: listener, event loop, shutdown, and the hooks run for every committed change
+ * (cache, waiters, parked workers, lease and runAt timers, run-time estimates).
+ *
+ * Timers here are all in the one heap of timer.c. Lease expiry is checked lazily: a lease's timer fires
+ * at the expiry it was armed with; if a heartbeat moved the expiry, the expire op finds the lease still
+ * live and the timer is armed again for the new time. No table is ever scanned for due work.
+ */
+#include "server.h"
+#include "api.h"
+#include "core.h"
+#include "timer.h"
+#include "writer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define AD_CACHE_MAX 200000
+#define AD_TYPE_STATS_MAX 256
+#define AD_DEFAULT_RUN_MS 5000.0
+
+struct ad_server ad_srv;
+static volatile sig_atomic_t stop_requested;
+static struct ad_timer sweep_timer;
+
+/* ---- run-time estimates for Retry-After ---- */
+
+static struct {
+    char *type;
+    double avg_ms;
+} type_stats[AD_TYPE_STATS_MAX];
+static size_t ntype_stats;
+
+static double *type_avg(const char *type, int create)
+{
+    for (size_t i = 0; i < ntype_stats; i++)
+        if (strcmp(type_stats[i].type, type) == 0)
+            return &type_stats[i].avg_ms;
+    if (!create || ntype_stats == AD_TYPE_STATS_MAX)
+        return NULL;
+    type_stats[ntype_stats].type = ad_strdup(type);
+    type_stats[ntype_stats].avg_ms = AD_DEFAULT_RUN_MS;
+    return &type_stats[ntype_stats++].avg_ms;
+}
+
+int ad_server_retry_after(const struct ad_job *j)
+{
+    int64_t now = ad_now_ms();
+    double *avg = type_avg(j->type, 0);
+    double remaining = avg != NULL ? *avg : AD_DEFAULT_RUN_MS;
+    if (j->status == AD_RUNNING && j->started_at != 0) {
+        double elapsed = (double)(now - j->started_at);
+        if (j->progress > 0)
+            remaining = elapsed * (100 - j->progress) / j->progress;
+        else
+            remaining -= elapsed;
+    } else if (j->run_at > now) {
+        remaining += (double)(j->run_at - now);
+    }
+    double secs = ceil(remaining / 2000.0);
+    return secs < 1 ? 1 : secs > 30 ? 30 : (int)secs;
+}
+
+/* ---- timers for leases and runAt ---- */
+
+struct lease_timer {
+    struct ad_timer t;
+    char *id, *lease_id;
+};
+
+struct runat_timer {
+    struct ad_timer t;
+    char *tenant, *type;
+};
+
+/* Monotonic deadline for a wall-clock time. */
+static int64_t mono_at(int64_t wall_ms)
+{
+    return ad_mono_ms() + (wall_ms - ad_now_ms());
+}
+
+static void lease_timer_fire(struct ad_timer *t);
+
+static void arm_lease_timer(const struct ad_job *j)
+{
+    struct lease_timer *lt = ad_calloc(1, sizeof(*lt));
+    lt->id = ad_strdup(j->id);
+    lt->lease_id = ad_strdup(j->lease_id);
+    lt->t.cb = lease_timer_fire;
+    ad_timer_arm(&lt->t, mono_at(j->lease_expires_at) + 1);
+}
+
+static void expire_done(struct ad_op *op)
+{
+    struct ad_expire_op *x = (struct ad_expire_op *)op;
+    if (op->err == AD_E_OK && x->job != NULL) {
+        struct ad_job *j = x->job;
+        x->job = NULL;
+        int still_leased = j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, x->lease_id) == 0;
+        if (still_leased && !x->changed)
+            arm_lease_timer(j);
+        if (x->changed)
+            ad_server_publish(j);
+        else
+            ad_job_free(j);
+    }
+    ad_op_free(op);
+}
+
+static void lease_timer_fire(struct ad_timer *t)
+{
+    struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, t);
+    struct ad_expire_op *x = ad_expire_op_new();
+    x->id = lt->id;
+    x->lease_id = lt->lease_id;
+    x->now = ad_now_ms();
+    x->op.done = expire_done;
+    free(lt);
+    ad_writer_submit(&x->op);
+}
+
+static void runat_fire(struct ad_timer *t)
+{
+    struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, t, t);
+    ad_api_leases_kick(rt->tenant, rt->type);
+    free(rt->tenant);
+    free(rt->type);
+    free(rt);
+}
+
+static void arm_runat_timer(const struct ad_job *j)
+{
+    struct runat_timer *rt = ad_calloc(1, sizeof(*rt));
+    rt->tenant = ad_strdup(j->tenant);
+    rt->type = ad_strdup(j->type);
+    rt->t.cb = runat_fire;
+    ad_timer_arm(&rt->t, mono_at(j->run_at));
+}
+
+/* ---- publishing committed changes ---- */
+
+struct ad_entry *ad_server_publish(struct ad_job *job)
+{
+    struct ad_entry *prev = ad_cache_get(job->id);
+    enum ad_status prev_status = prev != NULL ? prev->job->status : AD_STATUS__COUNT;
+    char *prev_lease = prev != NULL && prev->job->lease_id != NULL ? ad_strdup(prev->job->lease_id) : NULL;
+    int changed;
+    struct ad_entry *e = ad_cache_put(job, &changed);
+    if (changed) {
+        const struct ad_job *j = e->job;
+        ad_api_changes_notify(j->tenant);
+        if (j->status == AD_QUEUED && prev_status != AD_QUEUED) {
+            if (j->run_at > ad_now_ms())
+                arm_runat_timer(j);
+            else
+                ad_api_leases_kick(j->tenant, j->type);
+        }
+        if (j->status == AD_RUNNING && j->lease_id != NULL && (prev_lease == NULL || strcmp(prev_lease, j->lease_id)))
+            arm_lease_timer(j);
+        if (ad_status_terminal(j->status) && !ad_status_terminal(prev_status) && j->started_at != 0 &&
+            j->status == AD_SUCCEEDED) {
+            double *avg = type_avg(j->type, 1);
+            if (avg != NULL)
+                *avg = 0.8 * *avg + 0.2 * (double)(j->finished_at - j->started_at);
+        }
+    }
+    free(prev_lease);
+    return e;
+}
+
+struct ad_entry *ad_server_lookup(const char *tenant, const char *id)
+{
+    struct ad_entry *e = ad_cache_get(id);
+    if (e == NULL) {
+        struct ad_job *j;
+        if (ad_srv.store->ops->job_get(ad_srv.rconn, NULL, id, &j) != AD_E_OK)
+            return NULL;
+        int changed;
+        e = ad_cache_put(j, &changed);
+    }
+    return strcmp(e->job->tenant, tenant) == 0 ? e : NULL;
+}
+
+/* ---- retention sweeper ---- */
+
+static void sweep_done(struct ad_op *op)
+{
+    struct ad_sweep_op *x = (struct ad_sweep_op *)op;
+    /* A full batch means more is due: go again at once, else wait for the next period. */
+    int64_t next = x->done >= AD_SWEEP_BATCH ? 0 : ad_srv.cfg->sweep_interval_ms;
+    ad_op_free(op);
+    if (!ad_srv.shutting_down)
+        ad_timer_arm(&sweep_timer, ad_mono_ms() + next);
+}
+
+static void sweep_fire(struct ad_timer *t)
+{
+    struct ad_sweep_op *x = ad_sweep_op_new();
+    x->now = ad_now_ms();
+    x->op.done = sweep_done;
+    ad_writer_submit(&x->op);
+}
+
+/* ---- start-up ---- */
+
+/* Re-arm the timers that live only in memory: every running lease and the soonest scheduled jobs. */
+static int recover_timers(void)
+{
+    struct ad_job_list l = {0};
+    if (ad_srv.store->ops->job_running(ad_srv.rconn, &l) != AD_E_OK)
+        return -1;
+    for (size_t i = 0; i < l.n; i++)
+        if (l.items[i]->lease_id != NULL)
+            arm_lease_timer(l.items[i]);
+    size_t leases = l.n;
+    ad_job_list_free(&l);
+    if (ad_srv.store->ops->job_scheduled(ad_srv.rconn, ad_now_ms(), 10000, &l) != AD_E_OK)
+        return -1;
+    for (size_t i = 0; i < l.n; i++)
+        arm_runat_timer(l.items[i]);
+    if (leases != 0 || l.n != 0)
+        ad_info("recovered %zu running leases and %zu scheduled jobs", leases, l.n);
+    ad_job_list_free(&l);
+    return 0;
+}
+
+static int open_listener(const struct ad_config *cfg, char *bound, size_t boundlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", cfg->listen_port);
+    int gai = getaddrinfo(cfg->listen_host, port, &hints, &res);
+    if (gai != 0) {
+        ad_error("cannot resolve listen address %s: %s", cfg->listen_host, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), on = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+        ad_error("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(bound, boundlen, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+    freeaddrinfo(res);
+    return fd;
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    if (err != NULL)
+        return;
+    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+    if (sock != NULL)
+        h2o_accept(&ad_srv.accept, sock);
+}
+
+static void on_signal(int sig)
+{
+    stop_requested = 1;
+}
+
+static int is_loopback_host(const char *h)
+{
+    return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
+}
+
+int ad_server_run(struct ad_config *cfg)
+{
+    char err[256];
+    memset(&ad_srv, 0, sizeof(ad_srv));
+    ad_srv.cfg = cfg;
+    h2o_linklist_init_anchor(&ad_srv.change_waiters);
+    h2o_linklist_init_anchor(&ad_srv.parked);
+    ad_srv.open_mode = cfg->nkeys == 0;
+    if (ad_srv.open_mode && !is_loopback_host(cfg->listen_host))
+        ad_warn("no keys configured: only loopback clients are served although listening on %s", cfg->listen_host);
+
+    ad_srv.store = ad_store_open(cfg->data_dir, err, sizeof(err));
+    if (ad_srv.store == NULL) {
+        ad_error("cannot open the store: %s", err);
+        return 1;
+    }
+    ad_srv.rconn = ad_srv.store->ops->connect(ad_srv.store, err, sizeof(err));
+    if (ad_srv.rconn == NULL) {
+        ad_error("cannot connect to the store: %s", err);
+        return 1;
+    }
+    ad_core_init(cfg, ad_srv.store);
+    ad_cache_init(AD_CACHE_MAX);
+
+    h2o_config_init(&ad_srv.h2o);
+    ad_srv.h2o.server_name = h2o_iovec_init(H2O_STRLIT("acceptd"));
+    /* h2o itself answers bodies beyond this; below it, our own 413 problem does (api.c). */
+    ad_srv.h2o.max_request_entity_size = cfg->max_body_bytes + 64 * 1024;
+    h2o_hostconf_t *host = h2o_config_register_host(&ad_srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
+    handler->on_req = ad_api_on_req;
+
+    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_context_init(&ad_srv.ctx, loop, &ad_srv.h2o);
+    ad_srv.accept.ctx = &ad_srv.ctx;
+    ad_srv.accept.hosts = ad_srv.h2o.hosts;
+
+    if (ad_writer_start(ad_srv.store, loop, err, sizeof(err)) != 0) {
+        ad_error("cannot start the writer: %s", err);
+        return 1;
+    }
+    if (recover_timers() != 0) {
+        ad_error("cannot read running leases from the store");
+        return 1;
+    }
+    sweep_timer.cb = sweep_fire;
+    ad_timer_arm(&sweep_timer, ad_mono_ms() + cfg->sweep_interval_ms);
+
+    char bound[300];
+    int fd = open_listener(cfg, bound, sizeof(bound));
+    if (fd < 0)
+        return 1;
+    ad_srv.public_url = cfg->public_url != NULL ? ad_strdup(cfg->public_url) : ad_asprintf("http://%s", bound);
+    h2o_socket_t *listener = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    h2o_socket_read_start(listener, on_accept);
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (ad_srv.open_mode)
+        ad_warn("no keys configured: serving loopback clients only, all as tenant \"default\"");
+    ad_info("store: %s in %s", ad_srv.store->ops->name, cfg->data_dir);
+    printf("acceptd: listening on http://%s\n", bound);
+    fflush(stdout);
+
+    while (!stop_requested) {
+        h2o_evloop_run(loop, ad_timers_next_wait(200));
+        ad_timers_run();
+    }
+
+    /* Graceful stop: no new connections; everything already handed to the writer is committed and its
+     * answer sent before the process exits. */
+    ad_info("shutting down");
+    ad_srv.shutting_down = 1;
+    h2o_socket_read_stop(listener);
+    h2o_socket_close(listener);
+    ad_writer_stop();
+    int64_t until = ad_mono_ms() + 500;
+    while (ad_mono_ms() < until)
+        h2o_evloop_run(loop, 50);
+    ad_srv.store->ops->disconnect(ad_srv.rconn);
+    ad_srv.store->ops->close(ad_srv.store);
+    ad_info("stopped");
+    return 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * store.c - picks the store backend for a target and holds what every backend shares.
+ *
+ * The backends themselves live in store_sqlite.c and store_pg.c; this file only dispatches on the target's
+ * scheme. It opens no connection of its own.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+struct ad_store *ad_store_open(const char *target, char *err, size_t errlen)
+{
+    if (target == NULL || target[0] == '\0') {
+        snprintf(err, errlen, "no store target given");
+        return NULL;
+    }
+    if (has_prefix(target, "postgresql://") || has_prefix(target, "postgres://")) {
+        snprintf(err, errlen, "PostgreSQL store not built yet");
+        return NULL;
+    }
+    return ad_store_sqlite_open(target, err, errlen);
+}
+
+void ad_job_list_free(struct ad_job_list *l)
+{
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        ad_job_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}

@@ -1,0 +1,103 @@
+/*
+ * store.h - the durable store behind one interface; store_sqlite.c and store_pg.c implement it.
+ *
+ * Nothing above this file knows which backend it talks to. The store keeps rows and answers indexed
+ * queries; it makes no decisions: state changes are decided in the core and written here.
+ * Each thread opens its own connection (ad_conn): the writer thread does all writes inside
+ * begin/commit, other threads only read.
+ */
+#ifndef AD_STORE_H
+#define AD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "job.h"
+
+struct ad_store;
+struct ad_conn;
+
+/* A list query; strings NULL when not filtered. */
+struct ad_list_query {
+    const char *tenant;
+    int has_status;
+    enum ad_status status;
+    const char *type;
+    int64_t updated_after; /* ms, 0 = no filter */
+    int64_t before_cseq;   /* keyset cursor: only jobs with cseq < this; 0 = from the newest */
+    int limit;
+};
+
+/* An idempotency record. */
+struct ad_idem {
+    char fingerprint[65]; /* hex SHA-256 */
+    char *job_id;         /* heap, caller frees */
+    int64_t created_at;
+};
+
+/* A list of jobs returned by a query; free with ad_job_list_free. */
+struct ad_job_list {
+    struct ad_job **items;
+    size_t n;
+};
+void ad_job_list_free(struct ad_job_list *l);
+
+struct ad_store_ops {
+    const char *name;
+    /* Open a connection for the calling thread. NULL with err filled on failure. */
+    struct ad_conn *(*connect)(struct ad_store *s, char *err, size_t errlen);
+    void (*disconnect)(struct ad_conn *c);
+    /* Transactions (writer thread). begin takes the write lock; commit is durable when it returns 0. */
+    ad_err (*begin)(struct ad_conn *c);
+    ad_err (*commit)(struct ad_conn *c);
+    void (*rollback)(struct ad_conn *c);
+    /* One nested savepoint per operation inside a batch, so one failed op does not undo the others. */
+    ad_err (*savepoint)(struct ad_conn *c);
+    ad_err (*release)(struct ad_conn *c);
+    void (*rollback_to)(struct ad_conn *c);
+
+    /* Insert a new job; sets job->seq and job->cseq. */
+    ad_err (*job_insert)(struct ad_conn *c, struct ad_job *job);
+    /* Write every field of an existing job (by id); sets a new job->seq. */
+    ad_err (*job_update)(struct ad_conn *c, struct ad_job *job);
+    /* One job by id; tenant NULL = any tenant. *out NULL and AD_E_NOT_FOUND when absent. Caller frees. */
+    ad_err (*job_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out);
+    /* Newest first (cseq descending), filtered, at most q->limit. */
+    ad_err (*job_list)(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out);
+    /* Jobs of a tenant with seq > since, by seq ascending, at most limit. */
+    ad_err (*job_changes)(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out);
+    /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
+    ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
+                           int limit, struct ad_job_list *out);
+    /* Every running job (used at start to rebuild lease timers). */
+    ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
+    /* Queued jobs with run_at > now, soonest first, at most limit (to arm runAt timers). */
+    ad_err (*job_scheduled)(struct ad_conn *c, int64_t now, int limit, struct ad_job_list *out);
+    /* Retention: drop payload/result of up to limit jobs with expires_at <= now (tombstone them), and delete up
+     * to limit tombstones with expires_at <= now - tombstone_ms. *done = rows touched. */
+    ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);
+    /* Highest seq in the store (0 when empty). */
+    ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
+
+    /* Idempotency records, scoped by tenant. idem_get: AD_E_NOT_FOUND when absent. */
+    ad_err (*idem_get)(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out);
+    ad_err (*idem_put)(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
+                       const char *job_id, int64_t now);
+    /* Delete up to limit records created before `before`. */
+    ad_err (*idem_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
+
+    void (*close)(struct ad_store *s);
+};
+
+struct ad_store {
+    const struct ad_store_ops *ops;
+};
+
+/* Open the store named by target: "postgresql://..." or "postgres://..." selects PostgreSQL, anything else is a
+ * data directory for SQLite (created if missing). NULL with err on failure. Close with s->ops->close(s). */
+struct ad_store *ad_store_open(const char *target, char *err, size_t errlen);
+
+/* Backend constructors, used by ad_store_open. */
+struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,954 @@
+/*
+ * store_sqlite.c - the embedded store: one SQLite file <dir>/acceptd.db in WAL mode with synchronous=FULL.
+ *
+ * Each thread has its own connection (struct ad_conn) with its own cache of prepared statements; the writer
+ * thread is the only one that writes, so there is never more than one writer and readers never wait for it.
+ * The schema is created and upgraded by numbered migrations at open, in one transaction. Every query is
+ * served by an index (tests/unit/test_store_sqlite.c checks the plans). This file decides nothing about
+ * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * The columns of the jobs table that mirror struct ad_job, in the order they are selected and bound; seq and
+ * cseq follow them and are handled by hand. Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown),
+ * TIME (NULL = 0 = not reached). The select list, the insert, the update, the binder and the row reader are
+ * all generated from this list so they cannot drift apart.
+ */
+#define SQ_JOB_COLUMNS(XX)                                                                                             \
+    XX(id, TEXT)                                                                                                       \
+    XX(tenant, TEXT)                                                                                                   \
+    XX(type, TEXT)                                                                                                     \
+    XX(status, INT)                                                                                                    \
+    XX(progress, PROG)                                                                                                 \
+    XX(priority, INT)                                                                                                  \
+    XX(payload, TEXT)                                                                                                  \
+    XX(result, TEXT)                                                                                                   \
+    XX(result_location, TEXT)                                                                                          \
+    XX(error, TEXT)                                                                                                    \
+    XX(message, TEXT)                                                                                                  \
+    XX(attempt, INT)                                                                                                   \
+    XX(max_attempts, INT)                                                                                              \
+    XX(cancel_requested, INT)                                                                                          \
+    XX(timeout_seconds, INT)                                                                                           \
+    XX(on_complete_redirect, INT)                                                                                      \
+    XX(created_at, TIME)                                                                                               \
+    XX(started_at, TIME)                                                                                               \
+    XX(updated_at, TIME)                                                                                               \
+    XX(finished_at, TIME)                                                                                              \
+    XX(expires_at, TIME)                                                                                               \
+    XX(run_at, TIME)                                                                                                   \
+    XX(callback_url, TEXT)                                                                                             \
+    XX(retry_of, TEXT)                                                                                                 \
+    XX(resource, TEXT)                                                                                                 \
+    XX(lease_id, TEXT)                                                                                                 \
+    XX(lease_expires_at, TIME)                                                                                         \
+    XX(worker, TEXT)                                                                                                   \
+    XX(tombstoned, INT)
+
+enum sq_col {
+#define SQ_COL_ENUM(name, kind) COL_##name,
+    SQ_JOB_COLUMNS(SQ_COL_ENUM)
+#undef SQ_COL_ENUM
+        COL_seq,
+    COL_cseq
+};
+
+#define SQ_COL_NAME(name, kind) #name ", "
+#define SQ_COL_PARAM(name, kind) "?, "
+#define SQ_COL_SET(name, kind) #name " = ?, "
+#define SQ_SELECT_JOB "SELECT " SQ_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq FROM jobs "
+
+/*
+ * Migrations, applied in order; schema_version holds the number applied. Never edit a shipped migration:
+ * append a new one.
+ *
+ * Index notes. cseq is the rowid, so every index ends in it implicitly. jobs_queue holds only queued jobs
+ * in lease order (per tenant and type); jobs_running and jobs_scheduled are partial too, so they stay as
+ * small as the sets they serve. jobs_expiry leads with tombstoned so that the tombstoning pass does not walk
+ * the tombstones still waiting for deletion, and the deleting pass does not walk live jobs. meta keeps
+ * seq_floor: the highest seq ever handed out before rows were deleted, so that seq never repeats even when
+ * the newest rows are swept away.
+ */
+static const char *const migrations[] = {
+    /* 1 */
+    "CREATE TABLE jobs ("
+    " cseq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " seq INTEGER NOT NULL UNIQUE,"
+    " tenant TEXT NOT NULL,"
+    " type TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " progress INTEGER,"
+    " priority INTEGER NOT NULL,"
+    " payload TEXT,"
+    " result TEXT,"
+    " result_location TEXT,"
+    " error TEXT,"
+    " message TEXT,"
+    " attempt INTEGER NOT NULL,"
+    " max_attempts INTEGER NOT NULL,"
+    " cancel_requested INTEGER NOT NULL,"
+    " timeout_seconds INTEGER NOT NULL,"
+    " on_complete_redirect INTEGER NOT NULL,"
+    " created_at INTEGER,"
+    " started_at INTEGER,"
+    " updated_at INTEGER,"
+    " finished_at INTEGER,"
+    " expires_at INTEGER,"
+    " run_at INTEGER,"
+    " callback_url TEXT,"
+    " retry_of TEXT,"
+    " resource TEXT,"
+    " lease_id TEXT,"
+    " lease_expires_at INTEGER,"
+    " worker TEXT,"
+    " tombstoned INTEGER NOT NULL);"
+    "CREATE INDEX jobs_tenant_cseq ON jobs (tenant, cseq);"
+    "CREATE INDEX jobs_tenant_status ON jobs (tenant, status, cseq);"
+    "CREATE INDEX jobs_tenant_type ON jobs (tenant, type, cseq);"
+    "CREATE INDEX jobs_tenant_seq ON jobs (tenant, seq);"
+    "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, cseq) WHERE status = 0;"
+    "CREATE INDEX jobs_running ON jobs (lease_expires_at) WHERE status = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE status = 0 AND run_at IS NOT NULL;"
+    "CREATE INDEX jobs_expiry ON jobs (tombstoned, expires_at) WHERE expires_at IS NOT NULL;"
+    "CREATE TABLE idempotency ("
+    " tenant TEXT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL,"
+    " job_id TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " PRIMARY KEY (tenant, key));"
+    "CREATE INDEX idempotency_created ON idempotency (created_at);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+};
+#define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+/* Filters of a list query, as bits of the index into the list statements. */
+#define SQ_LIST_STATUS 1
+#define SQ_LIST_TYPE 2
+#define SQ_LIST_UPDATED 4
+#define SQ_LIST_VARIANTS 8
+
+#define SQ_LIST_HEAD SQ_SELECT_JOB "WHERE tenant = ?1 AND cseq < ?2"
+#define SQ_LIST_F_STATUS " AND status = ?3"
+#define SQ_LIST_F_TYPE " AND type = ?4"
+#define SQ_LIST_F_UPDATED " AND updated_at > ?5"
+#define SQ_LIST_TAIL " ORDER BY cseq DESC LIMIT ?6"
+
+#define SQ_SEQ_FLOOR_SQL                                                                                               \
+    "SELECT max(coalesce((SELECT max(seq) FROM jobs), 0),"                                                             \
+    " coalesce((SELECT value FROM meta WHERE key = 'seq_floor'), 0))"
+
+enum sq_stmt {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_SWEEP_SAVEPOINT,
+    ST_SWEEP_RELEASE,
+    ST_SWEEP_ROLLBACK_TO,
+    ST_INSERT,
+    ST_UPDATE,
+    ST_GET,
+    ST_LIST,
+    ST_LIST_LAST = ST_LIST + SQ_LIST_VARIANTS - 1,
+    ST_CHANGES,
+    ST_LEASABLE,
+    ST_RUNNING,
+    ST_SCHEDULED,
+    ST_TOMBSTONE,
+    ST_DELETE,
+    ST_SET_SEQ_FLOOR,
+    ST_MAX_SEQ,
+    ST_IDEM_GET,
+    ST_IDEM_PUT,
+    ST_IDEM_SWEEP,
+    ST__COUNT
+};
+
+static const char *const stmt_sql[ST__COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    /* One fixed name: operations are not nested, and rollback_to releases it again. */
+    [ST_SAVEPOINT] = "SAVEPOINT op",
+    [ST_RELEASE] = "RELEASE op",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO op",
+    /* The sweep's own savepoint makes it atomic whether or not the caller opened a transaction. */
+    [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
+    [ST_SWEEP_RELEASE] = "RELEASE sweep",
+    [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
+    [ST_INSERT] = "INSERT INTO jobs (" SQ_JOB_COLUMNS(SQ_COL_NAME) "seq) VALUES (" SQ_JOB_COLUMNS(SQ_COL_PARAM) "?)",
+    [ST_UPDATE] = "UPDATE jobs SET " SQ_JOB_COLUMNS(SQ_COL_SET) "seq = ? WHERE id = ?",
+    [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_TYPE] = SQ_LIST_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_STATUS + SQ_LIST_TYPE] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_UPDATED] = SQ_LIST_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_STATUS + SQ_LIST_UPDATED] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST_LAST] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_CHANGES] = SQ_SELECT_JOB "WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
+    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND tenant = ?1 AND type = ?2"
+                                  " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
+    [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
+    [ST_SCHEDULED] = SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at LIMIT ?2",
+    [ST_TOMBSTONE] = "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL"
+                     " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
+    [ST_DELETE] = "DELETE FROM jobs"
+                  " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= ?1 LIMIT ?2)",
+    [ST_SET_SEQ_FLOOR] = "INSERT INTO meta (key, value) VALUES ('seq_floor', ?1)"
+                         " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+    [ST_MAX_SEQ] = SQ_SEQ_FLOOR_SQL,
+    [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = ?1 AND key = ?2",
+    [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, key) DO UPDATE SET"
+                    " fingerprint = excluded.fingerprint, job_id = excluded.job_id, created_at = excluded.created_at",
+    [ST_IDEM_SWEEP] = "DELETE FROM idempotency"
+                      " WHERE rowid IN (SELECT rowid FROM idempotency WHERE created_at < ?1 LIMIT ?2)",
+};
+
+struct sq_store {
+    struct ad_store base;
+    char *path; /* <dir>/acceptd.db */
+};
+
+struct ad_conn {
+    sqlite3 *db;
+    sqlite3_stmt *st[ST__COUNT]; /* prepared on first use, kept until disconnect */
+    int in_tx;                   /* between begin and commit/rollback */
+    int64_t seq;                 /* last seq handed out by this connection */
+    int seq_synced;              /* seq has been raised to the file's high-water mark in this transaction */
+};
+
+/* Test hook (declared by tests/unit/test_store_sqlite.c): the SQL of statement i, NULL past the last one. */
+const char *ad_store_sqlite_stmt_sql(size_t i);
+const char *ad_store_sqlite_stmt_sql(size_t i)
+{
+    return i < ST__COUNT ? stmt_sql[i] : NULL;
+}
+
+/* Transient conditions (lock held too long, disk trouble) answer 503; everything else is our bug. */
+static ad_err map_rc(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+    case SQLITE_READONLY:
+        return AD_E_UNAVAILABLE;
+    default:
+        return AD_E_INTERNAL;
+    }
+}
+
+static ad_err fail(struct ad_conn *c, int rc, const char *what)
+{
+    ad_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
+    return map_rc(rc);
+}
+
+/* The cached statement id, prepared on first use; NULL (logged) when it does not prepare. */
+static sqlite3_stmt *stmt(struct ad_conn *c, enum sq_stmt id)
+{
+    if (c->st[id] == NULL) {
+        int rc = sqlite3_prepare_v3(c->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &c->st[id], NULL);
+        if (rc != SQLITE_OK) {
+            fail(c, rc, "prepare");
+            c->st[id] = NULL;
+        }
+    }
+    return c->st[id];
+}
+
+/* Make a used statement ready for its next use. */
+static void done(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+/* Step a statement that returns no rows (or whose rows are ignored) to the end, then reset it. */
+static ad_err run(struct ad_conn *c, sqlite3_stmt *st, const char *what)
+{
+    int rc;
+    do {
+        rc = sqlite3_step(st);
+    } while (rc == SQLITE_ROW);
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
+    done(st);
+    return e;
+}
+
+static ad_err run_id(struct ad_conn *c, enum sq_stmt id, const char *what)
+{
+    sqlite3_stmt *st = stmt(c, id);
+    return st != NULL ? run(c, st, what) : AD_E_INTERNAL;
+}
+
+/*
+ * SQLite rolls a whole transaction back by itself on some errors (disk full, I/O error). Writing on after
+ * that would commit each statement on its own, outside the batch the caller thinks it is in, so a write
+ * refuses to run once the transaction is gone.
+ */
+static ad_err check_tx(struct ad_conn *c)
+{
+    if (c->in_tx && sqlite3_get_autocommit(c->db)) {
+        ad_error("store: the transaction was rolled back by SQLite; refusing to write outside it");
+        return AD_E_UNAVAILABLE;
+    }
+    return AD_E_OK;
+}
+
+/*
+ * Raise the seq counter to the file's high-water mark (the highest seq stored, or handed out before rows
+ * were deleted) once per transaction, so that seq never goes backwards or repeats, even across restarts,
+ * rolled-back transactions (which only leave gaps) and deletions of the newest rows.
+ */
+static ad_err sync_seq(struct ad_conn *c)
+{
+    if (c->seq_synced)
+        return AD_E_OK;
+    sqlite3_stmt *st = stmt(c, ST_MAX_SEQ);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        ad_err e = fail(c, rc, "read max seq");
+        done(st);
+        return e;
+    }
+    int64_t max = sqlite3_column_int64(st, 0);
+    done(st);
+    if (max > c->seq)
+        c->seq = max;
+    c->seq_synced = c->in_tx;
+    return AD_E_OK;
+}
+
+/* ---- rows ---- */
+
+static int bind_TEXT(sqlite3_stmt *st, int i, const char *v)
+{
+    return v != NULL ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static int bind_INT(sqlite3_stmt *st, int i, int v)
+{
+    return sqlite3_bind_int(st, i, v);
+}
+
+static int bind_PROG(sqlite3_stmt *st, int i, int v)
+{
+    return v >= 0 ? sqlite3_bind_int(st, i, v) : sqlite3_bind_null(st, i);
+}
+
+static int bind_TIME(sqlite3_stmt *st, int i, int64_t v)
+{
+    return v != 0 ? sqlite3_bind_int64(st, i, v) : sqlite3_bind_null(st, i);
+}
+
+/* Bind the job's columns to parameters 1..COL_seq and seq to parameter COL_seq + 1. The job must outlive the
+ * statement's use: text is bound without copying. */
+static int bind_job(sqlite3_stmt *st, const struct ad_job *j, int64_t seq)
+{
+    int rc = SQLITE_OK;
+#define SQ_BIND(name, kind)                                                                                            \
+    if (rc == SQLITE_OK)                                                                                               \
+        rc = bind_##kind(st, COL_##name + 1, j->name);
+    SQ_JOB_COLUMNS(SQ_BIND)
+#undef SQ_BIND
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, COL_seq + 1, seq);
+    return rc;
+}
+
+static char *read_TEXT(sqlite3_stmt *st, int i)
+{
+    const unsigned char *v = sqlite3_column_text(st, i);
+    return v != NULL ? ad_strndup((const char *)v, (size_t)sqlite3_column_bytes(st, i)) : NULL;
+}
+
+static int read_INT(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_int(st, i);
+}
+
+static int read_PROG(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int(st, i);
+}
+
+static int64_t read_TIME(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_int64(st, i);
+}
+
+/* A new job from the current row of a SQ_SELECT_JOB statement; the caller frees. */
+static struct ad_job *read_job(sqlite3_stmt *st)
+{
+    struct ad_job *j = ad_job_new();
+#define SQ_READ(name, kind) j->name = read_##kind(st, COL_##name);
+    SQ_JOB_COLUMNS(SQ_READ)
+#undef SQ_READ
+    j->seq = sqlite3_column_int64(st, COL_seq);
+    j->cseq = sqlite3_column_int64(st, COL_cseq);
+    return j;
+}
+
+static void list_push(struct ad_job_list *l, struct ad_job *j)
+{
+    /* Grow at powers of two: n is a power of two exactly when the array is full. */
+    if ((l->n & (l->n - 1)) == 0)
+        l->items = ad_realloc(l->items, (l->n == 0 ? 1 : l->n * 2) * sizeof(*l->items));
+    l->items[l->n++] = j;
+}
+
+/* Step a bound SQ_SELECT_JOB statement to the end, appending each row to out, then reset it. On error out
+ * keeps what it already held before the call. */
+static ad_err fetch_jobs(struct ad_conn *c, sqlite3_stmt *st, struct ad_job_list *out, const char *what)
+{
+    size_t before = out->n;
+    int rc = sqlite3_step(st);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(st))
+        list_push(out, read_job(st));
+    done(st);
+    if (rc == SQLITE_DONE)
+        return AD_E_OK;
+    ad_err e = fail(c, rc, what);
+    while (out->n > before)
+        ad_job_free(out->items[--out->n]);
+    return e;
+}
+
+/* ---- connections and transactions ---- */
+
+static void sq_disconnect(struct ad_conn *c)
+{
+    if (c == NULL)
+        return;
+    for (int i = 0; i < ST__COUNT; i++)
+        sqlite3_finalize(c->st[i]);
+    sqlite3_close(c->db);
+    free(c);
+}
+
+static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
+{
+    struct sq_store *ss = (struct sq_store *)s;
+    struct ad_conn *c = ad_calloc(1, sizeof(*c));
+    /* NOMUTEX: a connection is used by exactly one thread. */
+    int rc = sqlite3_open_v2(ss->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "open %s: %s", ss->path, c->db != NULL ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+        sq_disconnect(c);
+        return NULL;
+    }
+    sqlite3_extended_result_codes(c->db, 1);
+    static const char pragmas[] = "PRAGMA journal_mode = WAL;"
+                                  "PRAGMA synchronous = FULL;"
+                                  "PRAGMA busy_timeout = 5000;"
+                                  "PRAGMA foreign_keys = ON;";
+    char *msg = NULL;
+    rc = sqlite3_exec(c->db, pragmas, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "configure %s: %s", ss->path, msg != NULL ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        sq_disconnect(c);
+        return NULL;
+    }
+    return c;
+}
+
+static ad_err sq_begin(struct ad_conn *c)
+{
+    ad_err e = run_id(c, ST_BEGIN, "begin");
+    if (e == AD_E_OK) {
+        c->in_tx = 1;
+        c->seq_synced = 0;
+    }
+    return e;
+}
+
+static ad_err sq_commit(struct ad_conn *c)
+{
+    ad_err e = check_tx(c);
+    if (e == AD_E_OK)
+        e = run_id(c, ST_COMMIT, "commit");
+    /* A failed COMMIT in WAL mode leaves the transaction open; end it so the next begin starts clean. */
+    if (e != AD_E_OK && !sqlite3_get_autocommit(c->db))
+        run_id(c, ST_ROLLBACK, "rollback after failed commit");
+    c->in_tx = 0;
+    c->seq_synced = 0;
+    return e;
+}
+
+static void sq_rollback(struct ad_conn *c)
+{
+    if (!sqlite3_get_autocommit(c->db))
+        run_id(c, ST_ROLLBACK, "rollback");
+    c->in_tx = 0;
+    c->seq_synced = 0;
+}
+
+static ad_err sq_savepoint(struct ad_conn *c)
+{
+    ad_err e = check_tx(c);
+    return e == AD_E_OK ? run_id(c, ST_SAVEPOINT, "savepoint") : e;
+}
+
+static ad_err sq_release(struct ad_conn *c)
+{
+    ad_err e = check_tx(c);
+    return e == AD_E_OK ? run_id(c, ST_RELEASE, "release") : e;
+}
+
+static void sq_rollback_to(struct ad_conn *c)
+{
+    if (check_tx(c) != AD_E_OK)
+        return;
+    /* ROLLBACK TO keeps the savepoint open; release it so the next operation's savepoint is not nested. */
+    if (run_id(c, ST_ROLLBACK_TO, "rollback to savepoint") == AD_E_OK)
+        run_id(c, ST_RELEASE, "release after rollback");
+}
+
+/* ---- jobs ---- */
+
+static ad_err sq_job_insert(struct ad_conn *c, struct ad_job *job)
+{
+    ad_err e = check_tx(c);
+    if (e == AD_E_OK)
+        e = sync_seq(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_INSERT) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    int64_t seq = ++c->seq;
+    int rc = bind_job(st, job, seq);
+    if (rc != SQLITE_OK) {
+        e = fail(c, rc, "bind job insert");
+        done(st);
+        return e;
+    }
+    e = run(c, st, "insert job");
+    if (e == AD_E_OK) {
+        job->seq = seq;
+        job->cseq = sqlite3_last_insert_rowid(c->db);
+    }
+    return e;
+}
+
+static ad_err sq_job_update(struct ad_conn *c, struct ad_job *job)
+{
+    ad_err e = check_tx(c);
+    if (e == AD_E_OK)
+        e = sync_seq(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_UPDATE) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    int64_t seq = ++c->seq;
+    int rc = bind_job(st, job, seq);
+    if (rc == SQLITE_OK)
+        rc = bind_TEXT(st, COL_seq + 2, job->id);
+    if (rc != SQLITE_OK) {
+        e = fail(c, rc, "bind job update");
+        done(st);
+        return e;
+    }
+    e = run(c, st, "update job");
+    if (e != AD_E_OK)
+        return e;
+    if (sqlite3_changes(c->db) == 0)
+        return AD_E_NOT_FOUND;
+    job->seq = seq;
+    return AD_E_OK;
+}
+
+static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = stmt(c, ST_GET);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, id);
+    bind_TEXT(st, 2, tenant);
+    struct ad_job_list l = {0};
+    ad_err e = fetch_jobs(c, st, &l, "get job");
+    if (e == AD_E_OK && l.n == 0)
+        e = AD_E_NOT_FOUND;
+    if (e == AD_E_OK) {
+        *out = l.items[0];
+        l.n = 0;
+    }
+    ad_job_list_free(&l);
+    return e;
+}
+
+static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    if (q->tenant == NULL) {
+        ad_error("store: job_list without a tenant");
+        return AD_E_INTERNAL;
+    }
+    int variant = (q->has_status ? SQ_LIST_STATUS : 0) | (q->type != NULL ? SQ_LIST_TYPE : 0) |
+                  (q->updated_after != 0 ? SQ_LIST_UPDATED : 0);
+    sqlite3_stmt *st = stmt(c, (enum sq_stmt)(ST_LIST + variant));
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    /* Every variant numbers its parameters alike, so the unused ones may be bound too. */
+    bind_TEXT(st, 1, q->tenant);
+    sqlite3_bind_int64(st, 2, q->before_cseq > 0 ? q->before_cseq : INT64_MAX);
+    sqlite3_bind_int(st, 3, (int)q->status);
+    bind_TEXT(st, 4, q->type);
+    sqlite3_bind_int64(st, 5, q->updated_after);
+    sqlite3_bind_int(st, 6, q->limit);
+    return fetch_jobs(c, st, out, "list jobs");
+}
+
+static ad_err sq_job_changes(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = stmt(c, ST_CHANGES);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, tenant);
+    sqlite3_bind_int64(st, 2, since);
+    sqlite3_bind_int(st, 3, limit);
+    return fetch_jobs(c, st, out, "job changes");
+}
+
+/* Lease order: higher priority first, then older (lower cseq) first. */
+static int lease_order(const void *a, const void *b)
+{
+    const struct ad_job *x = *(const struct ad_job *const *)a;
+    const struct ad_job *y = *(const struct ad_job *const *)b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return (x->cseq > y->cseq) - (x->cseq < y->cseq);
+}
+
+/*
+ * One indexed query per type, then a merge. A single "type IN (...)" query cannot walk one index in lease
+ * order across several types: SQLite would either sort every queued job of those types or walk the tenant's
+ * whole queue skipping other types. Per type, each query reads at most `limit` rows.
+ */
+static ad_err sq_job_leasable(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes,
+                              int64_t now, int limit, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = stmt(c, ST_LEASABLE);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    for (size_t i = 0; i < ntypes; i++) {
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(types[k], types[i]) == 0;
+        if (seen)
+            continue;
+        bind_TEXT(st, 1, tenant);
+        bind_TEXT(st, 2, types[i]);
+        sqlite3_bind_int64(st, 3, now);
+        sqlite3_bind_int(st, 4, limit);
+        ad_err e = fetch_jobs(c, st, out, "leasable jobs");
+        if (e != AD_E_OK) {
+            ad_job_list_free(out);
+            return e;
+        }
+    }
+    if (out->n > 1)
+        qsort(out->items, out->n, sizeof(*out->items), lease_order);
+    size_t keep = limit > 0 ? (size_t)limit : 0;
+    while (out->n > keep)
+        ad_job_free(out->items[--out->n]);
+    return AD_E_OK;
+}
+
+static ad_err sq_job_running(struct ad_conn *c, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = stmt(c, ST_RUNNING);
+    return st != NULL ? fetch_jobs(c, st, out, "running jobs") : AD_E_INTERNAL;
+}
+
+static ad_err sq_job_scheduled(struct ad_conn *c, int64_t now, int limit, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = stmt(c, ST_SCHEDULED);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, limit);
+    return fetch_jobs(c, st, out, "scheduled jobs");
+}
+
+/* Run a sweep statement with (cutoff, limit); adds the rows it touched to *n. */
+static ad_err sweep_step(struct ad_conn *c, enum sq_stmt id, int64_t cutoff, int limit, int *n, const char *what)
+{
+    sqlite3_stmt *st = stmt(c, id);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    sqlite3_bind_int64(st, 1, cutoff);
+    sqlite3_bind_int(st, 2, limit);
+    ad_err e = run(c, st, what);
+    if (e == AD_E_OK)
+        *n += sqlite3_changes(c->db);
+    return e;
+}
+
+static ad_err sq_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done_out)
+{
+    *done_out = 0;
+    ad_err e = check_tx(c);
+    if (e == AD_E_OK)
+        e = run_id(c, ST_SWEEP_SAVEPOINT, "sweep savepoint");
+    if (e != AD_E_OK)
+        return e;
+    /* The counter must cover the rows about to be deleted before they are gone. */
+    e = sync_seq(c);
+    int tombstoned = 0, deleted = 0;
+    if (e == AD_E_OK)
+        e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
+    if (e == AD_E_OK)
+        e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");
+    if (e == AD_E_OK && deleted > 0) {
+        sqlite3_stmt *st = stmt(c, ST_SET_SEQ_FLOOR);
+        if (st == NULL) {
+            e = AD_E_INTERNAL;
+        } else {
+            sqlite3_bind_int64(st, 1, c->seq);
+            e = run(c, st, "record seq floor");
+        }
+    }
+    if (e == AD_E_OK)
+        e = run_id(c, ST_SWEEP_RELEASE, "sweep release");
+    if (e != AD_E_OK) {
+        if (check_tx(c) == AD_E_OK && !sqlite3_get_autocommit(c->db) &&
+            run_id(c, ST_SWEEP_ROLLBACK_TO, "sweep rollback") == AD_E_OK)
+            run_id(c, ST_SWEEP_RELEASE, "sweep release after rollback");
+        return e;
+    }
+    *done_out = tombstoned + deleted;
+    return AD_E_OK;
+}
+
+static ad_err sq_max_seq(struct ad_conn *c, int64_t *out)
+{
+    *out = 0;
+    sqlite3_stmt *st = stmt(c, ST_MAX_SEQ);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    int rc = sqlite3_step(st);
+    ad_err e = AD_E_OK;
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        e = fail(c, rc, "max seq");
+    done(st);
+    return e;
+}
+
+/* ---- idempotency ---- */
+
+static ad_err sq_idem_get(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out)
+{
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *st = stmt(c, ST_IDEM_GET);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, tenant);
+    bind_TEXT(st, 2, key);
+    int rc = sqlite3_step(st);
+    ad_err e = AD_E_OK;
+    if (rc == SQLITE_ROW) {
+        const char *fp = (const char *)sqlite3_column_text(st, 0);
+        snprintf(out->fingerprint, sizeof(out->fingerprint), "%s", fp != NULL ? fp : "");
+        out->job_id = read_TEXT(st, 1);
+        out->created_at = sqlite3_column_int64(st, 2);
+    } else if (rc == SQLITE_DONE) {
+        e = AD_E_NOT_FOUND;
+    } else {
+        e = fail(c, rc, "get idempotency record");
+    }
+    done(st);
+    return e;
+}
+
+/* Writes the record, replacing one the key already has (an expired record not yet swept). */
+static ad_err sq_idem_put(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
+                          const char *job_id, int64_t now)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_IDEM_PUT) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, tenant);
+    bind_TEXT(st, 2, key);
+    bind_TEXT(st, 3, fingerprint);
+    bind_TEXT(st, 4, job_id);
+    sqlite3_bind_int64(st, 5, now);
+    return run(c, st, "put idempotency record");
+}
+
+static ad_err sq_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
+{
+    *done_out = 0;
+    ad_err e = check_tx(c);
+    return e == AD_E_OK ? sweep_step(c, ST_IDEM_SWEEP, before, limit, done_out, "sweep idempotency records") : e;
+}
+
+/* ---- opening ---- */
+
+static void sq_close(struct ad_store *s)
+{
+    struct sq_store *ss = (struct sq_store *)s;
+    if (ss == NULL)
+        return;
+    free(ss->path);
+    free(ss);
+}
+
+static const struct ad_store_ops sq_ops = {
+    .name = "sqlite",
+    .connect = sq_connect,
+    .disconnect = sq_disconnect,
+    .begin = sq_begin,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .savepoint = sq_savepoint,
+    .release = sq_release,
+    .rollback_to = sq_rollback_to,
+    .job_insert = sq_job_insert,
+    .job_update = sq_job_update,
+    .job_get = sq_job_get,
+    .job_list = sq_job_list,
+    .job_changes = sq_job_changes,
+    .job_leasable = sq_job_leasable,
+    .job_running = sq_job_running,
+    .job_scheduled = sq_job_scheduled,
+    .sweep = sq_sweep,
+    .max_seq = sq_max_seq,
+    .idem_get = sq_idem_get,
+    .idem_put = sq_idem_put,
+    .idem_sweep = sq_idem_sweep,
+    .close = sq_close,
+};
+
+/* mkdir -p with mode 0700 for the directories it creates. 0, or -1 with errno set. */
+static int mkdir_p(const char *dir)
+{
+    char *p = ad_strdup(dir);
+    int rc = 0;
+    for (char *s = p + 1; rc == 0; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    struct stat sb;
+    if (rc == 0 && stat(dir, &sb) != 0)
+        rc = -1;
+    if (rc == 0 && !S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    return rc;
+}
+
+/* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */
+static int migrate(struct ad_conn *c, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc =
+        sqlite3_exec(c->db, "BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+                     NULL, NULL, &msg);
+    int version = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(c->db, "SELECT coalesce(max(version), 0) FROM schema_version", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            version = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == SQLITE_OK && version > SQ_SCHEMA_VERSION) {
+        snprintf(err, errlen, "the database schema is version %d, newer than this acceptd knows (%d)", version,
+                 SQ_SCHEMA_VERSION);
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    for (int v = version; rc == SQLITE_OK && v < SQ_SCHEMA_VERSION; v++) {
+        rc = sqlite3_exec(c->db, migrations[v], NULL, NULL, &msg);
+        if (rc == SQLITE_OK) {
+            char sql[80];
+            snprintf(sql, sizeof(sql), "INSERT INTO schema_version (version) VALUES (%d)", v + 1);
+            rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "migrate the database schema: %s", msg != NULL ? msg : sqlite3_errmsg(c->db));
+        sqlite3_free(msg);
+        if (!sqlite3_get_autocommit(c->db))
+            sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)
+{
+    if (!sqlite3_threadsafe()) {
+        snprintf(err, errlen, "libsqlite3 was built without thread support");
+        return NULL;
+    }
+    if (mkdir_p(dir) != 0) {
+        snprintf(err, errlen, "create data directory %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    struct sq_store *s = ad_calloc(1, sizeof(*s));
+    s->base.ops = &sq_ops;
+    s->path = ad_asprintf("%s/acceptd.db", dir);
+    /* Create the file ourselves so it is private from the start; SQLite gives -wal and -shm the same mode. */
+    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "open %s: %s", s->path, strerror(errno));
+        sq_close(&s->base);
+        return NULL;
+    }
+    close(fd);
+    struct ad_conn *c = sq_connect(&s->base, err, errlen);
+    if (c == NULL || migrate(c, err, errlen) != 0) {
+        sq_disconnect(c);
+        sq_close(&s->base);
+        return NULL;
+    }
+    sq_disconnect(c);
+    return &s->base;
+}

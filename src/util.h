@@ -1,0 +1,83 @@
+/*
+ * util.h - allocation policy, time, encodings and random ids shared by every layer.
+ *
+ * Out-of-memory policy: abort. Every allocation goes through ad_malloc/ad_calloc/ad_realloc/ad_strdup,
+ * which never return NULL. Nothing here touches the network or the store.
+ */
+#ifndef AD_UTIL_H
+#define AD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define AD_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define AD_PRINTF(fmt, args)
+#endif
+
+/* Allocate or abort. The caller frees with free(). */
+void *ad_malloc(size_t n);
+void *ad_calloc(size_t count, size_t n);
+void *ad_realloc(void *p, size_t n);
+char *ad_strdup(const char *s);
+char *ad_strndup(const char *s, size_t n);
+/* printf into a new string; the caller frees. */
+char *ad_asprintf(const char *fmt, ...) AD_PRINTF(1, 2);
+
+/* Wall clock in milliseconds since the Unix epoch. */
+int64_t ad_now_ms(void);
+/* Monotonic clock in milliseconds. */
+int64_t ad_mono_ms(void);
+
+/* Format ms-since-epoch as RFC 3339 UTC with milliseconds ("2026-11-30T18:11:40.123Z") into buf (>= 32 bytes). */
+void ad_time_rfc3339(int64_t ms, char *buf, size_t size);
+/* Parse RFC 3339 (Z or +hh:mm offset, optional fraction). Returns 0 and sets *ms, or -1. */
+int ad_time_parse_rfc3339(const char *s, int64_t *ms);
+/* Format ms-since-epoch as an IMF-fixdate for HTTP headers ("Mon, 30 Nov 2026 18:11:40 GMT") into buf (>= 32). */
+void ad_time_http(int64_t ms, char *buf, size_t size);
+
+/* base64url without padding. Writes a NUL-terminated string into out (>= ad_b64url_len(n) + 1). */
+size_t ad_b64url_len(size_t n);
+void ad_b64url_encode(const uint8_t *in, size_t n, char *out);
+/* Decode base64url (no padding) into out (>= n*3/4 bytes). Returns decoded length or -1. */
+long ad_b64url_decode(const char *in, size_t n, uint8_t *out);
+/* Lowercase hex into out (>= 2n + 1). */
+void ad_hex_encode(const uint8_t *in, size_t n, char *out);
+
+/* Fill buf with n bytes from the CSPRNG; aborts if the CSPRNG fails. */
+void ad_random_bytes(uint8_t *buf, size_t n);
+/* A new opaque id: prefix followed by 128 random bits in base64url (22 chars). The caller frees. */
+char *ad_new_id(const char *prefix);
+
+/* Parse a duration: bare seconds ("30") or a number with a unit ms|s|m|h|d ("500ms", "30d").
+ * Returns 0 and sets *ms, or -1 on a malformed value. */
+int ad_parse_duration_ms(const char *s, int64_t *ms);
+
+/* Strict decimal integer parse of the whole string within [min, max]. Returns 0 or -1. */
+int ad_parse_int(const char *s, size_t len, long long min, long long max, long long *out);
+
+/* Constant-time comparison of two byte strings; lengths are compared too. Returns 1 when equal. */
+int ad_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+/* Log a line to stderr with a timestamp and level. Never pass secrets. */
+void ad_log(const char *level, const char *fmt, ...) AD_PRINTF(2, 3);
+#define ad_info(...) ad_log("info", __VA_ARGS__)
+#define ad_warn(...) ad_log("warn", __VA_ARGS__)
+#define ad_error(...) ad_log("error", __VA_ARGS__)
+
+/* A growable byte buffer with a hard cap. Appends past the cap fail and set `toobig`. */
+struct ad_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    size_t max;
+    int toobig;
+};
+void ad_buf_init(struct ad_buf *b, size_t max);
+/* Returns 0, or -1 when the cap would be exceeded (then b->toobig is set and nothing is appended). */
+int ad_buf_append(struct ad_buf *b, const void *p, size_t n);
+int ad_buf_printf(struct ad_buf *b, const char *fmt, ...) AD_PRINTF(2, 3);
+void ad_buf_free(struct ad_buf *b);
+
+#endif

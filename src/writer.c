@@ -1,0 +1,136 @@
+/*
+ * writer.c - the group-commit writer thread.
+ *
+ * Batching needs no timer: while one batch is being fsynced, new operations pile up in the queue, and the
+ * next batch takes them all. Under light load a batch is one operation and adds no delay.
+ */
+#include "writer.h"
+#include "util.h"
+
+#include <pthread.h>
+
+#define AD_WRITER_MAX_BATCH 1024
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct ad_op *head, **tail = &head;
+static size_t queued;
+static int stopping;
+static pthread_t thread;
+static struct ad_conn *conn;
+static struct ad_store *store;
+static h2o_multithread_queue_t *mq;
+static h2o_multithread_receiver_t receiver;
+
+static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
+{
+    while (!h2o_linklist_is_empty(messages)) {
+        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+        h2o_linklist_unlink(&m->link);
+        struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
+        op->done(op);
+    }
+}
+
+static void run_batch(struct ad_op *batch)
+{
+    const struct ad_store_ops *ops = store->ops;
+    ad_err berr = ops->begin(conn);
+    if (berr == AD_E_OK) {
+        for (struct ad_op *op = batch; op != NULL; op = op->next) {
+            op->err = ops->savepoint(conn);
+            if (op->err != AD_E_OK)
+                continue;
+            op->err = op->apply(op, conn);
+            if (op->err == AD_E_OK)
+                op->err = ops->release(conn);
+            else
+                ops->rollback_to(conn);
+        }
+        berr = ops->commit(conn);
+        if (berr != AD_E_OK)
+            ops->rollback(conn);
+    }
+    while (batch != NULL) {
+        struct ad_op *op = batch;
+        batch = op->next;
+        if (berr != AD_E_OK)
+            op->err = berr;
+        h2o_multithread_send_message(&receiver, &op->msg);
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        while (head == NULL && !stopping)
+            pthread_cond_wait(&cv, &mu);
+        if (head == NULL)
+            break;
+        struct ad_op *batch = head, *last = head;
+        size_t n = 1;
+        while (last->next != NULL && n < AD_WRITER_MAX_BATCH) {
+            last = last->next;
+            n++;
+        }
+        head = last->next;
+        if (head == NULL)
+            tail = &head;
+        last->next = NULL;
+        queued -= n;
+        pthread_mutex_unlock(&mu);
+        run_batch(batch);
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errlen)
+{
+    store = s;
+    conn = s->ops->connect(s, err, errlen);
+    if (conn == NULL)
+        return -1;
+    mq = h2o_multithread_create_queue(loop);
+    h2o_multithread_register_receiver(mq, &receiver, on_messages);
+    stopping = 0;
+    if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the writer thread");
+        return -1;
+    }
+    return 0;
+}
+
+void ad_writer_submit(struct ad_op *op)
+{
+    op->next = NULL;
+    op->err = AD_E_OK;
+    op->msg.link.next = op->msg.link.prev = NULL;
+    pthread_mutex_lock(&mu);
+    *tail = op;
+    tail = &op->next;
+    queued++;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+void ad_writer_stop(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(thread, NULL);
+    store->ops->disconnect(conn);
+    conn = NULL;
+}
+
+size_t ad_writer_backlog(void)
+{
+    pthread_mutex_lock(&mu);
+    size_t n = queued;
+    pthread_mutex_unlock(&mu);
+    return n;
+}

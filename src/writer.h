@@ -1,0 +1,43 @@
+/*
+ * writer.h - the one store writer: a thread that applies operations in batches (group commit).
+ *
+ * The event loop hands operations to ad_writer_submit(). The writer thread takes every operation queued so
+ * far, applies each inside its own savepoint of one transaction, commits once (one fsync for the batch) and
+ * then hands each operation back to the event loop thread, where op->done runs. An operation's result is
+ * therefore durable before done() is called: a 202 leaves only after its batch committed.
+ */
+#ifndef AD_WRITER_H
+#define AD_WRITER_H
+
+#include <h2o.h>
+#include "error.h"
+#include "store.h"
+
+struct ad_op {
+    /* Writer thread, inside the batch transaction. Returning an error rolls back this op alone. */
+    ad_err (*apply)(struct ad_op *op, struct ad_conn *c);
+    /* Event loop thread, after the batch committed (or failed: op->err says which). Must end with ad_op_free. */
+    void (*done)(struct ad_op *op);
+    /* Frees the op and everything it owns; set by the op's constructor. */
+    void (*destroy)(struct ad_op *op);
+    ad_err err;
+    h2o_multithread_message_t msg;
+    struct ad_op *next;
+};
+
+/* Free an op through its destroy function. */
+static inline void ad_op_free(struct ad_op *op)
+{
+    op->destroy(op);
+}
+
+/* Start the writer thread on its own connection to store; completions are delivered on loop. 0 or -1. */
+int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t errlen);
+/* Queue op (any thread). */
+void ad_writer_submit(struct ad_op *op);
+/* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
+void ad_writer_stop(void);
+/* Number of operations queued and not yet applied. */
+size_t ad_writer_backlog(void);
+
+#endif

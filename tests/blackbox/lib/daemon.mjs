@@ -1,0 +1,387 @@
+// Black-box harness: starts the real acceptd binary on an ephemeral port with a throwaway data
+// directory, and talks HTTP to it. Nothing here knows how the daemon is built inside.
+//
+//   ACCEPTD_BIN        binary to run (default: <repo>/build/acceptd)
+//   ACCEPTD_KEEP_TMP=1 keep the temp dirs (config + data) after the run, for post-mortems
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import * as nodeTest from 'node:test';
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
+const LISTENING = /acceptd: listening on (http:\/\/\S+)/;
+const START_LIMIT_MS = 10_000;
+const STOP_LIMIT_MS = 10_000;
+const LOG_CAP = 1 << 20; // keep the last 1 MiB of each stream
+
+const live = new Set(); // child processes still running
+const daemons = new Set(); // every daemon object, for failure diagnostics
+const tmpDirs = new Set();
+
+function killAllSync() {
+    for (const p of live) {
+        try {
+            p.kill('SIGKILL');
+        } catch {
+            /* already gone */
+        }
+    }
+    live.clear();
+}
+
+process.on('exit', (code) => {
+    killAllSync();
+    if (process.env.ACCEPTD_KEEP_TMP || code !== 0) {
+        for (const d of tmpDirs) process.stderr.write(`acceptd blackbox: kept ${d}\n`);
+        return;
+    }
+    for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
+});
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(sig, () => {
+        killAllSync();
+        process.exit(130);
+    });
+}
+
+function appendCapped(buf, chunk) {
+    const s = buf + chunk;
+    return s.length > LOG_CAP ? s.slice(s.length - LOG_CAP) : s;
+}
+
+// Spawn the binary and resolve once it prints its listening line. Rejects (with its output) if it
+// exits first or takes longer than START_LIMIT_MS.
+function spawnDaemon(state) {
+    if (!fs.existsSync(BIN)) {
+        return Promise.reject(new Error(`acceptd binary not found at ${BIN}: build it or set ACCEPTD_BIN`));
+    }
+    const args = ['serve', '--listen', '127.0.0.1:0', '--data', state.dataDir, '--config', state.configFile];
+    const proc = spawn(BIN, args, { env: { ...process.env, ...state.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    live.add(proc);
+    state.proc = proc;
+    state.exited = new Promise((resolve) => {
+        proc.on('exit', (code, signal) => {
+            live.delete(proc);
+            resolve({ code, signal });
+        });
+    });
+    proc.stderr.setEncoding('utf8');
+    proc.stdout.setEncoding('utf8');
+    proc.stderr.on('data', (c) => {
+        state.stderrText = appendCapped(state.stderrText, c);
+    });
+    return new Promise((resolve, reject) => {
+        let lineBuf = '';
+        let done = false;
+        const fail = (why) => {
+            if (done) return;
+            done = true;
+            clearTimeout(timer);
+            proc.kill('SIGKILL');
+            reject(new Error(`${why}\n$ ${BIN} ${args.join(' ')}\n--- stdout ---\n${state.stdoutText}\n--- stderr ---\n${state.stderrText}`));
+        };
+        const timer = setTimeout(() => fail(`acceptd did not report listening within ${START_LIMIT_MS} ms`), START_LIMIT_MS);
+        proc.stdout.on('data', (c) => {
+            state.stdoutText = appendCapped(state.stdoutText, c);
+            if (done) return;
+            lineBuf += c;
+            let nl;
+            while ((nl = lineBuf.indexOf('\n')) >= 0) {
+                const line = lineBuf.slice(0, nl);
+                lineBuf = lineBuf.slice(nl + 1);
+                const m = LISTENING.exec(line);
+                if (m) {
+                    done = true;
+                    clearTimeout(timer);
+                    resolve(m[1].replace(/\/+$/, ''));
+                    return;
+                }
+            }
+        });
+        proc.on('error', (e) => fail(`spawn failed: ${e.message}`));
+        proc.on('exit', (code, signal) => fail(`acceptd exited before listening (code ${code}, signal ${signal})`));
+    });
+}
+
+/**
+ * Start a daemon. config: the YAML text; env: extra environment; dataDir: reuse a data dir.
+ * Returns {url, proc, dataDir, configFile, stop(), kill9(), restart(), stderr, stdout}.
+ * restart() starts a new process on the same data dir and config and updates url/proc in place.
+ */
+export async function startDaemon({ config = standardConfig(), env = {}, dataDir } = {}) {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'acceptd-bb-'));
+    tmpDirs.add(tmp);
+    const configFile = path.join(tmp, 'acceptd.yaml');
+    fs.writeFileSync(configFile, config);
+    const dir = dataDir ?? path.join(tmp, 'data');
+    fs.mkdirSync(dir, { recursive: true });
+
+    const state = { tmp, configFile, dataDir: dir, env, proc: null, exited: null, stdoutText: '', stderrText: '' };
+    const d = {
+        url: '',
+        get proc() {
+            return state.proc;
+        },
+        dataDir: dir,
+        configFile,
+        get stderr() {
+            return state.stderrText;
+        },
+        get stdout() {
+            return state.stdoutText;
+        },
+        get alive() {
+            return state.proc !== null && live.has(state.proc);
+        },
+        /** SIGTERM, then wait for the exit (SIGKILL after STOP_LIMIT_MS). Resolves {code, signal}. */
+        async stop() {
+            if (!d.alive) return state.exited ? state.exited : { code: null, signal: null };
+            state.proc.kill('SIGTERM');
+            const t = setTimeout(() => state.proc.kill('SIGKILL'), STOP_LIMIT_MS);
+            const r = await state.exited;
+            clearTimeout(t);
+            return r;
+        },
+        /** SIGKILL, wait for the exit. */
+        async kill9() {
+            if (!d.alive) return state.exited;
+            state.proc.kill('SIGKILL');
+            return state.exited;
+        },
+        /** Start again on the same data dir and config (stops a running one first). */
+        async restart() {
+            if (d.alive) await d.stop();
+            d.url = await spawnDaemon(state);
+            return d;
+        },
+    };
+    daemons.add(d);
+    d.url = await spawnDaemon(state);
+    return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/** How many generated tenants standardConfig() declares (t1..tN, keys ck-i / wk-i / ak-i). */
+export const TENANTS = 64;
+
+/**
+ * The config most files use. Fixed keys ka/kb (clients of a/b), wa/wb (workers), adm (admin of a),
+ * plus TENANTS generated tenants so that each test can have its own (see tenant()).
+ * Override any section with a YAML fragment string.
+ */
+export function standardConfig({
+    tenants = TENANTS,
+    types = `
+  video.transcode: { required: [sourceUrl], maxAttempts: 3 }
+  report.export: {}
+  image.resize: { maxAttempts: 7 }
+  email.send: {}`,
+    routes = `
+  - { method: POST, path: /v1/videos, type: video.transcode, resource: "/v1/videos/{id}", onComplete: redirect }
+  - { method: POST, path: /v1/reports, type: report.export, requireIdempotencyKey: true }`,
+    retention = '{ succeeded: 30d, failed: 30d, cancelled: 30d, partialSuccess: 30d }',
+    tombstone = '2s',
+    sweepInterval = '200ms',
+    limits = '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }',
+} = {}) {
+    const keys = [
+        '  - { key: "ka", tenant: a, role: client }',
+        '  - { key: "kb", tenant: b, role: client }',
+        '  - { key: "wa", tenant: a, role: worker }',
+        '  - { key: "wb", tenant: b, role: worker }',
+        '  - { key: "adm", tenant: a, role: admin }',
+    ];
+    for (let i = 1; i <= tenants; i++) {
+        keys.push(`  - { key: "ck-${i}", tenant: t${i}, role: client }`);
+        keys.push(`  - { key: "wk-${i}", tenant: t${i}, role: worker }`);
+        keys.push(`  - { key: "ak-${i}", tenant: t${i}, role: admin }`);
+    }
+    return `keys:
+${keys.join('\n')}
+types:${types}
+routes:${routes}
+retention: ${retention}
+tombstone: ${tombstone}
+sweepInterval: ${sweepInterval}
+limits: ${limits}
+`;
+}
+
+const tenantCounters = new WeakMap();
+
+/**
+ * A tenant nobody else in this process has used on daemon d:
+ * {name, c (client api), w (worker api), a (admin api), keys: {c, w, a}}.
+ * Only for daemons started with standardConfig().
+ */
+export function tenant(d) {
+    const i = (tenantCounters.get(d) ?? 0) + 1;
+    if (i > TENANTS) throw new Error(`more than ${TENANTS} tenants used on one daemon: raise TENANTS`);
+    tenantCounters.set(d, i);
+    return { name: `t${i}`, c: api(d, `ck-${i}`), w: api(d, `wk-${i}`), a: api(d, `ak-${i}`), keys: { c: `ck-${i}`, w: `wk-${i}`, a: `ak-${i}` } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+/**
+ * A client bound to a daemon (or a base URL string) and a bearer key (omit for no Authorization).
+ * req(method, path, {body, raw, headers}) -> {status, headers, json, text, ms, method, path}.
+ * body is sent as JSON; raw is sent as-is (content-type application/json unless headers say otherwise).
+ * A header set to null in headers is not sent. Redirects are never followed.
+ */
+export function api(target, key) {
+    const base = () => (typeof target === 'string' ? target : target.url);
+    async function req(method, p, { body, raw, headers = {} } = {}) {
+        const h = {};
+        if (key !== undefined && key !== null) h.authorization = `Bearer ${key}`;
+        let payload;
+        if (raw !== undefined) payload = raw;
+        else if (body !== undefined) payload = JSON.stringify(body);
+        if (payload !== undefined) h['content-type'] = 'application/json';
+        for (const [k, v] of Object.entries(headers)) {
+            const lk = k.toLowerCase();
+            if (v === null || v === undefined) delete h[lk];
+            else h[lk] = String(v);
+        }
+        const t0 = performance.now();
+        const res = await fetch(base() + p, { method, headers: h, body: payload, redirect: 'manual' });
+        const text = await res.text();
+        const ms = performance.now() - t0;
+        let json = null;
+        const ct = res.headers.get('content-type') ?? '';
+        if (text.length > 0 && /json/i.test(ct)) {
+            try {
+                json = JSON.parse(text);
+            } catch {
+                json = null;
+            }
+        }
+        return { status: res.status, headers: res.headers, json, text, ms, method, path: p };
+    }
+    return {
+        key,
+        req,
+        get: (p, o) => req('GET', p, o),
+        post: (p, body, o = {}) => req('POST', p, { ...o, body }),
+        del: (p, o) => req('DELETE', p, o),
+    };
+}
+
+/**
+ * Send bytes on a fresh TCP connection and read one response. Resolves
+ * {status, headers (lowercase names), body, json, raw}; status 0 when nothing parseable came back
+ * before the server closed or timeoutMs passed. Write errors are ignored (the server may answer and
+ * close before reading everything, which is what we are testing).
+ */
+export function rawRequest(target, data, { timeoutMs = 5000 } = {}) {
+    const u = new URL(typeof target === 'string' ? target : target.url);
+    return new Promise((resolve) => {
+        const chunks = [];
+        let finished = false;
+        const sock = net.connect({ host: u.hostname, port: Number(u.port) });
+        const finish = () => {
+            if (finished) return;
+            finished = true;
+            clearTimeout(timer);
+            sock.destroy();
+            resolve(parseRawResponse(Buffer.concat(chunks)));
+        };
+        const timer = setTimeout(finish, timeoutMs);
+        sock.on('connect', () => sock.write(data, () => {}));
+        sock.on('data', (c) => {
+            chunks.push(c);
+            const r = parseRawResponse(Buffer.concat(chunks));
+            if (r.complete) finish();
+        });
+        sock.on('error', () => finish());
+        sock.on('close', finish);
+    });
+}
+
+function parseRawResponse(buf) {
+    const s = buf.toString('latin1');
+    const end = s.indexOf('\r\n\r\n');
+    const out = { status: 0, headers: {}, body: '', json: null, raw: s, complete: false };
+    if (end < 0) return out;
+    const lines = s.slice(0, end).split('\r\n');
+    const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0]);
+    if (!m) return out;
+    out.status = Number(m[1]);
+    for (const l of lines.slice(1)) {
+        const i = l.indexOf(':');
+        if (i > 0) out.headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+    }
+    const body = buf.subarray(Buffer.byteLength(s.slice(0, end + 4), 'latin1'));
+    const len = out.headers['content-length'];
+    if (/chunked/i.test(out.headers['transfer-encoding'] ?? '')) {
+        const parts = [];
+        let off = 0;
+        for (;;) {
+            const eol = body.indexOf('\r\n', off);
+            if (eol < 0) break;
+            const size = parseInt(body.subarray(off, eol).toString('latin1'), 16);
+            if (Number.isNaN(size)) break;
+            if (size === 0) {
+                out.complete = true;
+                break;
+            }
+            if (body.length < eol + 2 + size) break;
+            parts.push(body.subarray(eol + 2, eol + 2 + size));
+            off = eol + 2 + size + 2;
+        }
+        out.body = Buffer.concat(parts).toString('utf8');
+    } else if (len !== undefined) {
+        out.complete = body.length >= Number(len);
+        out.body = body.subarray(0, Number(len)).toString('utf8');
+    } else {
+        out.body = body.toString('utf8');
+    }
+    if (/json/i.test(out.headers['content-type'] ?? '')) {
+        try {
+            out.json = JSON.parse(out.body);
+        } catch {
+            out.json = null;
+        }
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+/**
+ * node:test's it(), plus: when the test fails, the stderr every daemon wrote during the test is
+ * attached to the report as a diagnostic.
+ */
+function logged(fn) {
+    return async (t) => {
+        const marks = new Map([...daemons].map((d) => [d, d.stderr.length]));
+        try {
+            return await fn(t);
+        } catch (e) {
+            for (const d of daemons) {
+                const from = marks.get(d) ?? 0;
+                const text = d.stderr.slice(Math.max(from, d.stderr.length - 8000));
+                if (text.trim()) t.diagnostic(`acceptd stderr (${d.url}):\n${text}`);
+            }
+            throw e;
+        }
+    };
+}
+
+function wrapIt(itFn) {
+    return (name, opts, fn) => (typeof opts === 'function' ? itFn(name, logged(opts)) : itFn(name, opts, logged(fn)));
+}
+
+export const it = wrapIt(nodeTest.it);
+it.skip = wrapIt(nodeTest.it.skip);
+it.only = wrapIt(nodeTest.it.only);
+it.todo = nodeTest.it.todo;

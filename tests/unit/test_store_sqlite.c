@@ -1,0 +1,902 @@
+/*
+ * test_store_sqlite.c - the SQLite store through its ops table, each test on its own throwaway directory.
+ *
+ * Covers the round trip of every job field, tenant scoping, seq and cseq assignment, every query's order and
+ * filters, retention, idempotency records, durability across reopen, savepoints, and that every statement
+ * the backend runs is served by an index.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+
+/* Test hook in store_sqlite.c: the SQL of statement i, NULL past the last one. */
+const char *ad_store_sqlite_stmt_sql(size_t i);
+
+#define T0 INT64_C(1800000000000)
+
+struct fx {
+    char dir[64];   /* mkdtemp root, removed at teardown */
+    char data[128]; /* the store's data directory: two levels below dir, to exercise mkdir -p */
+    struct ad_store *s;
+    struct ad_conn *c;
+};
+
+static void open_store(struct fx *f)
+{
+    char err[256] = "";
+    f->s = ad_store_open(f->data, err, sizeof(err));
+    if (f->s == NULL)
+        fail_msg("ad_store_open(%s): %s", f->data, err);
+    f->c = f->s->ops->connect(f->s, err, sizeof(err));
+    if (f->c == NULL)
+        fail_msg("connect: %s", err);
+}
+
+static void close_store(struct fx *f)
+{
+    if (f->c != NULL)
+        f->s->ops->disconnect(f->c);
+    if (f->s != NULL)
+        f->s->ops->close(f->s);
+    f->c = NULL;
+    f->s = NULL;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/acceptd-store-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        return -1;
+    snprintf(f->data, sizeof(f->data), "%s/a/data", f->dir);
+    open_store(f);
+    *state = f;
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    close_store(f);
+    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static void assert_str_eq(const char *a, const char *b, const char *what)
+{
+    if (a == NULL && b == NULL)
+        return;
+    if (a == NULL || b == NULL || strcmp(a, b) != 0)
+        fail_msg("%s: \"%s\" != \"%s\"", what, a != NULL ? a : "(null)", b != NULL ? b : "(null)");
+}
+
+static struct ad_job *new_job(const char *id, const char *tenant, const char *type, enum ad_status status,
+                              enum ad_priority priority)
+{
+    struct ad_job *j = ad_job_new();
+    ad_job_set(&j->id, id);
+    ad_job_set(&j->tenant, tenant);
+    ad_job_set(&j->type, type);
+    ad_job_set(&j->payload, "{\"n\":1}");
+    j->status = status;
+    j->priority = priority;
+    j->max_attempts = 3;
+    j->created_at = T0;
+    j->updated_at = T0;
+    return j;
+}
+
+static void insert(struct fx *f, struct ad_job *j)
+{
+    assert_int_equal(f->s->ops->job_insert(f->c, j), AD_E_OK);
+}
+
+/* Insert a job and forget it. */
+static void insert_new(struct fx *f, const char *id, const char *tenant, const char *type, enum ad_status status,
+                       enum ad_priority priority, int64_t run_at)
+{
+    struct ad_job *j = new_job(id, tenant, type, status, priority);
+    j->run_at = run_at;
+    insert(f, j);
+    ad_job_free(j);
+}
+
+static struct ad_job *get(struct fx *f, const char *tenant, const char *id)
+{
+    struct ad_job *j = NULL;
+    assert_int_equal(f->s->ops->job_get(f->c, tenant, id, &j), AD_E_OK);
+    assert_non_null(j);
+    return j;
+}
+
+static void assert_not_found(struct fx *f, const char *tenant, const char *id)
+{
+    struct ad_job *j = (struct ad_job *)1;
+    assert_int_equal(f->s->ops->job_get(f->c, tenant, id, &j), AD_E_NOT_FOUND);
+    assert_null(j);
+}
+
+/* The ids of a list, comma separated, for one comparison that shows the whole order on failure. */
+static void assert_ids(const struct ad_job_list *l, const char *want)
+{
+    char got[512] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < l->n && len < sizeof(got); i++)
+        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", l->items[i]->id);
+    assert_string_equal(got, want);
+}
+
+static void test_open_creates_private_dir_and_schema(void **state)
+{
+    struct fx *f = *state;
+    struct stat sb;
+    assert_int_equal(stat(f->data, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/acceptd.db", f->data);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0077, 0);
+
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT max(version), count(*) FROM schema_version", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    assert_int_equal(sqlite3_column_int(st, 1), 1);
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void test_open_rejects_postgres_and_bad_dir(void **state)
+{
+    struct fx *f = *state;
+    char err[256] = "";
+    assert_null(ad_store_open("postgresql://localhost/acceptd", err, sizeof(err)));
+    assert_string_equal(err, "PostgreSQL store not built yet");
+    err[0] = '\0';
+    assert_null(ad_store_open("postgres://localhost/acceptd", err, sizeof(err)));
+    assert_string_equal(err, "PostgreSQL store not built yet");
+
+    /* A data directory path that runs through a regular file. */
+    char path[160];
+    snprintf(path, sizeof(path), "%s/file", f->dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(path, sizeof(path), "%s/file/data", f->dir);
+    err[0] = '\0';
+    assert_null(ad_store_open(path, err, sizeof(err)));
+    assert_non_null(strstr(err, "create data directory"));
+}
+
+static void test_every_field_round_trips(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *j = new_job("job_full", "t1", "video.transcode", AD_RUNNING, AD_PRIO_HIGH);
+    j->progress = 42;
+    ad_job_set(&j->result, "{\"ok\":true}");
+    ad_job_set(&j->result_location, "https://r.example/x");
+    ad_job_set(&j->error, "{\"code\":\"x\"}");
+    ad_job_set(&j->message, "halfway");
+    j->attempt = 2;
+    j->max_attempts = 5;
+    j->cancel_requested = 1;
+    j->timeout_seconds = 600;
+    j->on_complete_redirect = 1;
+    j->created_at = T0 + 1;
+    j->started_at = T0 + 2;
+    j->updated_at = T0 + 3;
+    j->finished_at = T0 + 4;
+    j->expires_at = T0 + 5;
+    j->run_at = T0 + 6;
+    ad_job_set(&j->callback_url, "https://cb.example/hook");
+    ad_job_set(&j->retry_of, "job_old");
+    ad_job_set(&j->resource, "/v1/videos/job_full");
+    ad_job_set(&j->lease_id, "lse_1");
+    j->lease_expires_at = T0 + 7;
+    ad_job_set(&j->worker, "w1");
+    j->tombstoned = 1;
+    insert(f, j);
+    assert_true(j->seq > 0);
+    assert_true(j->cseq > 0);
+
+    struct ad_job *g = get(f, "t1", "job_full");
+    assert_str_eq(g->id, j->id, "id");
+    assert_str_eq(g->tenant, j->tenant, "tenant");
+    assert_str_eq(g->type, j->type, "type");
+    assert_int_equal(g->status, AD_RUNNING);
+    assert_int_equal(g->progress, 42);
+    assert_int_equal(g->priority, AD_PRIO_HIGH);
+    assert_str_eq(g->payload, j->payload, "payload");
+    assert_str_eq(g->result, j->result, "result");
+    assert_str_eq(g->result_location, j->result_location, "result_location");
+    assert_str_eq(g->error, j->error, "error");
+    assert_str_eq(g->message, j->message, "message");
+    assert_int_equal(g->attempt, 2);
+    assert_int_equal(g->max_attempts, 5);
+    assert_int_equal(g->cancel_requested, 1);
+    assert_int_equal(g->timeout_seconds, 600);
+    assert_int_equal(g->on_complete_redirect, 1);
+    assert_int_equal(g->created_at, T0 + 1);
+    assert_int_equal(g->started_at, T0 + 2);
+    assert_int_equal(g->updated_at, T0 + 3);
+    assert_int_equal(g->finished_at, T0 + 4);
+    assert_int_equal(g->expires_at, T0 + 5);
+    assert_int_equal(g->run_at, T0 + 6);
+    assert_str_eq(g->callback_url, j->callback_url, "callback_url");
+    assert_str_eq(g->retry_of, j->retry_of, "retry_of");
+    assert_str_eq(g->resource, j->resource, "resource");
+    assert_str_eq(g->lease_id, j->lease_id, "lease_id");
+    assert_int_equal(g->lease_expires_at, T0 + 7);
+    assert_str_eq(g->worker, j->worker, "worker");
+    assert_int_equal(g->tombstoned, 1);
+    assert_int_equal(g->seq, j->seq);
+    assert_int_equal(g->cseq, j->cseq);
+    ad_job_free(g);
+    ad_job_free(j);
+}
+
+static void test_absent_fields_read_back_absent(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *j = ad_job_new();
+    ad_job_set(&j->id, "job_min");
+    ad_job_set(&j->tenant, "t1");
+    ad_job_set(&j->type, "a");
+    ad_job_set(&j->payload, "{}");
+    insert(f, j);
+    ad_job_free(j);
+
+    struct ad_job *g = get(f, "t1", "job_min");
+    assert_int_equal(g->progress, -1);
+    assert_null(g->result);
+    assert_null(g->result_location);
+    assert_null(g->error);
+    assert_null(g->message);
+    assert_null(g->callback_url);
+    assert_null(g->retry_of);
+    assert_null(g->resource);
+    assert_null(g->lease_id);
+    assert_null(g->worker);
+    assert_int_equal(g->created_at, 0);
+    assert_int_equal(g->started_at, 0);
+    assert_int_equal(g->finished_at, 0);
+    assert_int_equal(g->expires_at, 0);
+    assert_int_equal(g->run_at, 0);
+    assert_int_equal(g->lease_expires_at, 0);
+    ad_job_free(g);
+}
+
+static void test_get_is_scoped_by_tenant(void **state)
+{
+    struct fx *f = *state;
+    insert_new(f, "job_a", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    struct ad_job *g = get(f, "t1", "job_a");
+    assert_string_equal(g->tenant, "t1");
+    ad_job_free(g);
+    assert_not_found(f, "t2", "job_a");
+    assert_not_found(f, "t1", "job_nope");
+    g = get(f, NULL, "job_a");
+    assert_string_equal(g->id, "job_a");
+    ad_job_free(g);
+}
+
+static void test_insert_duplicate_id_fails(void **state)
+{
+    struct fx *f = *state;
+    insert_new(f, "job_a", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    struct ad_job *j = new_job("job_a", "t2", "b", AD_QUEUED, AD_PRIO_NORMAL);
+    j->seq = 0;
+    assert_int_equal(f->s->ops->job_insert(f->c, j), AD_E_INTERNAL);
+    assert_int_equal(j->seq, 0);
+    ad_job_free(j);
+    struct ad_job *g = get(f, NULL, "job_a");
+    assert_string_equal(g->tenant, "t1");
+    ad_job_free(g);
+}
+
+static void test_update_writes_fields_and_moves_seq(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *a = new_job("job_a", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    struct ad_job *b = new_job("job_b", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, a);
+    insert(f, b);
+    assert_true(b->seq > a->seq);
+    assert_true(b->cseq > a->cseq);
+    int64_t cseq = a->cseq;
+
+    a->status = AD_SUCCEEDED;
+    a->progress = 100;
+    ad_job_set(&a->result, "{\"r\":2}");
+    a->finished_at = T0 + 50;
+    assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
+    assert_true(a->seq > b->seq);
+    int64_t first = a->seq;
+    assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
+    assert_true(a->seq > first);
+
+    struct ad_job *g = get(f, "t1", "job_a");
+    assert_int_equal(g->status, AD_SUCCEEDED);
+    assert_int_equal(g->progress, 100);
+    assert_string_equal(g->result, "{\"r\":2}");
+    assert_int_equal(g->finished_at, T0 + 50);
+    assert_int_equal(g->seq, a->seq);
+    assert_int_equal(g->cseq, cseq);
+    ad_job_free(g);
+
+    int64_t max = 0;
+    assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, a->seq);
+
+    struct ad_job *ghost = new_job("job_ghost", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    assert_int_equal(f->s->ops->job_update(f->c, ghost), AD_E_NOT_FOUND);
+    assert_not_found(f, NULL, "job_ghost");
+    ad_job_free(ghost);
+    ad_job_free(a);
+    ad_job_free(b);
+}
+
+static void list(struct fx *f, const struct ad_list_query *q, const char *want)
+{
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_list(f->c, q, &l), AD_E_OK);
+    assert_ids(&l, want);
+    ad_job_list_free(&l);
+}
+
+static void test_list_order_filters_and_keyset(void **state)
+{
+    struct fx *f = *state;
+    const char *types[] = {"a", "b", "a", "b", "a"};
+    const enum ad_status statuses[] = {AD_QUEUED, AD_RUNNING, AD_RUNNING, AD_QUEUED, AD_SUCCEEDED};
+    int64_t cseq[5];
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "j%d", i);
+        struct ad_job *j = new_job(id, "t1", types[i], statuses[i], AD_PRIO_NORMAL);
+        j->updated_at = T0 + i * 10;
+        insert(f, j);
+        cseq[i] = j->cseq;
+        ad_job_free(j);
+    }
+    insert_new(f, "other", "t2", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+
+    struct ad_list_query q = {.tenant = "t1", .limit = 50};
+    list(f, &q, "j4,j3,j2,j1,j0");
+    q.limit = 2;
+    list(f, &q, "j4,j3");
+    q.before_cseq = cseq[3];
+    list(f, &q, "j2,j1");
+    q.before_cseq = cseq[1];
+    list(f, &q, "j0");
+    q.before_cseq = cseq[0];
+    list(f, &q, "");
+
+    q = (struct ad_list_query){.tenant = "t1", .limit = 50, .has_status = 1, .status = AD_RUNNING};
+    list(f, &q, "j2,j1");
+    q.status = AD_QUEUED;
+    list(f, &q, "j3,j0");
+    q = (struct ad_list_query){.tenant = "t1", .limit = 50, .type = "a"};
+    list(f, &q, "j4,j2,j0");
+    q.has_status = 1;
+    q.status = AD_RUNNING;
+    list(f, &q, "j2");
+    q = (struct ad_list_query){.tenant = "t1", .limit = 50, .updated_after = T0 + 20};
+    list(f, &q, "j4,j3");
+    q.type = "b";
+    list(f, &q, "j3");
+    q = (struct ad_list_query){.tenant = "t2", .limit = 50};
+    list(f, &q, "other");
+    q = (struct ad_list_query){.tenant = "t3", .limit = 50};
+    list(f, &q, "");
+}
+
+static void changes(struct fx *f, const char *tenant, int64_t since, int limit, const char *want)
+{
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_changes(f->c, tenant, since, limit, &l), AD_E_OK);
+    assert_ids(&l, want);
+    for (size_t i = 1; i < l.n; i++)
+        assert_true(l.items[i]->seq > l.items[i - 1]->seq);
+    ad_job_list_free(&l);
+}
+
+static void test_changes_by_seq(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *a = new_job("a", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    struct ad_job *b = new_job("b", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, a);
+    insert_new(f, "other", "t2", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert(f, b);
+    insert_new(f, "c", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    a->status = AD_RUNNING;
+    assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
+
+    changes(f, "t1", 0, 50, "b,c,a");
+    changes(f, "t1", 0, 2, "b,c");
+    changes(f, "t1", b->seq, 50, "c,a");
+    changes(f, "t1", a->seq, 50, "");
+    changes(f, "t2", 0, 50, "other");
+
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_changes(f->c, "t1", b->seq, 50, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.items[1]->status, AD_RUNNING);
+    ad_job_list_free(&l);
+    ad_job_free(a);
+    ad_job_free(b);
+}
+
+static void leasable(struct fx *f, const char *tenant, const char *const *types, size_t ntypes, int limit,
+                     const char *want)
+{
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_leasable(f->c, tenant, types, ntypes, T0, limit, &l), AD_E_OK);
+    assert_ids(&l, want);
+    ad_job_list_free(&l);
+}
+
+static void test_leasable_order_and_exclusions(void **state)
+{
+    struct fx *f = *state;
+    insert_new(f, "low_old", "t1", "a", AD_QUEUED, AD_PRIO_LOW, 0);
+    insert_new(f, "norm1", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "high1", "t1", "a", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, "future_high", "t1", "a", AD_QUEUED, AD_PRIO_HIGH, T0 + 1);
+    insert_new(f, "due_norm", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0);
+    insert_new(f, "high2", "t1", "a", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, "b_high", "t1", "b", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, "b_norm", "t1", "b", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "c_high", "t1", "c", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, "t2_high", "t2", "a", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, "running", "t1", "a", AD_RUNNING, AD_PRIO_HIGH, 0);
+    insert_new(f, "done", "t1", "a", AD_SUCCEEDED, AD_PRIO_HIGH, 0);
+
+    const char *a[] = {"a"};
+    leasable(f, "t1", a, 1, 10, "high1,high2,norm1,due_norm,low_old");
+    leasable(f, "t1", a, 1, 2, "high1,high2");
+    const char *ab[] = {"b", "a"};
+    leasable(f, "t1", ab, 2, 10, "high1,high2,b_high,norm1,due_norm,b_norm,low_old");
+    leasable(f, "t1", ab, 2, 4, "high1,high2,b_high,norm1");
+    const char *dup[] = {"a", "a"};
+    leasable(f, "t1", dup, 2, 10, "high1,high2,norm1,due_norm,low_old");
+    const char *none[] = {"zzz"};
+    leasable(f, "t1", none, 1, 10, "");
+    leasable(f, "t2", a, 1, 10, "t2_high");
+
+    /* Once its runAt has passed, the scheduled job takes its place by priority and age. */
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_leasable(f->c, "t1", a, 1, T0 + 1, 3, &l), AD_E_OK);
+    assert_ids(&l, "high1,future_high,high2");
+    ad_job_list_free(&l);
+}
+
+static void test_running_jobs_by_lease_expiry(void **state)
+{
+    struct fx *f = *state;
+    const char *ids[] = {"r_late", "q", "r_early", "done"};
+    const enum ad_status st[] = {AD_RUNNING, AD_QUEUED, AD_RUNNING, AD_FAILED};
+    const int64_t exp[] = {T0 + 100, 0, T0 + 10, 0};
+    for (int i = 0; i < 4; i++) {
+        struct ad_job *j = new_job(ids[i], i == 2 ? "t2" : "t1", "a", st[i], AD_PRIO_NORMAL);
+        j->lease_expires_at = exp[i];
+        insert(f, j);
+        ad_job_free(j);
+    }
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_running(f->c, &l), AD_E_OK);
+    assert_ids(&l, "r_early,r_late");
+    ad_job_list_free(&l);
+}
+
+static void test_scheduled_soonest_first(void **state)
+{
+    struct fx *f = *state;
+    insert_new(f, "later", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 300);
+    insert_new(f, "due", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0);
+    insert_new(f, "soon", "t2", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 100);
+    insert_new(f, "running", "t1", "a", AD_RUNNING, AD_PRIO_NORMAL, T0 + 50);
+    insert_new(f, "now", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "mid", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 200);
+
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, 10, &l), AD_E_OK);
+    assert_ids(&l, "soon,mid,later");
+    ad_job_list_free(&l);
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, 2, &l), AD_E_OK);
+    assert_ids(&l, "soon,mid");
+    ad_job_list_free(&l);
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0 + 100, 10, &l), AD_E_OK);
+    assert_ids(&l, "mid,later");
+    ad_job_list_free(&l);
+}
+
+static void insert_expiring(struct fx *f, const char *id, int64_t expires_at)
+{
+    struct ad_job *j = new_job(id, "t1", "a", AD_SUCCEEDED, AD_PRIO_NORMAL);
+    ad_job_set(&j->result, "{\"big\":true}");
+    ad_job_set(&j->message, "done");
+    ad_job_set(&j->error, "{}");
+    j->expires_at = expires_at;
+    insert(f, j);
+    ad_job_free(j);
+}
+
+static void test_sweep_tombstones_then_deletes(void **state)
+{
+    struct fx *f = *state;
+    const int64_t tomb = 1000;
+    insert_expiring(f, "e1", T0 - 10);
+    insert_expiring(f, "e2", T0 - 5);
+    insert_expiring(f, "e3", T0);
+    insert_expiring(f, "live", T0 + tomb);
+    insert_new(f, "forever", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+
+    int n = -1;
+    assert_int_equal(f->s->ops->sweep(f->c, T0, tomb, 2, &n), AD_E_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(f->s->ops->sweep(f->c, T0, tomb, 2, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->s->ops->sweep(f->c, T0, tomb, 2, &n), AD_E_OK);
+    assert_int_equal(n, 0);
+
+    const char *gone[] = {"e1", "e2", "e3"};
+    for (int i = 0; i < 3; i++) {
+        struct ad_job *g = get(f, "t1", gone[i]);
+        assert_int_equal(g->tombstoned, 1);
+        assert_string_equal(g->payload, "{}");
+        assert_null(g->result);
+        assert_null(g->error);
+        assert_null(g->message);
+        ad_job_free(g);
+    }
+    struct ad_job *g = get(f, "t1", "live");
+    assert_int_equal(g->tombstoned, 0);
+    assert_string_equal(g->result, "{\"big\":true}");
+    assert_string_equal(g->payload, "{\"n\":1}");
+    ad_job_free(g);
+    g = get(f, "t1", "forever");
+    assert_int_equal(g->tombstoned, 0);
+    ad_job_free(g);
+
+    /* At T0 + tomb - 5, e1 and e2 are past their tombstone period, e3 is not, live has not expired. */
+    assert_int_equal(f->s->ops->sweep(f->c, T0 + tomb - 5, tomb, 1, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->s->ops->sweep(f->c, T0 + tomb - 5, tomb, 10, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_not_found(f, NULL, "e1");
+    assert_not_found(f, NULL, "e2");
+    g = get(f, "t1", "e3");
+    assert_int_equal(g->tombstoned, 1);
+    ad_job_free(g);
+    g = get(f, "t1", "live");
+    assert_int_equal(g->tombstoned, 0);
+    ad_job_free(g);
+
+    /* live expires and is tombstoned, and e3 is deleted, in one call. */
+    assert_int_equal(f->s->ops->sweep(f->c, T0 + tomb + 1, tomb, 10, &n), AD_E_OK);
+    assert_int_equal(n, 2);
+    assert_not_found(f, NULL, "e3");
+    g = get(f, "t1", "live");
+    assert_int_equal(g->tombstoned, 1);
+    ad_job_free(g);
+}
+
+static void test_idempotency_records(void **state)
+{
+    struct fx *f = *state;
+    const char *fp1 = "0000000000000000000000000000000000000000000000000000000000000001";
+    const char *fp2 = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+    assert_int_equal(f->s->ops->idem_put(f->c, "t1", "k1", fp1, "job_1", T0), AD_E_OK);
+    assert_int_equal(f->s->ops->idem_put(f->c, "t2", "k1", fp2, "job_2", T0 + 10), AD_E_OK);
+    assert_int_equal(f->s->ops->idem_put(f->c, "t1", "k3", fp2, "job_3", T0 + 20), AD_E_OK);
+
+    struct ad_idem r;
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k1", &r), AD_E_OK);
+    assert_string_equal(r.fingerprint, fp1);
+    assert_string_equal(r.job_id, "job_1");
+    assert_int_equal(r.created_at, T0);
+    free(r.job_id);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t2", "k1", &r), AD_E_OK);
+    assert_string_equal(r.fingerprint, fp2);
+    assert_string_equal(r.job_id, "job_2");
+    free(r.job_id);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t3", "k1", &r), AD_E_NOT_FOUND);
+    assert_null(r.job_id);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k2", &r), AD_E_NOT_FOUND);
+
+    /* A put on an existing key replaces the record. */
+    assert_int_equal(f->s->ops->idem_put(f->c, "t1", "k1", fp2, "job_9", T0 + 30), AD_E_OK);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k1", &r), AD_E_OK);
+    assert_string_equal(r.fingerprint, fp2);
+    assert_string_equal(r.job_id, "job_9");
+    assert_int_equal(r.created_at, T0 + 30);
+    free(r.job_id);
+
+    /* Now t2/k1 (T0 + 10) and t1/k3 (T0 + 20) are older than T0 + 21; t1/k1 (T0 + 30) is not. */
+    int n = -1;
+    assert_int_equal(f->s->ops->idem_sweep(f->c, T0 + 21, 1, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->s->ops->idem_sweep(f->c, T0 + 21, 10, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->s->ops->idem_sweep(f->c, T0 + 21, 10, &n), AD_E_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t2", "k1", &r), AD_E_NOT_FOUND);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k3", &r), AD_E_NOT_FOUND);
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k1", &r), AD_E_OK);
+    free(r.job_id);
+}
+
+static void reopen(struct fx *f)
+{
+    close_store(f);
+    open_store(f);
+}
+
+static void test_reopen_keeps_data_and_seq_moves_on(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *a = new_job("a", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, a);
+    insert_new(f, "b", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    a->status = AD_RUNNING;
+    assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
+    int64_t old_max = a->seq;
+    assert_int_equal(f->s->ops->idem_put(f->c, "t1", "k", "fp", "a", T0), AD_E_OK);
+
+    reopen(f);
+    struct ad_job *g = get(f, "t1", "a");
+    assert_int_equal(g->status, AD_RUNNING);
+    assert_int_equal(g->seq, old_max);
+    ad_job_free(g);
+    struct ad_idem r;
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k", &r), AD_E_OK);
+    assert_string_equal(r.job_id, "a");
+    free(r.job_id);
+    int64_t max = 0;
+    assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, old_max);
+
+    struct ad_job *c = new_job("c", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, c);
+    assert_true(c->seq > old_max);
+    assert_true(c->cseq > a->cseq);
+    ad_job_free(c);
+    ad_job_free(a);
+}
+
+static void test_seq_never_repeats_after_newest_rows_are_deleted(void **state)
+{
+    struct fx *f = *state;
+    insert_expiring(f, "old", T0 - 10);
+    struct ad_job *j = new_job("newest", "t1", "a", AD_SUCCEEDED, AD_PRIO_NORMAL);
+    j->expires_at = T0 - 10;
+    insert(f, j);
+    int64_t old_max = j->seq;
+    ad_job_free(j);
+    int n = 0;
+    assert_int_equal(f->s->ops->sweep(f->c, T0 + 100, 0, 10, &n), AD_E_OK);
+    assert_int_equal(n, 4);
+    assert_not_found(f, NULL, "newest");
+
+    reopen(f);
+    int64_t max = 0;
+    assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
+    assert_true(max >= old_max);
+    j = new_job("next", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, j);
+    assert_true(j->seq > old_max);
+    ad_job_free(j);
+}
+
+static void test_savepoints_and_rollback(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->savepoint(f->c), AD_E_OK);
+    insert_new(f, "kept1", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(ops->release(f->c), AD_E_OK);
+    assert_int_equal(ops->savepoint(f->c), AD_E_OK);
+    struct ad_job *undone = new_job("undone", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, undone);
+    assert_int_equal(ops->idem_put(f->c, "t1", "k", "fp", "undone", T0), AD_E_OK);
+    ops->rollback_to(f->c);
+    assert_int_equal(ops->savepoint(f->c), AD_E_OK);
+    struct ad_job *kept2 = new_job("kept2", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, kept2);
+    assert_int_equal(ops->release(f->c), AD_E_OK);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    /* Gaps are allowed, repeats are not. */
+    assert_true(kept2->seq > undone->seq);
+
+    reopen(f);
+    struct ad_job *g = get(f, "t1", "kept1");
+    ad_job_free(g);
+    g = get(f, "t1", "kept2");
+    ad_job_free(g);
+    assert_not_found(f, NULL, "undone");
+    struct ad_idem r;
+    assert_int_equal(f->s->ops->idem_get(f->c, "t1", "k", &r), AD_E_NOT_FOUND);
+
+    /* A whole transaction rolled back leaves nothing, and seq still never repeats. */
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    struct ad_job *gone = new_job("gone", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, gone);
+    f->s->ops->rollback(f->c);
+    assert_not_found(f, NULL, "gone");
+    struct ad_job *after = new_job("after", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, after);
+    assert_true(after->seq > gone->seq);
+
+    ad_job_free(after);
+    ad_job_free(gone);
+    ad_job_free(kept2);
+    ad_job_free(undone);
+}
+
+static void test_reader_connection_sees_only_committed_rows(void **state)
+{
+    struct fx *f = *state;
+    char err[256] = "";
+    struct ad_conn *r = f->s->ops->connect(f->s, err, sizeof(err));
+    if (r == NULL)
+        fail_msg("connect reader: %s", err);
+    struct ad_job *j = NULL;
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    insert_new(f, "pending", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(f->s->ops->job_get(r, "t1", "pending", &j), AD_E_NOT_FOUND);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    assert_int_equal(f->s->ops->job_get(r, "t1", "pending", &j), AD_E_OK);
+    assert_string_equal(j->id, "pending");
+    ad_job_free(j);
+    f->s->ops->disconnect(r);
+}
+
+/* The EXPLAIN QUERY PLAN lines of sql, joined by '\n' into buf. */
+static void plan(sqlite3 *db, const char *sql, char *buf, size_t size)
+{
+    char *q = sqlite3_mprintf("EXPLAIN QUERY PLAN %s", sql);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("explain %s: %s", sql, sqlite3_errmsg(db));
+    sqlite3_free(q);
+    size_t len = 0;
+    buf[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "%s\n", (const char *)sqlite3_column_text(st, 3));
+    sqlite3_finalize(st);
+}
+
+/* NULL when every table access of the plan goes through an index and nothing is sorted, else the bad line. */
+static const char *plan_problem(const char *p)
+{
+    static char line[256];
+    for (const char *s = p; *s != '\0';) {
+        const char *nl = strchr(s, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - s) : strlen(s);
+        snprintf(line, sizeof(line), "%.*s", (int)n, s);
+        int full_scan =
+            strncmp(line, "SCAN ", 5) == 0 && strstr(line, " USING ") == NULL && strcmp(line, "SCAN CONSTANT ROW") != 0;
+        if (full_scan || strstr(line, "TEMP B-TREE") != NULL)
+            return line;
+        s += n + (nl != NULL);
+    }
+    return NULL;
+}
+
+/* The plan of the one backend statement containing fragment. */
+static void plan_of(sqlite3 *db, const char *fragment, char *buf, size_t size)
+{
+    const char *found = NULL;
+    for (size_t i = 0; ad_store_sqlite_stmt_sql(i) != NULL; i++) {
+        if (strstr(ad_store_sqlite_stmt_sql(i), fragment) != NULL) {
+            if (found != NULL)
+                fail_msg("more than one statement contains \"%s\"", fragment);
+            found = ad_store_sqlite_stmt_sql(i);
+        }
+    }
+    if (found == NULL)
+        fail_msg("no statement contains \"%s\"", fragment);
+    plan(db, found, buf, size);
+}
+
+static void assert_plan_uses(sqlite3 *db, const char *fragment, const char *index)
+{
+    char p[2048];
+    plan_of(db, fragment, p, sizeof(p));
+    if (strstr(p, index) == NULL)
+        fail_msg("statement with \"%s\" does not use %s:\n%s", fragment, index, p);
+}
+
+static void test_every_statement_uses_an_index(void **state)
+{
+    struct fx *f = *state;
+    char path[160];
+    snprintf(path, sizeof(path), "%s/acceptd.db", f->data);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+
+    /* The checker itself must see a full scan and a sort. */
+    char p[2048];
+    plan(db, "SELECT * FROM jobs WHERE payload = ?1", p, sizeof(p));
+    assert_non_null(plan_problem(p));
+    plan(db, "SELECT * FROM jobs WHERE tenant = ?1 ORDER BY updated_at", p, sizeof(p));
+    assert_non_null(plan_problem(p));
+    plan(db, "SELECT * FROM jobs WHERE tenant = ?1 ORDER BY cseq", p, sizeof(p));
+    assert_null(plan_problem(p));
+
+    size_t n = 0;
+    for (; ad_store_sqlite_stmt_sql(n) != NULL; n++) {
+        plan(db, ad_store_sqlite_stmt_sql(n), p, sizeof(p));
+        const char *bad = plan_problem(p);
+        if (bad != NULL)
+            fail_msg("%s\nplan line: %s\nfull plan:\n%s", ad_store_sqlite_stmt_sql(n), bad, p);
+    }
+    assert_true(n >= 20);
+
+    assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
+    assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
+    assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
+    assert_plan_uses(db, "run_at > ?1 ORDER BY run_at", "jobs_scheduled");
+    assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
+    assert_plan_uses(db, "DELETE FROM jobs", "jobs_expiry");
+    assert_plan_uses(db, "DELETE FROM idempotency", "idempotency_created");
+    assert_plan_uses(db, "cseq < ?2 ORDER BY", "jobs_tenant_cseq");
+    assert_plan_uses(db, "cseq < ?2 AND status = ?3 ORDER BY", "jobs_tenant_status");
+    assert_plan_uses(db, "cseq < ?2 AND type = ?4 ORDER BY", "jobs_tenant_type");
+    sqlite3_close(db);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_creates_private_dir_and_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_rejects_postgres_and_bad_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_field_round_trips, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_absent_fields_read_back_absent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_is_scoped_by_tenant, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_insert_duplicate_id_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_writes_fields_and_moves_seq, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_order_filters_and_keyset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_changes_by_seq, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leasable_order_and_exclusions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_running_jobs_by_lease_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scheduled_soonest_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_tombstones_then_deletes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idempotency_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_seq_moves_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seq_never_repeats_after_newest_rows_are_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_savepoints_and_rollback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_connection_sees_only_committed_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_statement_uses_an_index, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
