@@ -85,8 +85,22 @@ static ad_err authenticate(struct ad_request *r)
     return AD_E_OK;
 }
 
+/* The HTTP parser accepts up to ~400 KB of headers; no client of this API needs more than this. */
+#define AD_MAX_HEADER_BYTES (32 * 1024)
+
+static size_t header_bytes(const h2o_req_t *req)
+{
+    size_t n = req->path.len;
+    for (size_t i = 0; i < req->headers.size; i++)
+        n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+    return n;
+}
+
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
+    if (header_bytes(req) > AD_MAX_HEADER_BYTES)
+        return ad_http_problemf(req, AD_E_HEADERS_TOO_LARGE, "request headers may total at most %d bytes",
+                                AD_MAX_HEADER_BYTES);
     struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
     memset(r, 0, sizeof(*r));
     r->req = req;

@@ -55,10 +55,15 @@ static void grow(void)
     free(old);
 }
 
+/* The waiters are detached first: a wake callback may watch e again (a long poll whose status did not change),
+ * and that waiter must wait for the next change, not be woken again by this one. */
 static void wake_all(struct ad_entry *e, struct ad_entry *arg)
 {
-    while (!h2o_linklist_is_empty(&e->waiters)) {
-        struct ad_waiter *w = H2O_STRUCT_FROM_MEMBER(struct ad_waiter, link, e->waiters.next);
+    h2o_linklist_t woken;
+    h2o_linklist_init_anchor(&woken);
+    h2o_linklist_insert_list(&woken, &e->waiters);
+    while (!h2o_linklist_is_empty(&woken)) {
+        struct ad_waiter *w = H2O_STRUCT_FROM_MEMBER(struct ad_waiter, link, woken.next);
         h2o_linklist_unlink(&w->link);
         w->wake(w, arg);
     }
@@ -90,13 +95,14 @@ static void free_entry(struct ad_entry *e)
     free(e);
 }
 
-static void evict(void)
+/* Evict least recently used entries without waiters until the cap is met, never the entry being put. */
+static void evict(struct ad_entry *keep)
 {
     h2o_linklist_t *node = lru.prev;
     while (count > max_count && node != &lru) {
         struct ad_entry *e = H2O_STRUCT_FROM_MEMBER(struct ad_entry, lru, node);
         node = node->prev;
-        if (!h2o_linklist_is_empty(&e->waiters))
+        if (e == keep || !h2o_linklist_is_empty(&e->waiters))
             continue;
         unlink_entry(find_slot(e->job->id));
         free_entry(e);
@@ -145,7 +151,7 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
     if (++count > nbuckets)
         grow();
     if (count > max_count)
-        evict();
+        evict(e);
     return e;
 }
 

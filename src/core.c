@@ -378,10 +378,12 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     e = ad_job_transition(j, AD_EV_LEASE_EXPIRED, &t);
     if (e != AD_E_OK)
         return e;
-    if (t.to == AD_FAILED && j->error == NULL)
+    if (t.to == AD_FAILED) {
+        free(j->error);
         j->error = ad_asprintf("{\"type\":\"" AD_PROBLEM_BASE "lease-expired\",\"title\":\"Lease expired\","
                                "\"status\":500,\"detail\":\"the worker stopped reporting and no attempts "
                                "remain\",\"code\":\"lease-expired\"}");
+    }
     apply_transition(j, &t, x->now);
     x->changed = 1;
     return st->job_update(c, j);

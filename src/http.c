@@ -145,11 +145,11 @@ int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
     return 0;
 }
 
-int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra)
+/* The problem document for err with the given status, allocated in the request's pool. */
+static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    int status = ad_err_status(err);
     ad_buf_printf(&b, "{\"type\":\"" AD_PROBLEM_BASE "%s\",\"title\":", ad_err_code(err));
     ad_json_str(&b, ad_err_title(err));
     ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
@@ -162,14 +162,74 @@ int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *
     if (extra != NULL)
         ad_buf_append(&b, extra, strlen(extra));
     ad_buf_append(&b, "}", 1);
+    h2o_iovec_t body = h2o_strdup(&req->pool, b.data, b.len);
+    ad_buf_free(&b);
+    return body;
+}
+
+int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra)
+{
+    int status = ad_err_status(err);
+    h2o_iovec_t body = problem_body(req, err, status, detail, extra);
     if (err == AD_E_UNAUTHORIZED)
         ad_http_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"acceptd\"");
     if (err == AD_E_UNAVAILABLE || err == AD_E_RATE_LIMITED)
         ad_http_header(req, H2O_TOKEN_RETRY_AFTER, "1");
     ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
-    int rc = ad_http_problem_doc(req, b.data, status);
-    ad_buf_free(&b);
-    return rc;
+    req->res.status = status;
+    req->res.reason = reason(status);
+    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, "application/problem+json");
+    h2o_send_inline(req, body.base, body.len);
+    return 0;
+}
+
+/*
+ * h2o answers a few errors itself before any handler runs (a body over its entity limit, a malformed
+ * request) with a text/plain body. This filter swaps such bodies for a problem document, so that no
+ * answer of the daemon is ever anything but JSON.
+ */
+struct problem_ostream {
+    h2o_ostream_t super;
+    h2o_iovec_t body;
+};
+
+static void problem_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                            h2o_send_state_t state)
+{
+    struct problem_ostream *p = (struct problem_ostream *)self;
+    h2o_iovec_t body = p->body;
+    p->body = h2o_iovec_init(NULL, 0);
+    h2o_ostream_send_next(self, req, &body, body.len != 0 ? 1 : 0, state);
+}
+
+static ad_err err_for_status(int status)
+{
+    for (int e = 0; e < AD_E__COUNT; e++)
+        if (ad_err_status((ad_err)e) == status)
+            return (ad_err)e;
+    return status < 500 ? AD_E_INVALID_REQUEST : AD_E_INTERNAL;
+}
+
+static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    if (req->res.status >= 400 && ct >= 0 &&
+        h2o_memis(req->res.headers.entries[ct].value.base, 10, H2O_STRLIT("text/plain"))) {
+        ad_err err = err_for_status(req->res.status);
+        struct problem_ostream *p = (struct problem_ostream *)h2o_add_ostream(req, sizeof(*p), slot);
+        p->super.do_send = problem_do_send;
+        p->body = problem_body(req, err, req->res.status, req->res.reason, NULL);
+        req->res.headers.entries[ct].value = h2o_iovec_init(H2O_STRLIT("application/problem+json"));
+        req->res.content_length = p->body.len;
+        slot = &p->super.next;
+    }
+    h2o_setup_next_ostream(req, slot);
+}
+
+void ad_http_register_problem_filter(h2o_pathconf_t *conf)
+{
+    h2o_filter_t *f = h2o_create_filter(conf, sizeof(*f));
+    f->on_setup_ostream = problem_setup_ostream;
 }
 
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)
@@ -258,12 +318,24 @@ void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
                 tend = semi;
             while (tend > tok && (tend[-1] == ' ' || tend[-1] == '\t'))
                 tend--;
-            size_t len = tend - tok;
-            if (len == 13 && h2o_lcstris(tok, len, H2O_STRLIT("respond-async"))) {
+            /* RFC 7240: token [ BWS "=" BWS word ], word = token / quoted-string */
+            const char *eq = memchr(tok, '=', tend - tok);
+            const char *nend = eq != NULL ? eq : tend;
+            while (nend > tok && (nend[-1] == ' ' || nend[-1] == '\t'))
+                nend--;
+            size_t nlen = nend - tok;
+            if (eq == NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("respond-async"))) {
                 *respond_async = 1;
-            } else if (len > 5 && h2o_lcstris(tok, 5, H2O_STRLIT("wait="))) {
+            } else if (eq != NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("wait"))) {
+                const char *v = eq + 1, *vend = tend;
+                while (v < vend && (*v == ' ' || *v == '\t'))
+                    v++;
+                if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
+                    v++;
+                    vend--;
+                }
                 long long n;
-                if (ad_parse_int(tok + 5, len - 5, 0, 86400, &n) == 0)
+                if (ad_parse_int(v, vend - v, 0, 86400, &n) == 0)
                     *wait = (int)n;
             }
         }

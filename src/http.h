@@ -50,6 +50,8 @@ int ad_http_empty(h2o_req_t *req, int status);
  * with a comma (",\"errors\":[...]") or NULL. */
 int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra);
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...) AD_PRINTF(3, 4);
+/* Turn h2o's own plain-text error answers on conf into problem documents. */
+void ad_http_register_problem_filter(h2o_pathconf_t *conf);
 /* A stored problem document (a failed job's error) with its own status. */
 int ad_http_problem_doc(h2o_req_t *req, const char *json, int status);
 
@@ -61,7 +63,7 @@ void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 /* A request header's value or NULL (value NUL-terminated in the pool). */
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token);
 const char *ad_http_get_str(h2o_req_t *req, const char *name);
-/* A query parameter's percent-decoded value, or NULL. Sets *bad when the parameter is malformed. */
+/* A query parameter's percent-decoded value (in the request pool), or NULL when absent. */
 const char *ad_http_query(struct ad_request *r, const char *name);
 
 /* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */

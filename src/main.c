@@ -4,6 +4,7 @@
 #include "config.h"
 #include "server.h"
 #include "util.h"
+#include "worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: acceptd serve [--listen HOST:PORT] [--data DIR] [--config FILE] [--public-url URL]\n"
+               "       acceptd worker --url URL --type TYPE [--concurrency N] -- COMMAND [ARGS...]\n"
                "       acceptd version\n");
 }
 
@@ -77,6 +79,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "serve") == 0)
         return cmd_serve(argc - 2, argv + 2);
+    if (strcmp(argv[1], "worker") == 0)
+        return ad_worker_main(argc - 2, argv + 2);
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("acceptd %s\n", AD_VERSION);
         return 0;

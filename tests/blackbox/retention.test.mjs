@@ -61,7 +61,7 @@ describe('retention', () => {
     it('after expiresAt: 410 gone for the tombstone period, then 404; unfinished jobs stay', async () => {
         const { c, w } = tenant(d);
         const v = { type: 'video.transcode', payload: { sourceUrl: 'https://example.com/w.mp4' } };
-        const waiting = (await submit(c, v)).json.id;
+        const waiting = (await submit(c, { ...v, runAt: '2099-01-01T00:00:00Z' })).json.id; // never leased here
         const done = await runToSuccess(c, w, v);
         const expires = Date.parse(done.expiresAt);
         assert.equal((await getJob(c, done.id)).status, 'succeeded', 'readable before expiresAt');

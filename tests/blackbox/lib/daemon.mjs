@@ -110,7 +110,7 @@ function spawnDaemon(state) {
 
 /**
  * Start a daemon. config: the YAML text; env: extra environment; dataDir: reuse a data dir.
- * Returns {url, proc, dataDir, configFile, stop(), kill9(), restart(), stderr, stdout}.
+ * Returns {url, proc, dataDir, configFile, stop(), kill9(), waitExit(), restart(), stderr, stdout, alive}.
  * restart() starts a new process on the same data dir and config and updates url/proc in place.
  */
 export async function startDaemon({ config = standardConfig(), env = {}, dataDir } = {}) {
@@ -143,6 +143,16 @@ export async function startDaemon({ config = standardConfig(), env = {}, dataDir
             if (!d.alive) return state.exited ? state.exited : { code: null, signal: null };
             state.proc.kill('SIGTERM');
             const t = setTimeout(() => state.proc.kill('SIGKILL'), STOP_LIMIT_MS);
+            const r = await state.exited;
+            clearTimeout(t);
+            return r;
+        },
+        /**
+         * Wait for the current process to exit (after a signal sent through proc); SIGKILL it after
+         * timeoutMs. Resolves {code, signal}.
+         */
+        async waitExit(timeoutMs = STOP_LIMIT_MS) {
+            const t = setTimeout(() => state.proc.kill('SIGKILL'), timeoutMs);
             const r = await state.exited;
             clearTimeout(t);
             return r;

@@ -1,0 +1,278 @@
+// The worker API: leases (shape, waiting, order, runAt, exclusivity), heartbeat, complete, fail,
+// fencing with leaseId, lease expiry.
+
+import { describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import {
+    TIMESTAMP, assertJobShape, assertProblem, complete, expectStatus, fail, getJob, heartbeat, hget, lease, leaseOne,
+    show, sleep, submit, submitAndLease, waitUntil,
+} from './lib/jobs.mjs';
+
+/** Lease until a job comes (retry backoff and lease expiry take a while); returns the lease. */
+async function leaseEventually(w, types, { expectId, timeoutMs = 30_000, leaseSeconds = 30 } = {}) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+        const res = await lease(w, types, { wait: 2, leaseSeconds });
+        if (res.status === 200) {
+            assert.equal(res.json.leases.length, 1, show(res));
+            if (expectId !== undefined) assert.equal(res.json.leases[0].job.id, expectId);
+            return res.json.leases[0];
+        }
+        assert.equal(res.status, 204, show(res));
+        assert.ok(Date.now() < deadline, `no job became leasable within ${timeoutMs} ms`);
+    }
+}
+
+describe('leasing', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    it('200 {leases: [{job, leaseId, leaseExpiresAt}]}; the job becomes running, attempt 1', async () => {
+        const { c, w } = tenant(d);
+        const id = (await submit(c, { type: 'report.export', payload: { k: 'v' } })).json.id;
+        const t0 = Date.now();
+        const res = expectStatus(await lease(w, 'report.export', { leaseSeconds: 30 }), 200);
+        assert.ok(Array.isArray(res.json.leases) && res.json.leases.length === 1, res.text);
+        const [l] = res.json.leases;
+        assert.match(l.leaseId, /^lse_[A-Za-z0-9_-]+$/);
+        assert.match(l.leaseExpiresAt, TIMESTAMP);
+        const exp = Date.parse(l.leaseExpiresAt);
+        assert.ok(exp >= t0 + 25_000 && exp <= Date.now() + 35_000, `leaseExpiresAt ${l.leaseExpiresAt} is not ~30 s ahead`);
+        assertJobShape(l.job);
+        assert.equal(l.job.id, id);
+        assert.equal(l.job.status, 'running');
+        assert.equal(l.job.attempt, 1);
+        assert.deepEqual(l.job.payload, { k: 'v' });
+        assert.match(l.job.startedAt ?? '', TIMESTAMP);
+        const seen = await getJob(c, id);
+        assert.equal(seen.status, 'running');
+        assert.equal(seen.attempt, 1);
+    });
+
+    it('204 with no body when nothing arrives within wait', async () => {
+        const { w } = tenant(d);
+        const idle = await lease(w, 'report.export', { wait: 1 });
+        assert.equal(idle.status, 204, idle.text);
+        assert.equal(idle.text, '');
+        assert.ok(idle.ms >= 800, `wait=1 answered after ${idle.ms.toFixed(0)} ms`);
+        const now = await lease(w, 'report.export', { wait: 0 });
+        assert.equal(now.status, 204);
+        assert.ok(now.ms < 1000, `wait=0 held ${now.ms.toFixed(0)} ms`);
+    });
+
+    it('bad lease requests -> 422 validation-failed', async () => {
+        const { w } = tenant(d);
+        for (const body of [
+            { max: 1, wait: 0 },
+            { types: 'report.export', max: 1, wait: 0 },
+            { types: ['report.export'], max: 0, wait: 0 },
+            { types: ['report.export'], max: 101, wait: 0 },
+            { types: ['report.export'], max: 1, wait: -1 },
+            { types: ['report.export'], max: 1, wait: 0, leaseSeconds: 0 },
+            { types: ['report.export'], max: 1, wait: 0, leaseSeconds: 3601 },
+        ]) {
+            const res = await w.post('/v1/leases', body);
+            assertProblem(res, 422, 'validation-failed');
+        }
+    });
+
+    it('only the requested types are leased', async () => {
+        const { c, w } = tenant(d);
+        const id = (await submit(c)).json.id;
+        expectStatus(await lease(w, ['image.resize', 'email.send'], { wait: 0 }), 204);
+        await leaseOne(w, ['image.resize', 'report.export'], { expectId: id, wait: 0 });
+    });
+
+    it('high before normal before low, FIFO within a priority', async () => {
+        const { c, w } = tenant(d);
+        const ids = {};
+        for (const name of ['L1', 'N1', 'H1', 'N2', 'H2', 'L2']) {
+            const priority = { L: 'low', N: 'normal', H: 'high' }[name[0]];
+            ids[name] = (await submit(c, { type: 'report.export', payload: { name }, priority })).json.id;
+        }
+        const order = [];
+        for (let i = 0; i < 6; i++) order.push((await leaseOne(w, 'report.export', { wait: 0 })).job.payload.name);
+        assert.deepEqual(order, ['H1', 'H2', 'N1', 'N2', 'L1', 'L2']);
+        expectStatus(await lease(w, 'report.export', { wait: 0 }), 204);
+    });
+
+    it('max: n leases up to n jobs, oldest first', async () => {
+        const { c, w } = tenant(d);
+        const sent = [];
+        for (let i = 0; i < 3; i++) sent.push((await submit(c)).json.id);
+        const res = expectStatus(await lease(w, 'report.export', { max: 2, wait: 0 }), 200);
+        assert.deepEqual(res.json.leases.map((l) => l.job.id), sent.slice(0, 2));
+        assert.notEqual(res.json.leases[0].leaseId, res.json.leases[1].leaseId);
+        await leaseOne(w, 'report.export', { expectId: sent[2], wait: 0 });
+    });
+
+    it('concurrent leases never hand one job out twice', async () => {
+        const { c, w } = tenant(d);
+        const sent = await Promise.all(Array.from({ length: 5 }, () => submit(c)));
+        const answers = await Promise.all(Array.from({ length: 12 }, () => lease(w, 'report.export', { wait: 0 })));
+        const got = answers.filter((r) => r.status === 200).flatMap((r) => r.json.leases.map((l) => l.job.id));
+        assert.ok(answers.every((r) => r.status === 200 || r.status === 204), answers.map((r) => r.status).join(','));
+        assert.equal(got.length, 5, `leased ${got.length} times`);
+        assert.deepEqual([...got].sort(), sent.map((r) => r.json.id).sort());
+    });
+
+    it('a job with runAt in the future is not leased before then', async () => {
+        const { c, w } = tenant(d);
+        const runAt = Date.now() + 3000;
+        const later = (await submit(c, { type: 'report.export', payload: {}, runAt: new Date(runAt).toISOString() })).json.id;
+        const past = (await submit(c, { type: 'report.export', payload: {}, runAt: new Date(Date.now() - 60_000).toISOString() })).json.id;
+        await leaseOne(w, 'report.export', { expectId: past, wait: 0 });
+        expectStatus(await lease(w, 'report.export', { wait: 0 }), 204);
+        const l = await leaseEventually(w, 'report.export', { expectId: later, timeoutMs: 10_000 });
+        assert.ok(Date.now() >= runAt - 100, `leased ${runAt - Date.now()} ms before runAt`);
+        assert.equal(l.job.status, 'running');
+    });
+
+    it('a parked lease gets a job submitted after it parked, at once', async () => {
+        const { c, w } = tenant(d);
+        const parked = lease(w, 'report.export', { wait: 5 });
+        await sleep(300);
+        const id = (await submit(c)).json.id;
+        const res = await parked;
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.leases[0].job.id, id);
+        assert.ok(res.ms < 2500, `the parked lease answered after ${res.ms.toFixed(0)} ms of a 5 s wait`);
+    });
+});
+
+describe('reporting', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    it('heartbeat: progress and message reach pollers, lastUpdatedAt moves, the lease is extended', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        const id = l.job.id;
+        const before = await getJob(c, id);
+        await sleep(20);
+        const hb = expectStatus(await heartbeat(w, id, l.leaseId, { progress: 40, message: 'encoding pass 1' }), 200);
+        assert.equal(hb.json.cancelRequested, false);
+        assert.equal(hb.json.job.progress, 40);
+        assert.match(hb.json.leaseExpiresAt, TIMESTAMP);
+        const seen = await getJob(c, id);
+        assert.equal(seen.progress, 40);
+        assert.equal(seen.message, 'encoding pass 1');
+        assert.ok(Date.parse(seen.lastUpdatedAt) > Date.parse(before.lastUpdatedAt), `${seen.lastUpdatedAt} vs ${before.lastUpdatedAt}`);
+
+        await sleep(20);
+        const t0 = Date.now();
+        const ext = expectStatus(await heartbeat(w, id, l.leaseId, { leaseSeconds: 600 }), 200);
+        const exp = Date.parse(ext.json.leaseExpiresAt);
+        assert.ok(exp >= t0 + 590_000 && exp <= Date.now() + 610_000, `leaseExpiresAt ${ext.json.leaseExpiresAt} not ~600 s ahead`);
+        const again = await getJob(c, id);
+        assert.equal(again.progress, 40, 'a heartbeat without progress keeps it');
+        assert.ok(Date.parse(again.lastUpdatedAt) > Date.parse(seen.lastUpdatedAt), 'a bare heartbeat must move lastUpdatedAt');
+    });
+
+    it('heartbeat with progress out of 0-100 -> 422, nothing changes', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        expectStatus(await heartbeat(w, l.job.id, l.leaseId, { progress: 10 }), 200);
+        const etag = hget(await c.get(`/v1/jobs/${l.job.id}`), 'etag');
+        for (const progress of [101, -1, 'half']) {
+            assertProblem(await heartbeat(w, l.job.id, l.leaseId, { progress }), 422, 'validation-failed');
+        }
+        assert.equal(hget(await c.get(`/v1/jobs/${l.job.id}`), 'etag'), etag);
+    });
+
+    it('complete: succeeded by default, partialSuccess on request, any other status -> 422', async () => {
+        const { c, w } = tenant(d);
+        const a = await submitAndLease(c, w);
+        assertProblem(await w.post(`/v1/jobs/${a.job.id}:complete`, { leaseId: a.leaseId, status: 'failed' }), 422, 'validation-failed');
+        assert.equal((await getJob(c, a.job.id)).status, 'running');
+        const done = await complete(w, a.job.id, a.leaseId, { result: { n: 1 } });
+        assert.equal(done.status, 'succeeded');
+        assertJobShape(done);
+
+        const b = await submitAndLease(c, w);
+        const partial = await complete(w, b.job.id, b.leaseId, { status: 'partialSuccess', result: { ok: 9, failed: 1 } });
+        assert.equal(partial.status, 'partialSuccess');
+        const seen = await getJob(c, b.job.id);
+        assert.equal(seen.status, 'partialSuccess');
+        assert.deepEqual(seen.result, { ok: 9, failed: 1 });
+        assert.match(seen.finishedAt ?? '', TIMESTAMP);
+    });
+
+    it('fail retryable requeues with attempt counting; the last attempt fails for good', async () => {
+        const { c, w } = tenant(d);
+        const l1 = await submitAndLease(c, w, { type: 'report.export', payload: {}, maxAttempts: 2 });
+        const id = l1.job.id;
+        const q = await fail(w, id, l1.leaseId, { error: { title: 'Flaky', status: 503, code: 'flaky' }, retryable: true });
+        assert.equal(q.status, 'queued');
+        assert.equal(q.attempt, 1);
+        assert.ok(!('error' in q), 'a requeued job carries no error');
+        assertJobShape(q);
+
+        const l2 = await leaseEventually(w, 'report.export', { expectId: id });
+        assert.equal(l2.job.attempt, 2);
+        assert.notEqual(l2.leaseId, l1.leaseId);
+        const f = await fail(w, id, l2.leaseId, { error: { title: 'Flaky', status: 503, code: 'flaky' }, retryable: true });
+        assert.equal(f.status, 'failed');
+        assert.equal(f.attempt, 2);
+        assert.equal(f.error.code, 'flaky');
+        assert.equal((await getJob(c, id)).status, 'failed');
+        expectStatus(await lease(w, 'report.export', { wait: 0 }), 204);
+    });
+
+    it('fail with retryable: false fails at once even with attempts left', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w, { type: 'report.export', payload: {}, maxAttempts: 5 });
+        const f = await fail(w, l.job.id, l.leaseId, { error: { title: 'Bad input', status: 422, code: 'bad' }, retryable: false });
+        assert.equal(f.status, 'failed');
+        assert.equal(f.attempt, 1);
+    });
+
+    it('a leaseId that is not the live lease -> 409 stale-lease, and nothing changes', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        const id = l.job.id;
+        const etag = hget(await c.get(`/v1/jobs/${id}`), 'etag');
+        const bogus = 'lse_AAAAAAAAAAAAAAAAAAAAAA';
+        assertProblem(await heartbeat(w, id, bogus, { progress: 99 }), 409, 'stale-lease');
+        assertProblem(await w.post(`/v1/jobs/${id}:complete`, { leaseId: bogus, result: {} }), 409, 'stale-lease');
+        assertProblem(await w.post(`/v1/jobs/${id}:fail`, { leaseId: bogus, error: { title: 'x' }, retryable: false }), 409, 'stale-lease');
+        assertProblem(await w.post(`/v1/jobs/${id}:cancel`, { leaseId: bogus }), 409, 'stale-lease');
+        const after = await c.get(`/v1/jobs/${id}`);
+        assert.equal(hget(after, 'etag'), etag, 'a stale call changed the job');
+        assert.equal(after.json.status, 'running');
+        assert.notEqual(after.json.progress, 99);
+    });
+
+    it('an expired lease is requeued (attempt + 1) and its holder is fenced off', async () => {
+        const { c, w } = tenant(d);
+        const old = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 1 });
+        const id = old.job.id;
+        const now = await leaseEventually(w, 'report.export', { expectId: id, timeoutMs: 15_000 });
+        assert.equal(now.job.attempt, 2);
+        assert.notEqual(now.leaseId, old.leaseId);
+        assertProblem(await heartbeat(w, id, old.leaseId, { progress: 5 }), 409, 'stale-lease');
+        assertProblem(await w.post(`/v1/jobs/${id}:complete`, { leaseId: old.leaseId, result: { from: 'old' } }), 409, 'stale-lease');
+        assert.equal((await getJob(c, id)).status, 'running');
+        const done = await complete(w, id, now.leaseId, { result: { from: 'new' } });
+        assert.deepEqual(done.result, { from: 'new' });
+        assertProblem(await heartbeat(w, id, now.leaseId), 409, 'stale-lease');
+    });
+
+    it('an expired lease on the last attempt fails the job', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w, { type: 'report.export', payload: {}, maxAttempts: 1 }, { leaseSeconds: 1 });
+        const res = await waitUntil(() => c.get(`/v1/jobs/${l.job.id}`), (r) => r.json?.status !== 'running', {
+            timeoutMs: 10_000, what: 'the expired last attempt to end',
+        });
+        assert.equal(res.json.status, 'failed', res.text);
+        assert.ok(res.json.error && typeof res.json.error === 'object', res.text);
+        expectStatus(await lease(w, 'report.export', { wait: 0 }), 204);
+    });
+});
