@@ -107,42 +107,69 @@ static const char *reason(int status)
         return "See Other";
     case 304:
         return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 503:
+        return "Service Unavailable";
     default:
-        return status < 400 ? "OK" : "Error";
+        return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
     }
 }
 
-int ad_http_send(struct ad_request *r, int status, const char *content_type, const char *body, size_t len)
+/* Every answer leaves through here. The length is set explicitly: without it h2o would close the
+ * HTTP/1.1 connection after any non-200 answer. h2o_send_inline copies body into the request's pool. */
+static int send_body(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
 {
-    h2o_req_t *req = r->req;
     req->res.status = status;
     req->res.reason = reason(status);
-    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
+    if (content_type != NULL)
+        ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
+    if (status != 204 && status != 304)
+        req->res.content_length = len;
     h2o_send_inline(req, body, len);
     return 0;
 }
 
+int ad_http_send(struct ad_request *r, int status, const char *content_type, const char *body, size_t len)
+{
+    return send_body(r->req, status, content_type, body, len);
+}
+
 int ad_http_json(struct ad_request *r, int status, const char *body, size_t len)
 {
-    return ad_http_send(r, status, "application/json", body, len);
+    return send_body(r->req, status, "application/json", body, len);
 }
 
 int ad_http_empty(h2o_req_t *req, int status)
 {
-    req->res.status = status;
-    req->res.reason = reason(status);
-    h2o_send_inline(req, "", 0);
-    return 0;
+    return send_body(req, status, NULL, "", 0);
 }
 
 int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
 {
-    req->res.status = status;
-    req->res.reason = reason(status);
-    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, "application/problem+json");
-    size_t len = strlen(json);
-    h2o_send_inline(req, h2o_strdup(&req->pool, json, len).base, len);
-    return 0;
+    return send_body(req, status, "application/problem+json", json, strlen(json));
 }
 
 /* The problem document for err with the given status, allocated in the request's pool. */
@@ -176,11 +203,7 @@ int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *
     if (err == AD_E_UNAVAILABLE || err == AD_E_RATE_LIMITED)
         ad_http_header(req, H2O_TOKEN_RETRY_AFTER, "1");
     ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
-    req->res.status = status;
-    req->res.reason = reason(status);
-    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, "application/problem+json");
-    h2o_send_inline(req, body.base, body.len);
-    return 0;
+    return send_body(req, status, "application/problem+json", body.base, body.len);
 }
 
 /*
