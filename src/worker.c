@@ -252,10 +252,10 @@ void ad_worker_lines_feed(struct ad_worker_lines *l, const char *p, size_t n)
         case LINES_PROGRESS:
             nl = memchr(p + i, '\n', n - i);
             m = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
-            if (m > AD_WORKER_LINE_MAX - l->len) /* an overlong line is cut, the rest dropped */
-                memcpy(l->line + l->len, p + i, AD_WORKER_LINE_MAX - l->len), l->len = AD_WORKER_LINE_MAX;
-            else
-                memcpy(l->line + l->len, p + i, m), l->len += m;
+            /* An overlong line is cut at the cap; the rest of it is dropped. */
+            size_t keep = m < AD_WORKER_LINE_MAX - l->len ? m : AD_WORKER_LINE_MAX - l->len;
+            memcpy(l->line + l->len, p + i, keep);
+            l->len += keep;
             i += m;
             if (nl != NULL) {
                 i++;

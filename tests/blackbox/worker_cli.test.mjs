@@ -16,9 +16,10 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..
 const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1; // the ASan build is slower
 const TYPE = 'sh.job';
+const WORKER_KEY = 'wk-S3CRET-7f3a'; // distinctive, so a leak into the log is easy to spot
 const CONFIG = `keys:
   - { key: "ka", tenant: a, role: client }
-  - { key: "wa", tenant: a, role: worker }
+  - { key: "${WORKER_KEY}", tenant: a, role: worker }
 types:
   ${TYPE}: {}
 retryBackoff: 200ms
@@ -48,7 +49,7 @@ function scriptDir(scripts) {
  * Start `acceptd worker` against daemon d. Returns {proc, stderr (getter), exited (promise of {code, signal}),
  * stop(signal)}. The key goes in ACCEPTD_KEY unless keyFlag is set; TEST_DIR is in the environment.
  */
-function startWorker(d, { dir, command, key = 'wa', keyFlag = false, concurrency = 1, leaseSeconds = 3, grace = 5, extra = [] }) {
+function startWorker(d, { dir, command, key = WORKER_KEY, keyFlag = false, concurrency = 1, leaseSeconds = 3, grace = 5, extra = [] }) {
     const args = ['worker', '--url', d.url, '--type', TYPE, '--concurrency', String(concurrency), '--lease-seconds',
         String(leaseSeconds), '--grace', String(grace), '--lease-wait', '1', ...extra];
     if (keyFlag) args.push('--key', key);
@@ -158,7 +159,7 @@ printf '{"payload": %s, "id": "%s", "type": "%s", "attempt": "%s", "url": "%s", 
             assert.equal(done.status, 'succeeded', JSON.stringify(done));
             assert.deepEqual(done.result, { payload, id, type: TYPE, attempt: '1', url: d.url, key: '' });
             await w.stopClean();
-            assert.ok(!w.stderr.includes('Bearer') && !w.stderr.includes('wa'), `the worker logged its key:\n${w.stderr}`);
+            assert.ok(!w.stderr.includes(WORKER_KEY) && !w.stderr.includes('Bearer'), `the worker logged its key:\n${w.stderr}`);
         } finally {
             await w.stop();
             await d.stop();

@@ -243,13 +243,14 @@ export function tenant(d) {
 
 /**
  * A client bound to a daemon (or a base URL string) and a bearer key (omit for no Authorization).
- * req(method, path, {body, raw, headers}) -> {status, headers, json, text, ms, method, path}.
+ * req(method, path, {body, raw, headers, timeoutMs}) -> {status, headers, json, text, ms, method, path}.
  * body is sent as JSON; raw is sent as-is (content-type application/json unless headers say otherwise).
- * A header set to null in headers is not sent. Redirects are never followed.
+ * A header set to null in headers is not sent. Redirects are never followed. A request that gets no
+ * complete answer within timeoutMs (default 20 s; the test configs cap waits at 5 s) throws.
  */
 export function api(target, key) {
     const base = () => (typeof target === 'string' ? target : target.url);
-    async function req(method, p, { body, raw, headers = {} } = {}) {
+    async function req(method, p, { body, raw, headers = {}, timeoutMs = 20_000 } = {}) {
         const h = {};
         if (key !== undefined && key !== null) h.authorization = `Bearer ${key}`;
         let payload;
@@ -262,8 +263,15 @@ export function api(target, key) {
             else h[lk] = String(v);
         }
         const t0 = performance.now();
-        const res = await fetch(base() + p, { method, headers: h, body: payload, redirect: 'manual' });
-        const text = await res.text();
+        let res;
+        let text;
+        try {
+            res = await fetch(base() + p, { method, headers: h, body: payload, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+            text = await res.text();
+        } catch (e) {
+            if (e.name === 'TimeoutError') throw new Error(`${method} ${p}: no complete answer within ${timeoutMs} ms`);
+            throw e;
+        }
         const ms = performance.now() - t0;
         let json = null;
         const ct = res.headers.get('content-type') ?? '';
