@@ -26,11 +26,13 @@ static const struct ad_route_def routes[] = {
     {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL},
     {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
     {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL},
+    {"GET", "/v1/jobs/{id}/attempts", ad_api_attempts, ALL},
     {"POST", "/v1/jobs/{id}:cancel", ad_api_cancel, ALL},
     {"POST", "/v1/jobs/{id}:retry", ad_api_retry, CLIENT},
     {"POST", "/v1/jobs/{id}:heartbeat", ad_api_heartbeat, WORKER},
     {"POST", "/v1/jobs/{id}:complete", ad_api_complete, WORKER},
     {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
+    {"POST", "/v1/jobs/{id}:release", ad_api_release, WORKER},
     {"POST", "/v1/leases", ad_api_lease, WORKER},
 };
 

@@ -46,6 +46,8 @@ int ad_api_lease(struct ad_request *r);
 int ad_api_heartbeat(struct ad_request *r);
 int ad_api_complete(struct ad_request *r);
 int ad_api_fail_job(struct ad_request *r);
+int ad_api_release(struct ad_request *r);
+int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
 

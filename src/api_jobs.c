@@ -599,6 +599,40 @@ static int send_buf(struct ad_request *r, struct ad_buf *b)
     return rc;
 }
 
+int ad_api_attempts(struct ad_request *r)
+{
+    struct ad_entry *e = find_job(r);
+    if (e == NULL)
+        return 0;
+    struct ad_attempt_list l;
+    ad_err err = ad_srv.store->ops->attempt_list(ad_srv.rconn, e->job->id, &l);
+    if (err != AD_E_OK)
+        return ad_api_fail(r, err);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"attempts\":[", 13);
+    for (size_t i = 0; i < l.n; i++) {
+        const struct ad_attempt *a = &l.items[i];
+        char started[40], ended[40];
+        ad_time_rfc3339(a->started_at, started, sizeof(started));
+        ad_buf_printf(&b, "%s{\"attempt\":%d,\"worker\":", i != 0 ? "," : "", a->attempt);
+        ad_json_str(&b, a->worker);
+        ad_buf_printf(&b, ",\"startedAt\":\"%s\",\"endedAt\":", started);
+        if (a->ended_at != 0) {
+            ad_time_rfc3339(a->ended_at, ended, sizeof(ended));
+            ad_buf_printf(&b, "\"%s\"", ended);
+        } else {
+            ad_buf_append(&b, "null", 4);
+        }
+        ad_buf_append(&b, ",\"outcome\":", 11);
+        ad_json_str(&b, a->outcome);
+        ad_buf_append(&b, "}", 1);
+    }
+    ad_buf_append(&b, "]}", 2);
+    ad_attempt_list_free(&l);
+    return send_buf(r, &b);
+}
+
 int ad_api_list(struct ad_request *r)
 {
     struct ad_list_query q = {.tenant = r->tenant, .limit = AD_LIST_DEFAULT};

@@ -359,3 +359,8 @@ int ad_api_fail_job(struct ad_request *r)
 {
     return report(r, AD_EV_FAIL);
 }
+
+int ad_api_release(struct ad_request *r)
+{
+    return report(r, AD_EV_RELEASE);
+}

@@ -69,15 +69,15 @@ static void finish(struct ad_job *j, enum ad_status to, int64_t now)
     j->status = to;
     j->finished_at = now;
     j->expires_at = now + ad_core_retention_ms(j->type, to);
-    ad_job_set(&j->lease_id, NULL);
     j->lease_expires_at = 0;
 }
 
+/* lease_id stays after the lease ends (not live: the job is no longer running), so that a worker's
+ * repeated final report under it can be recognised and answered again (see report_replay). */
 static void requeue(struct ad_job *j, int64_t run_at)
 {
     j->status = AD_QUEUED;
     j->run_at = run_at;
-    ad_job_set(&j->lease_id, NULL);
     j->lease_expires_at = 0;
 }
 
@@ -96,10 +96,53 @@ static void apply_transition(struct ad_job *j, const struct ad_transition *t, in
     j->updated_at = now;
 }
 
+static int same_lease(const struct ad_job *j, const char *lease_id)
+{
+    return j->lease_id != NULL && lease_id != NULL &&
+           ad_ct_equal(j->lease_id, strlen(j->lease_id), lease_id, strlen(lease_id));
+}
+
 static int lease_live(const struct ad_job *j, const char *lease_id, int64_t now)
 {
-    return j->status == AD_RUNNING && j->lease_id != NULL && lease_id != NULL &&
-           ad_ct_equal(j->lease_id, strlen(j->lease_id), lease_id, strlen(lease_id)) && j->lease_expires_at > now;
+    return j->status == AD_RUNNING && same_lease(j, lease_id) && j->lease_expires_at > now;
+}
+
+/* How an attempt ended, for its history row. */
+static const char *attempt_outcome(enum ad_job_event ev, enum ad_status to)
+{
+    switch (ev) {
+    case AD_EV_LEASE_EXPIRED:
+        return "expired";
+    case AD_EV_RELEASE:
+        return to == AD_CANCELLED ? "cancelled" : "released";
+    case AD_EV_FAIL:
+        return to == AD_QUEUED ? "retrying" : "failed";
+    default:
+        return ad_status_name(to);
+    }
+}
+
+/* A worker's final report repeated under the lease that already ended the job in the same way (its first
+ * answer was lost): answered again with the job as it is, changing nothing. */
+static int report_replay(const struct ad_job *j, const char *lease_id, enum ad_job_event ev)
+{
+    if (j->status == AD_RUNNING || !same_lease(j, lease_id))
+        return 0;
+    switch (ev) {
+    case AD_EV_COMPLETE:
+        return j->status == AD_SUCCEEDED;
+    case AD_EV_COMPLETE_PARTIAL:
+        return j->status == AD_PARTIAL;
+    case AD_EV_FAIL:
+    case AD_EV_FAIL_FINAL:
+        return j->status == AD_FAILED || (j->status == AD_QUEUED && ev == AD_EV_FAIL);
+    case AD_EV_RELEASE:
+        return j->status == AD_QUEUED;
+    case AD_EV_CANCEL_ACK:
+        return j->status == AD_CANCELLED;
+    default:
+        return 0;
+    }
 }
 
 /* Fetch a job for a change; tombstoned and expired jobs are gone for every operation. */
@@ -170,9 +213,13 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
         return e;
     struct ad_transition t;
     if (x->lease_id != NULL) {
+        if (report_replay(x->job, x->lease_id, AD_EV_CANCEL_ACK))
+            return AD_E_OK;
         if (!lease_live(x->job, x->lease_id, x->now))
             return ad_status_terminal(x->job->status) ? AD_E_ILLEGAL_TRANSITION : AD_E_STALE_LEASE;
         e = ad_job_transition(x->job, AD_EV_CANCEL_ACK, &t);
+        if (e == AD_E_OK)
+            e = st->attempt_end(c, x->job->id, x->now, "cancelled");
     } else {
         e = ad_job_transition(x->job, AD_EV_CANCEL, &t);
     }
@@ -275,6 +322,8 @@ static ad_err lease_apply(struct ad_op *op, struct ad_conn *c)
         j->lease_expires_at = x->now + (int64_t)x->lease_seconds * 1000;
         ad_job_set(&j->worker, x->worker);
         e = st->job_update(c, j);
+        if (e == AD_E_OK)
+            e = st->attempt_start(c, j->id, j->attempt, x->worker, x->now);
         if (e != AD_E_OK)
             return e;
     }
@@ -308,12 +357,23 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     if (e != AD_E_OK)
         return e;
     struct ad_job *j = x->job;
+    if (report_replay(j, x->lease_id, x->event)) {
+        x->replayed = 1;
+        return AD_E_OK;
+    }
     if (!lease_live(j, x->lease_id, x->now))
         return AD_E_STALE_LEASE;
     struct ad_transition t;
     e = ad_job_transition(j, x->event, &t);
     if (e != AD_E_OK)
         return e;
+    if (x->event != AD_EV_HEARTBEAT) {
+        e = st->attempt_end(c, j->id, x->now, attempt_outcome(x->event, t.to));
+        if (e != AD_E_OK)
+            return e;
+    }
+    if (x->event == AD_EV_RELEASE)
+        j->attempt--;
     if (x->progress >= 0)
         j->progress = x->progress;
     if (x->message != NULL)
@@ -336,7 +396,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
         break;
     }
     apply_transition(j, &t, x->now);
-    if (t.to == AD_QUEUED)
+    if (t.to == AD_QUEUED && x->event == AD_EV_FAIL)
         j->run_at = x->now + ad_core_backoff_ms(j->attempt);
     return st->job_update(c, j);
 }
@@ -386,7 +446,8 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     }
     apply_transition(j, &t, x->now);
     x->changed = 1;
-    return st->job_update(c, j);
+    e = st->attempt_end(c, j->id, x->now, attempt_outcome(AD_EV_LEASE_EXPIRED, t.to));
+    return e == AD_E_OK ? st->job_update(c, j) : e;
 }
 
 static void expire_destroy(struct ad_op *op)

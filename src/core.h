@@ -62,7 +62,7 @@ struct ad_lease_op {
 /* A worker's report on a running job under its lease: heartbeat, complete, fail. Out: job. */
 struct ad_report_op {
     struct ad_op op;
-    enum ad_job_event event; /* AD_EV_HEARTBEAT, AD_EV_COMPLETE(_PARTIAL), AD_EV_FAIL(_FINAL) */
+    enum ad_job_event event; /* AD_EV_HEARTBEAT, AD_EV_COMPLETE(_PARTIAL), AD_EV_FAIL(_FINAL), AD_EV_RELEASE */
     char *tenant, *id, *lease_id;
     int progress; /* -1 = unchanged */
     char *message;
@@ -72,6 +72,7 @@ struct ad_report_op {
     char *error; /* compact JSON problem text */
     int64_t now;
     struct ad_job *job;
+    int replayed; /* a repeated final report: job is unchanged */
     void *ctx;
 };
 

@@ -95,6 +95,9 @@ ad_err ad_job_transition(const struct ad_job *job, enum ad_job_event ev, struct 
     case AD_EV_CANCEL_ACK:
         out->to = AD_CANCELLED;
         return AD_E_OK;
+    case AD_EV_RELEASE:
+        out->to = job->cancel_requested ? AD_CANCELLED : AD_QUEUED;
+        return AD_E_OK;
     case AD_EV_LEASE_EXPIRED:
         if (job->cancel_requested)
             out->to = AD_CANCELLED;

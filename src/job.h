@@ -25,7 +25,8 @@ enum ad_job_event {
     AD_EV_FAIL_FINAL,       /* worker: failed, must not be retried */
     AD_EV_CANCEL,           /* client asks to cancel */
     AD_EV_CANCEL_ACK,       /* worker acknowledges a cancel request */
-    AD_EV_LEASE_EXPIRED     /* the lease ran out without word from the worker */
+    AD_EV_LEASE_EXPIRED,    /* the lease ran out without word from the worker */
+    AD_EV_RELEASE           /* worker hands the job back unfinished; the attempt does not count */
 };
 
 /* Times are ms since the epoch; 0 means "not reached" (null in JSON). Strings are heap-owned, NULL = absent. */

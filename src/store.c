@@ -38,3 +38,14 @@ void ad_job_list_free(struct ad_job_list *l)
     l->items = NULL;
     l->n = 0;
 }
+
+void ad_attempt_list_free(struct ad_attempt_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].worker);
+        free(l->items[i].outcome);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}

@@ -35,6 +35,20 @@ struct ad_idem {
     int64_t created_at;
 };
 
+/* One lease of a job: who held it, when, and how it ended (outcome NULL while it is live). */
+struct ad_attempt {
+    int attempt;
+    char *worker;
+    int64_t started_at, ended_at;
+    char *outcome;
+};
+
+struct ad_attempt_list {
+    struct ad_attempt *items;
+    size_t n;
+};
+void ad_attempt_list_free(struct ad_attempt_list *l);
+
 /* A list of jobs returned by a query; free with ad_job_list_free. */
 struct ad_job_list {
     struct ad_job **items;
@@ -78,6 +92,12 @@ struct ad_store_ops {
     ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);
     /* Highest seq in the store (0 when empty). */
     ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
+
+    /* Attempt history: a row per lease. attempt_end closes the job's open row (there is at most one). */
+    ad_err (*attempt_start)(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now);
+    ad_err (*attempt_end)(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome);
+    /* Oldest first. */
+    ad_err (*attempt_list)(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out);
 
     /* Idempotency records, scoped by tenant. idem_get: AD_E_NOT_FOUND when absent. */
     ad_err (*idem_get)(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out);

@@ -130,6 +130,17 @@ static const char *const migrations[] = {
     " PRIMARY KEY (tenant, key));"
     "CREATE INDEX idempotency_created ON idempotency (created_at);"
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+    /* 2: attempt history, one row per lease, removed with its job. */
+    "CREATE TABLE attempts ("
+    " job_id TEXT NOT NULL,"
+    " attempt INTEGER NOT NULL,"
+    " worker TEXT,"
+    " started_at INTEGER NOT NULL,"
+    " ended_at INTEGER,"
+    " outcome TEXT);"
+    "CREATE INDEX attempts_job ON attempts (job_id, started_at);"
+    "CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM attempts WHERE job_id = old.id; END;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -175,6 +186,9 @@ enum sq_stmt {
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
+    ST_ATTEMPT_START,
+    ST_ATTEMPT_END,
+    ST_ATTEMPT_LIST,
     ST__COUNT
 };
 
@@ -220,6 +234,10 @@ static const char *const stmt_sql[ST__COUNT] = {
                     " fingerprint = excluded.fingerprint, job_id = excluded.job_id, created_at = excluded.created_at",
     [ST_IDEM_SWEEP] = "DELETE FROM idempotency"
                       " WHERE rowid IN (SELECT rowid FROM idempotency WHERE created_at < ?1 LIMIT ?2)",
+    [ST_ATTEMPT_START] = "INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4)",
+    [ST_ATTEMPT_END] = "UPDATE attempts SET ended_at = ?2, outcome = ?3 WHERE job_id = ?1 AND ended_at IS NULL",
+    [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = ?1"
+                        " ORDER BY started_at, rowid",
 };
 
 struct sq_store {
@@ -813,6 +831,61 @@ static ad_err sq_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *d
     return e == AD_E_OK ? sweep_step(c, ST_IDEM_SWEEP, before, limit, done_out, "sweep idempotency records") : e;
 }
 
+/* ---- attempts ---- */
+
+static ad_err sq_attempt_start(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_ATTEMPT_START) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, job_id);
+    sqlite3_bind_int(st, 2, attempt);
+    bind_TEXT(st, 3, worker);
+    sqlite3_bind_int64(st, 4, now);
+    return run(c, st, "start attempt");
+}
+
+static ad_err sq_attempt_end(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_ATTEMPT_END) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, now);
+    bind_TEXT(st, 3, outcome);
+    return run(c, st, "end attempt");
+}
+
+static ad_err sq_attempt_list(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *st = stmt(c, ST_ATTEMPT_LIST);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, job_id);
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap != 0 ? cap * 2 : 8;
+            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
+        }
+        struct ad_attempt *a = &out->items[out->n++];
+        a->attempt = sqlite3_column_int(st, 0);
+        a->worker = read_TEXT(st, 1);
+        a->started_at = sqlite3_column_int64(st, 2);
+        a->ended_at = read_TIME(st, 3);
+        a->outcome = read_TEXT(st, 4);
+    }
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "list attempts");
+    done(st);
+    if (e != AD_E_OK)
+        ad_attempt_list_free(out);
+    return e;
+}
+
 /* ---- opening ---- */
 
 static void sq_close(struct ad_store *s)
@@ -844,6 +917,9 @@ static const struct ad_store_ops sq_ops = {
     .job_scheduled = sq_job_scheduled,
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
+    .attempt_start = sq_attempt_start,
+    .attempt_end = sq_attempt_end,
+    .attempt_list = sq_attempt_list,
     .idem_get = sq_idem_get,
     .idem_put = sq_idem_put,
     .idem_sweep = sq_idem_sweep,

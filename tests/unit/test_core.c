@@ -485,13 +485,14 @@ static void test_cancel_running_then_ack(void **state)
     assert_int_equal(j->status, AD_CANCELLED);
     assert_int_equal(j->finished_at, T0 + 3 * SEC);
     assert_int_equal(j->expires_at, T0 + 3 * SEC + 30 * DAY);
-    assert_null(j->lease_id);
+    assert_string_equal(j->lease_id, lid); /* kept but no longer live */
     assert_int_equal(j->lease_expires_at, 0);
     ad_job_free(j);
 
-    /* Acknowledging again, now that it ended: illegal. */
+    /* The same acknowledgement again (its answer was lost): answered again, nothing changes. */
     x = cancel_op("t1", id, lid, T0 + 4 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_ILLEGAL_TRANSITION);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(x->job->finished_at, T0 + 3 * SEC);
     ad_op_free(&x->op);
     free(lid);
     free(id);
@@ -665,11 +666,20 @@ static void test_report_complete(void **state)
     assert_int_equal(j->progress, 100);
     assert_int_equal(j->finished_at, now);
     assert_int_equal(j->expires_at, now + 30 * DAY);
-    assert_null(j->lease_id);
+    assert_string_equal(j->lease_id, lid); /* kept but no longer live */
     ad_job_free(j);
 
-    /* The lease ended with the job: a second report is stale. */
+    /* The same report again (its answer was lost): answered with the job, which does not change. */
     x = report_op(AD_EV_COMPLETE, id, lid, now + 1);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(x->replayed, 1);
+    assert_int_equal(x->job->finished_at, now);
+    ad_op_free(&x->op);
+    /* Anything else under the ended lease is stale. */
+    x = report_op(AD_EV_HEARTBEAT, id, lid, now + 2);
+    assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
+    ad_op_free(&x->op);
+    x = report_op(AD_EV_FAIL, id, lid, now + 3);
     assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
     ad_op_free(&x->op);
     free(lid);
@@ -720,7 +730,7 @@ static void test_report_fail_retryable_requeues_with_backoff(void **state)
     assert_int_equal(j->status, AD_QUEUED);
     assert_int_equal(j->attempt, 1);
     assert_in_range(j->run_at, now + 2000, now + 4000); /* backoff after attempt 1 with a 4 s base */
-    assert_null(j->lease_id);
+    assert_string_equal(j->lease_id, lid);              /* kept but no longer live */
     assert_int_equal(j->lease_expires_at, 0);
     assert_int_equal(j->finished_at, 0);
     assert_int_equal(j->expires_at, 0);
@@ -817,7 +827,7 @@ static void test_expire_requeues(void **state)
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
     assert_int_equal(j->status, AD_QUEUED);
-    assert_null(j->lease_id);
+    assert_string_equal(j->lease_id, lid); /* kept but no longer live */
     assert_int_equal(j->lease_expires_at, 0);
     assert_int_equal(j->updated_at, T0 + 30 * SEC);
     assert_int_equal(j->attempt, 1);
@@ -852,7 +862,7 @@ static void test_expire_fails_without_attempts(void **state)
     assert_int_equal(j->expires_at, T0 + HOUR + 30 * DAY);
     assert_non_null(j->error);
     assert_non_null(strstr(j->error, "\"code\":\"lease-expired\""));
-    assert_null(j->lease_id);
+    assert_string_equal(j->lease_id, lid); /* kept but no longer live */
     ad_job_free(j);
     free(lid);
     free(id);

@@ -21,14 +21,14 @@
 
 static const enum ad_job_event all_events[] = {
     AD_EV_LEASE,      AD_EV_HEARTBEAT, AD_EV_COMPLETE,   AD_EV_COMPLETE_PARTIAL, AD_EV_FAIL,
-    AD_EV_FAIL_FINAL, AD_EV_CANCEL,    AD_EV_CANCEL_ACK, AD_EV_LEASE_EXPIRED,
+    AD_EV_FAIL_FINAL, AD_EV_CANCEL,    AD_EV_CANCEL_ACK, AD_EV_LEASE_EXPIRED,    AD_EV_RELEASE,
 };
 #define NEVENTS (sizeof(all_events) / sizeof(all_events[0]))
 
 static const char *event_name(enum ad_job_event ev)
 {
     static const char *const names[] = {"LEASE",      "HEARTBEAT", "COMPLETE",   "COMPLETE_PARTIAL", "FAIL",
-                                        "FAIL_FINAL", "CANCEL",    "CANCEL_ACK", "LEASE_EXPIRED"};
+                                        "FAIL_FINAL", "CANCEL",    "CANCEL_ACK", "LEASE_EXPIRED",    "RELEASE"};
     return (unsigned)ev < sizeof(names) / sizeof(names[0]) ? names[ev] : "?";
 }
 
@@ -77,6 +77,9 @@ static int expected(enum ad_status st, enum ad_job_event ev, int attempts_left, 
         return 1;
     case AD_EV_LEASE_EXPIRED:
         *to = cancel_req ? AD_CANCELLED : attempts_left ? AD_QUEUED : AD_FAILED;
+        return 1;
+    case AD_EV_RELEASE: /* handing back never uses up an attempt, so only a cancel request ends the job */
+        *to = cancel_req ? AD_CANCELLED : AD_QUEUED;
         return 1;
     }
     return 0;
