@@ -361,9 +361,10 @@ int ad_server_run(struct ad_config *cfg)
     h2o_socket_read_stop(listener);
     h2o_socket_close(listener);
     ad_writer_stop();
-    uint64_t batches, ops;
-    ad_writer_stats(&batches, &ops);
-    ad_info("writer: %llu operations in %llu batches", (unsigned long long)ops, (unsigned long long)batches);
+    struct ad_writer_stats ws;
+    ad_writer_stats(&ws);
+    ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing",
+            (unsigned long long)ws.ops, (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
     int64_t until = ad_mono_ms() + 500;
     while (ad_mono_ms() < until)
         h2o_evloop_run(loop, 50);

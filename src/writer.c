@@ -18,6 +18,14 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct ad_op *head, **tail = &head;
 static size_t queued;
 static uint64_t stat_batches, stat_ops;
+static uint64_t stat_apply_ns, stat_commit_ns; /* written by the writer thread only */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 static int stopping;
 static pthread_t thread;
 static struct ad_conn *conn;
@@ -38,6 +46,7 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
 static void run_batch(struct ad_op *batch)
 {
     const struct ad_store_ops *ops = store->ops;
+    uint64_t t0 = mono_ns();
     ad_err berr = ops->begin(conn);
     if (berr == AD_E_OK) {
         for (struct ad_op *op = batch; op != NULL; op = op->next) {
@@ -50,9 +59,13 @@ static void run_batch(struct ad_op *batch)
             else
                 ops->rollback_to(conn);
         }
+        uint64_t t1 = mono_ns();
         berr = ops->commit(conn);
         if (berr != AD_E_OK)
             ops->rollback(conn);
+        uint64_t t2 = mono_ns();
+        __atomic_add_fetch(&stat_apply_ns, t1 - t0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&stat_commit_ns, t2 - t1, __ATOMIC_RELAXED);
     }
     while (batch != NULL) {
         struct ad_op *op = batch;
@@ -163,10 +176,12 @@ size_t ad_writer_backlog(void)
     return n;
 }
 
-void ad_writer_stats(uint64_t *batches, uint64_t *ops)
+void ad_writer_stats(struct ad_writer_stats *out)
 {
     pthread_mutex_lock(&mu);
-    *batches = stat_batches;
-    *ops = stat_ops;
+    out->batches = stat_batches;
+    out->ops = stat_ops;
     pthread_mutex_unlock(&mu);
+    out->apply_ns = __atomic_load_n(&stat_apply_ns, __ATOMIC_RELAXED);
+    out->commit_ns = __atomic_load_n(&stat_commit_ns, __ATOMIC_RELAXED);
 }

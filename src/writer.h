@@ -37,8 +37,12 @@ int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t 
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
 void ad_writer_stop(void);
-/* Batches committed and operations applied since start. */
-void ad_writer_stats(uint64_t *batches, uint64_t *ops);
+/* Counters since start: batches committed, operations applied, and the time spent applying operations
+ * and committing (the fsync) in nanoseconds. */
+struct ad_writer_stats {
+    uint64_t batches, ops, apply_ns, commit_ns;
+};
+void ad_writer_stats(struct ad_writer_stats *out);
 /* Number of operations queued and not yet applied. */
 size_t ad_writer_backlog(void);
 
