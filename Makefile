@@ -46,26 +46,40 @@ MAKEFLAGS += --no-print-directory
 
 all: build/acceptd
 
+# Compile lines are shown as "CC file"; `make V=1` shows the full commands.
+ifeq ($(V),1)
+Q =
+say = @true
+else
+Q = @
+say = @echo
+endif
+
 # build_tree(DIR, FLAGS): the rules for one build tree.
 define build_tree
 $(1)/obj/%.o: src/%.c
 	@mkdir -p $$(@D)
-	$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
+	$$(say) "  CC      $$@"
+	$$(Q)$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
 
 $(1)/tests/%.o: tests/unit/%.c
 	@mkdir -p $$(@D)
-	$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
+	$$(say) "  CC      $$@"
+	$$(Q)$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
 
 $(1)/libacceptd.a: $(patsubst src/%.c,$(1)/obj/%.o,$(LIB_SRCS))
 	@mkdir -p $$(@D)
 	@rm -f $$@
-	$$(AR) rcs $$@ $$^
+	$$(say) "  AR      $$@"
+	$$(Q)$$(AR) rcs $$@ $$^
 
 $(1)/acceptd: $(1)/obj/main.o $(1)/libacceptd.a
-	$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ $$(LIBS)
+	$$(say) "  LINK    $$@"
+	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ $$(LIBS)
 
 $(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libacceptd.a
-	$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ -lcmocka $$(LIBS)
+	$$(say) "  LINK    $$@"
+	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ -lcmocka $$(LIBS)
 endef
 
 $(eval $(call build_tree,build,$(OPT_FLAGS)))
