@@ -15,6 +15,7 @@ PACKAGES=(
     postgresql
     wrk nginx-light nghttp2-client
     clang-format
+    chromium
 )
 # The machine image may ship Node.js from elsewhere (with its own npm); Debian's nodejs/npm would clash.
 if ! command -v node >/dev/null 2>&1; then

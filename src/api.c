@@ -15,6 +15,7 @@
 #define ALL (AD_ROLE_CLIENT | AD_ROLE_WORKER | AD_ROLE_ADMIN)
 #define CLIENT (AD_ROLE_CLIENT | AD_ROLE_ADMIN)
 #define WORKER (AD_ROLE_WORKER | AD_ROLE_ADMIN)
+#define SIGNED AD_API_SIGNED
 
 /* First match wins, so literal paths come before the {id} patterns they would also match. */
 static const struct ad_route_def routes[] = {
@@ -23,9 +24,12 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/jobs", ad_api_submit, CLIENT},
     {"GET", "/v1/jobs", ad_api_list, ALL},
     {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
-    {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL},
+    {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},
     {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
-    {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL},
+    {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL | SIGNED},
+    {"GET", "/v1/jobs/{id}/events", ad_api_job_events, ALL | SIGNED},
+    {"POST", "/v1/jobs/{id}:sign", ad_api_sign, CLIENT},
+    {"GET", "/v1/events", ad_api_events, ALL},
     {"GET", "/v1/jobs/{id}/attempts", ad_api_attempts, ALL},
     {"POST", "/v1/jobs/{id}:cancel", ad_api_cancel, ALL},
     {"POST", "/v1/jobs/{id}:retry", ad_api_retry, CLIENT},
@@ -34,6 +38,14 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
     {"POST", "/v1/jobs/{id}:release", ad_api_release, WORKER},
     {"POST", "/v1/leases", ad_api_lease, WORKER},
+    {"POST", "/v1/webhooks", ad_api_webhook_create, CLIENT},
+    {"GET", "/v1/webhooks", ad_api_webhook_list, CLIENT},
+    {"GET", "/v1/webhooks/{id}", ad_api_webhook_get, CLIENT},
+    {"DELETE", "/v1/webhooks/{id}", ad_api_webhook_delete, CLIENT},
+    {"GET", "/v1/webhooks/{id}/deliveries", ad_api_webhook_deliveries, CLIENT},
+    {"POST", "/v1/webhooks/{id}:rotate", ad_api_webhook_rotate, CLIENT},
+    {"POST", "/v1/webhooks/{id}:enable", ad_api_webhook_enable, CLIENT},
+    {"POST", "/v1/deliveries/{id}:redeliver", ad_api_redeliver, CLIENT},
 };
 
 static int peer_is_loopback(h2o_req_t *req)
@@ -64,7 +76,8 @@ static const struct ad_key *find_key(const char *token, size_t len)
     return found;
 }
 
-static ad_err authenticate(struct ad_request *r)
+/* roles: the route's; a route open to SIGNED also takes a signed URL when there is no Authorization. */
+static ad_err authenticate(struct ad_request *r, int roles)
 {
     if (ad_srv.open_mode) {
         if (!peer_is_loopback(r->req))
@@ -75,7 +88,7 @@ static ad_err authenticate(struct ad_request *r)
     }
     ssize_t i = h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, -1);
     if (i < 0)
-        return AD_E_UNAUTHORIZED;
+        return (roles & SIGNED) != 0 ? ad_api_auth_signed(r) : AD_E_UNAUTHORIZED;
     h2o_iovec_t v = r->req->headers.entries[i].value;
     if (v.len < 7 || !h2o_lcstris(v.base, 7, H2O_STRLIT("bearer ")))
         return AD_E_UNAUTHORIZED;
@@ -111,6 +124,8 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         r->path.len = req->query_at;
         r->query = h2o_iovec_init(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
     }
+    if (ad_api_cors(r))
+        return 0;
     ad_handler handler = NULL;
     int roles = CLIENT;
     r->route = ad_config_route(ad_srv.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
@@ -127,8 +142,11 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         handler = def->handler;
         roles = def->roles;
     }
+    if (ad_srv.shutting_down && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
+        !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
+        return ad_http_problem(req, AD_E_UNAVAILABLE, "shutting down; send this again to another node or later", NULL);
     if (roles != 0) {
-        ad_err e = authenticate(r);
+        ad_err e = authenticate(r, roles);
         if (e == AD_E_OK && (r->roles & roles) == 0)
             e = AD_E_FORBIDDEN;
         if (e != AD_E_OK)

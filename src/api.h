@@ -51,9 +51,44 @@ int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
 
+/* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
+int ad_api_webhook_create(struct ad_request *r);
+int ad_api_webhook_list(struct ad_request *r);
+int ad_api_webhook_get(struct ad_request *r);
+int ad_api_webhook_delete(struct ad_request *r);
+int ad_api_webhook_deliveries(struct ad_request *r);
+int ad_api_webhook_rotate(struct ad_request *r);
+int ad_api_webhook_enable(struct ad_request *r);
+int ad_api_redeliver(struct ad_request *r);
+/* 1 when url (may be NULL) cannot be a webhook destination: not an http(s) URL of at most 2048 characters, or
+ * refused by the SSRF guard; the detail is written to why. */
+int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
+
 /* Called by server.c when a change is published (wakes /changes long polls of that tenant). */
 void ad_api_changes_notify(const char *tenant);
+/* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
+ * transaction (its lease length and worker name are written to *lease_seconds and *worker). NULL when no
+ * one waits. The claim must be settled with ad_api_leases_handoff_done. */
+void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker);
+/* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
+void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
 /* Serve parked lease requests of tenant for type (server.c's kick). */
 void ad_api_leases_kick(const char *tenant, const char *type);
+
+/* Server-Sent Events, signed URLs and CORS (api_events.c). */
+#define AD_API_SIGNED 8 /* role bit of a request carrying a signed URL: read access to the one job it names */
+int ad_api_job_events(struct ad_request *r);
+int ad_api_events(struct ad_request *r);
+int ad_api_sign(struct ad_request *r);
+/* At start: the signing key and the SSE limits. 0, or -1 with err filled. */
+int ad_api_events_init(char *err, size_t errlen);
+/* server.c, for every published change: append it to the matching /v1/events streams. */
+void ad_api_events_notify(const struct ad_entry *e);
+/* server.c, at SIGTERM: close every stream with a retry hint. */
+void ad_api_events_shutdown(void);
+/* Authenticate a request by its signed URL (?exp=&sig=) for the job in its path. */
+ad_err ad_api_auth_signed(struct ad_request *r);
+/* CORS headers for a request with Origin; answers a preflight and returns 1, else 0. */
+int ad_api_cors(struct ad_request *r);
 
 #endif

@@ -184,7 +184,9 @@ static void outcome_free(struct outcome_wait *o)
 
 static void outcome_gone(struct ad_pending *p)
 {
-    outcome_free(p->owner);
+    struct outcome_wait *o = p->owner;
+    ad_pending_take(p);
+    outcome_free(o);
 }
 
 static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
@@ -229,9 +231,12 @@ static void submit_done(struct ad_op *op)
         e = ad_server_publish(s->job);
         s->job = NULL;
     }
-    if (ctx->pend->req != NULL) {
+    if (s->handoff_ctx != NULL) {
+        int handed = e != NULL && !s->replayed && e->job->status == AD_RUNNING && e->job->attempt == 1;
+        ad_api_leases_handoff_done(s->handoff_ctx, handed ? e : NULL);
+    }
+    if (ad_pending_take(ctx->pend) != NULL) {
         struct ad_request *r = ctx->r;
-        ad_pending_take(ctx->pend);
         if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (ctx->respond_async) {
@@ -309,8 +314,9 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
     json_t *cb = json_object_get(body, "callbackUrl");
     if (cb != NULL && !json_is_null(cb)) {
         const char *u = json_string_value(cb);
-        if (u == NULL || strlen(u) > 2048 || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0))
-            ad_verr_add(v, "/callbackUrl", "callbackUrl must be an http:// or https:// URL of at most 2048 characters");
+        char why[300];
+        if (ad_api_webhook_url_invalid(u, why, sizeof(why)))
+            ad_verr_add(v, "/callbackUrl", why);
         else
             job->callback_url = ad_strdup(u);
     }
@@ -444,6 +450,11 @@ int ad_api_submit(struct ad_request *r)
         memcpy(s->fingerprint, fingerprint, sizeof(fingerprint));
     s->ctx = ctx;
     s->op.done = submit_done;
+    if (job->run_at <= now) {
+        const char *worker;
+        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_seconds, &worker);
+        s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;
+    }
     ad_writer_submit(&s->op);
     return 0;
 }
@@ -480,7 +491,9 @@ static void poll_free(struct poll_wait *p)
 
 static void poll_gone(struct ad_pending *pd)
 {
-    poll_free(pd->owner);
+    struct poll_wait *p = pd->owner;
+    ad_pending_take(pd);
+    poll_free(p);
 }
 
 static void poll_finish(struct poll_wait *p, struct ad_entry *e)
@@ -724,7 +737,9 @@ static void changes_free(struct changes_wait *c)
 
 static void changes_gone(struct ad_pending *p)
 {
-    changes_free(p->owner);
+    struct changes_wait *c = p->owner;
+    ad_pending_take(p);
+    changes_free(c);
 }
 
 static void changes_finish(struct changes_wait *c, int final)
@@ -773,39 +788,28 @@ int ad_api_changes(struct ad_request *r)
 
 /* ---- cancel and retry ---- */
 
-struct write_ctx {
-    struct ad_pending *pend;
-    struct ad_request *r;
-};
-
-static struct write_ctx *write_ctx_new(struct ad_request *r)
+/* A write's request, or NULL when the client went away while the writer worked. */
+static struct ad_request *write_take(void *ctx)
 {
-    struct write_ctx *w = ad_calloc(1, sizeof(*w));
-    w->r = r;
-    w->pend = ad_pending_new(r->req, w, NULL);
-    return w;
-}
-
-/* Take the request back from a finished write; NULL when the client went away (ctx freed either way). */
-static struct ad_request *write_ctx_take(struct write_ctx *w)
-{
-    struct ad_request *r = w->pend->req != NULL ? w->r : NULL;
-    ad_pending_take(w->pend);
-    free(w);
-    return r;
+    struct ad_pending *p = ctx;
+    struct ad_request *r = p->owner;
+    return ad_pending_take(p) != NULL ? r : NULL;
 }
 
 static void cancel_done(struct ad_op *op)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;
-    struct ad_request *r = write_ctx_take(x->ctx);
+    struct ad_request *r = write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
         e = ad_server_publish(x->job);
         x->job = NULL;
     }
     if (r != NULL) {
-        if (op->err != AD_E_OK)
+        if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
+            ad_http_problemf(r->req, op->err, "job %s is %s and can no longer be cancelled", x->job->id,
+                             ad_status_name(x->job->status));
+        else if (op->err != AD_E_OK)
             ad_api_fail(r, op->err);
         else
             ad_api_send_job(r, e, e->job->status == AD_CANCELLED ? 200 : 202);
@@ -845,7 +849,7 @@ int ad_api_cancel(struct ad_request *r)
     x->id = ad_strdup(r->id);
     x->lease_id = lease_id;
     x->now = ad_now_ms();
-    x->ctx = write_ctx_new(r);
+    x->ctx = ad_pending_new(r->req, r, NULL);
     x->op.done = cancel_done;
     ad_writer_submit(&x->op);
     return 0;
@@ -854,14 +858,17 @@ int ad_api_cancel(struct ad_request *r)
 static void retry_done(struct ad_op *op)
 {
     struct ad_retry_op *x = (struct ad_retry_op *)op;
-    struct ad_request *r = write_ctx_take(x->ctx);
+    struct ad_request *r = write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
         e = ad_server_publish(x->job);
         x->job = NULL;
     }
     if (r != NULL) {
-        if (op->err != AD_E_OK)
+        if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
+            ad_http_problemf(r->req, op->err, "job %s is %s; only failed or cancelled jobs can be retried", x->job->id,
+                             ad_status_name(x->job->status));
+        else if (op->err != AD_E_OK)
             ad_api_fail(r, op->err);
         else
             ad_api_send_accepted(r, e, 0);
@@ -876,7 +883,7 @@ int ad_api_retry(struct ad_request *r)
     x->id = ad_strdup(r->id);
     x->new_id = ad_new_id("job_");
     x->now = ad_now_ms();
-    x->ctx = write_ctx_new(r);
+    x->ctx = ad_pending_new(r->req, r, NULL);
     x->op.done = retry_done;
     ad_writer_submit(&x->op);
     return 0;

@@ -48,8 +48,10 @@ static void parked_gone(struct ad_pending *pd)
 {
     struct parked *p = pd->owner;
     /* With an op in flight, lease_done frees it; jobs leased for a client that left expire with their lease. */
-    if (!p->in_flight)
+    if (!p->in_flight) {
+        ad_pending_take(pd);
         parked_free(p);
+    }
 }
 
 static void parked_timeout(struct ad_timer *t)
@@ -80,32 +82,23 @@ static void lease_issue(struct parked *p)
     ad_writer_submit(&x->op);
 }
 
-static void lease_done(struct ad_op *op)
+/* Append one lease ({"job", "leaseId", "leaseExpiresAt"}) of a published job to b. */
+static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
 {
-    struct ad_lease_op *x = (struct ad_lease_op *)op;
-    struct parked *p = x->ctx;
-    p->in_flight = 0;
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"leases\":[", 11);
-    for (size_t i = 0; op->err == AD_E_OK && i < x->leased.n; i++) {
-        struct ad_job *j = x->leased.items[i];
-        x->leased.items[i] = NULL;
-        char *lease_id = ad_strdup(j->lease_id);
-        char until[40];
-        ad_time_rfc3339(j->lease_expires_at, until, sizeof(until));
-        struct ad_entry *e = ad_server_publish(j);
-        ad_buf_printf(&b, "%s{\"job\":", i != 0 ? "," : "");
-        ad_buf_append(&b, e->body, e->len);
-        ad_buf_printf(&b, ",\"leaseId\":\"%s\",\"leaseExpiresAt\":\"%s\"}", lease_id, until);
-        free(lease_id);
-    }
-    ad_buf_append(&b, "]}", 2);
-    size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
-    ad_err err = op->err;
-    ad_op_free(op);
+    char until[40];
+    ad_time_rfc3339(e->job->lease_expires_at, until, sizeof(until));
+    ad_buf_printf(b, "%s{\"job\":", first ? "" : ",");
+    ad_buf_append(b, e->body, e->len);
+    ad_buf_printf(b, ",\"leaseId\":\"%s\",\"leaseExpiresAt\":\"%s\"}", e->job->lease_id, until);
+}
 
+/* A lease attempt for p ended with err and leased (the {"leases": [...]} body in b when leased != 0):
+ * answer, or park p again while its wait lasts. */
+static void lease_finish(struct parked *p, ad_err err, size_t leased, const struct ad_buf *b)
+{
+    p->in_flight = 0;
     if (p->pend->req == NULL) {
+        ad_pending_take(p->pend);
         parked_free(p);
     } else if (err != AD_E_OK || leased != 0 || ad_mono_ms() >= p->deadline) {
         struct ad_request *r = p->r;
@@ -116,11 +109,71 @@ static void lease_done(struct ad_op *op)
         else if (leased == 0)
             ad_http_empty(r->req, 204);
         else
-            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
     } else {
         h2o_linklist_insert(&ad_srv.parked, &p->link);
         ad_timer_arm(&p->timer, p->deadline);
     }
+}
+
+static void lease_done(struct ad_op *op)
+{
+    struct ad_lease_op *x = (struct ad_lease_op *)op;
+    size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"leases\":[", 11);
+    for (size_t i = 0; i < leased; i++) {
+        struct ad_job *j = x->leased.items[i];
+        x->leased.items[i] = NULL;
+        append_lease(&b, ad_server_publish(j), i == 0);
+    }
+    ad_buf_append(&b, "]}", 2);
+    lease_finish(x->ctx, op->err, leased, &b);
+    ad_buf_free(&b);
+    ad_op_free(op);
+}
+
+void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker)
+{
+    for (h2o_linklist_t *node = ad_srv.parked.next; node != &ad_srv.parked; node = node->next) {
+        struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
+        if (strcmp(p->r->tenant, tenant) != 0)
+            continue;
+        for (size_t i = 0; i < p->ntypes; i++) {
+            if (strcmp(p->types[i], type) == 0) {
+                h2o_linklist_unlink(&p->link);
+                ad_timer_cancel(&p->timer);
+                p->in_flight = 1;
+                *lease_seconds = p->lease_seconds;
+                *worker = p->worker;
+                return p;
+            }
+        }
+    }
+    return NULL;
+}
+
+void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
+{
+    struct parked *p = claim;
+    if (e == NULL) {
+        /* Not handed over (the submit failed or the job may not run yet): lease as usual. */
+        p->in_flight = 0;
+        if (p->pend->req == NULL) {
+            ad_pending_take(p->pend);
+            parked_free(p);
+        } else {
+            lease_issue(p);
+        }
+        return;
+    }
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"leases\":[", 11);
+    append_lease(&b, e, 1);
+    ad_buf_append(&b, "]}", 2);
+    lease_finish(p, AD_E_OK, 1, &b);
     ad_buf_free(&b);
 }
 
@@ -219,18 +272,13 @@ int ad_api_lease(struct ad_request *r)
 
 /* ---- reports under a lease ---- */
 
-struct report_ctx {
-    struct ad_pending *pend;
-    struct ad_request *r;
-};
-
 static void report_done(struct ad_op *op)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
-    struct report_ctx *ctx = x->ctx;
-    struct ad_request *r = ctx->pend->req != NULL ? ctx->r : NULL;
-    ad_pending_take(ctx->pend);
-    free(ctx);
+    struct ad_pending *pd = x->ctx;
+    struct ad_request *r = pd->owner;
+    if (ad_pending_take(pd) == NULL)
+        r = NULL;
     struct ad_entry *e = NULL;
     int64_t lease_until = 0;
     if (op->err == AD_E_OK) {
@@ -288,6 +336,9 @@ static int report(struct ad_request *r, enum ad_job_event event)
     else
         x->lease_id = ad_strdup(json_string_value(lid));
     opt_int(body, "progress", 0, 100, &x->progress, &v);
+    /* Every heartbeat extends the lease: by leaseSeconds when given, else by the default lease length. */
+    if (event == AD_EV_HEARTBEAT)
+        x->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
     opt_int(body, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
     json_t *msg = json_object_get(body, "message");
     if (msg != NULL && !json_is_null(msg)) {
@@ -336,10 +387,7 @@ static int report(struct ad_request *r, enum ad_job_event event)
     x->tenant = ad_strdup(r->tenant);
     x->id = ad_strdup(r->id);
     x->now = ad_now_ms();
-    struct report_ctx *ctx = ad_calloc(1, sizeof(*ctx));
-    ctx->r = r;
-    ctx->pend = ad_pending_new(r->req, ctx, NULL);
-    x->ctx = ctx;
+    x->ctx = ad_pending_new(r->req, r, NULL);
     x->op.done = report_done;
     ad_writer_submit(&x->op);
     return 0;

@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <yaml.h>
 
+#include "sign.h"
+#include "ssrf.h"
 #include "util.h"
 
 /* Longest duration accepted anywhere: 100 years keeps finishedAt + retention far from int64 overflow. */
@@ -573,6 +575,120 @@ static const struct field limits_fields[] = {
     {NULL},
 };
 
+/* webhooks */
+
+static void free_allow_networks(struct ad_webhooks_conf *w)
+{
+    for (size_t i = 0; i < w->nallow_networks; i++)
+        free(w->allow_networks[i]);
+    free(w->allow_networks);
+    w->allow_networks = NULL;
+    w->nallow_networks = 0;
+}
+
+static int webhooks_allow(struct parse *p, yaml_node_t *v, void *obj)
+{
+    struct ad_webhooks_conf *w = obj;
+    long n = list_len(p, v);
+    if (n < 0)
+        return -1;
+    free_allow_networks(w);
+    w->allow_networks = ad_calloc((size_t)n, sizeof *w->allow_networks);
+    for (long i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(p, v->data.sequence.items.start[i]);
+        size_t mark = path_push(p, NULL, (size_t)i);
+        const char *s = text(p, item);
+        struct ad_cidr net;
+        int rc = s == NULL ? -1 : 0;
+        if (rc == 0 && ad_cidr_parse(s, &net) != 0)
+            rc = fail(p, item, "%s: expected a network such as 127.0.0.0/8 or ::1/128 (host bits zero), got '%.64s'",
+                      p->where, s);
+        path_pop(p, mark);
+        if (rc < 0)
+            return -1;
+        w->allow_networks[w->nallow_networks++] = ad_strdup(s);
+    }
+    return 0;
+}
+
+static int webhooks_schedule(struct parse *p, yaml_node_t *v, void *obj)
+{
+    struct ad_webhooks_conf *w = obj;
+    long n = list_len(p, v);
+    if (n < 0)
+        return -1;
+    if (n < 1 || n > 100)
+        return fail(p, v, "%s: expected a list of 1 to 100 delays", p->where);
+    int64_t *ms = ad_calloc((size_t)n, sizeof *ms);
+    for (long i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(p, v->data.sequence.items.start[i]);
+        const char *s = scalar(item);
+        if (s == NULL || ad_parse_duration_ms(s, &ms[i]) < 0 || ms[i] > 7 * 86400 * (int64_t)1000) {
+            size_t mark = path_push(p, NULL, (size_t)i);
+            fail(p, item, "%s: expected seconds (or a duration such as 500ms, 5m) up to 7d, got '%.64s'", p->where,
+                 s ? s : "(not a scalar)");
+            path_pop(p, mark);
+            free(ms);
+            return -1;
+        }
+    }
+    free(w->retry_schedule_ms);
+    w->retry_schedule_ms = ms;
+    w->nretry_schedule = (size_t)n;
+    return 0;
+}
+
+static int webhooks_secret_key(struct parse *p, yaml_node_t *v, void *obj)
+{
+    /* A secret: errors describe it, never quote it. */
+    const char *s = scalar(v);
+    uint8_t key[AD_SEAL_KEY_BYTES];
+    if (s == NULL || ad_seal_key_parse(s, key) != 0)
+        return fail(p, v, "%s: expected base64 of 32 bytes (openssl rand -base64 32)", p->where);
+    replace_str(&((struct ad_webhooks_conf *)obj)->secret_key, s);
+    return 0;
+}
+
+static const struct field webhooks_fields[] = {
+    {"allowNetworks", F_FN, 0, 0, 0, NULL, webhooks_allow},
+    {"retrySchedule", F_FN, 0, 0, 0, NULL, webhooks_schedule},
+    {"timeoutSeconds", F_INT, offsetof(struct ad_webhooks_conf, timeout_seconds), 1, 300, NULL, NULL},
+    {"concurrency", F_INT, offsetof(struct ad_webhooks_conf, concurrency), 1, 1024, NULL, NULL},
+    {"secretKey", F_FN, 0, 0, 0, NULL, webhooks_secret_key},
+    {"keepDeliveries", F_DURATION, offsetof(struct ad_webhooks_conf, keep_ms), 1, MAX_DURATION_MS, NULL, NULL},
+    {"rotationGrace", F_DURATION, offsetof(struct ad_webhooks_conf, rotation_grace_ms), 0, 7 * 86400 * (int64_t)1000,
+     NULL, NULL},
+    {NULL},
+};
+
+static const struct field sse_fields[] = {
+    {"heartbeat", F_DURATION, offsetof(struct ad_sse_conf, heartbeat_ms), 100, 3600 * 1000, NULL, NULL},
+    {"retry", F_DURATION, offsetof(struct ad_sse_conf, retry_ms), 100, 3600 * 1000, NULL, NULL},
+    {"overloadRetry", F_DURATION, offsetof(struct ad_sse_conf, overload_retry_ms), 100, 3600 * 1000, NULL, NULL},
+    {"backlogBytes", F_SIZE, offsetof(struct ad_sse_conf, backlog_bytes), 1024, 64 << 20, NULL, NULL},
+    {"maxStreams", F_INT, offsetof(struct ad_sse_conf, max_streams), 0, 10000000, NULL, NULL},
+    {"maxStreamsPerTenant", F_INT, offsetof(struct ad_sse_conf, max_streams_per_tenant), 0, 10000000, NULL, NULL},
+    {NULL},
+};
+
+static const struct field tls_fields[] = {
+    {"cert", F_STR, offsetof(struct ad_tls_conf, cert), 0, 0, NULL, NULL},
+    {"key", F_STR, offsetof(struct ad_tls_conf, key), 0, 0, NULL, NULL},
+    {NULL},
+};
+
+static int top_signing_key(struct parse *p, yaml_node_t *v, void *obj)
+{
+    /* A secret: errors describe it, never quote it. */
+    const char *s = text(p, v);
+    if (s == NULL)
+        return -1;
+    if (strlen(s) < 32)
+        return fail(p, v, "signingKey: expected at least 32 characters");
+    replace_str(&((struct ad_config *)obj)->signing_key, s);
+    return 0;
+}
+
 static const struct field top_fields[] = {
     {"listen", F_FN, 0, 0, 0, NULL, top_listen},
     {"data", F_FN, 0, 0, 0, NULL, top_data},
@@ -587,6 +703,10 @@ static const struct field top_fields[] = {
     {"maxAttempts", F_INT, offsetof(struct ad_config, default_max_attempts), 1, 100, NULL, NULL},
     {"retryBackoff", F_DURATION, offsetof(struct ad_config, retry_backoff_ms), 1, MAX_DURATION_MS, NULL, NULL},
     {"limits", F_MAP, 0, 0, 0, limits_fields, NULL},
+    {"webhooks", F_MAP, offsetof(struct ad_config, webhooks), 0, 0, webhooks_fields, NULL},
+    {"sse", F_MAP, offsetof(struct ad_config, sse), 0, 0, sse_fields, NULL},
+    {"tls", F_MAP, offsetof(struct ad_config, tls), 0, 0, tls_fields, NULL},
+    {"signingKey", F_FN, 0, 0, 0, NULL, top_signing_key},
     {NULL},
 };
 
@@ -707,6 +827,16 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->default_max_attempts = 3;
     cfg->retry_backoff_ms = 1000;
     cfg->max_connections = 10000;
+    static const int64_t schedule_s[] = {0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400};
+    cfg->webhooks.nretry_schedule = sizeof schedule_s / sizeof schedule_s[0];
+    cfg->webhooks.retry_schedule_ms = ad_calloc(cfg->webhooks.nretry_schedule, sizeof(int64_t));
+    for (size_t i = 0; i < cfg->webhooks.nretry_schedule; i++)
+        cfg->webhooks.retry_schedule_ms[i] = schedule_s[i] * 1000;
+    cfg->webhooks.timeout_seconds = 10;
+    cfg->webhooks.concurrency = 64;
+    cfg->webhooks.keep_ms = 30 * day;
+    cfg->webhooks.rotation_grace_ms = day;
+    cfg->sse = (struct ad_sse_conf){15000, 2000, 30000, 1024 * 1024, 50000, 20000};
 }
 
 int ad_config_set_listen(struct ad_config *cfg, const char *hostport)
@@ -821,5 +951,11 @@ void ad_config_free(struct ad_config *cfg)
     free_keys(cfg);
     free_types(cfg);
     free_routes(cfg);
+    free_allow_networks(&cfg->webhooks);
+    free(cfg->webhooks.retry_schedule_ms);
+    free(cfg->webhooks.secret_key);
+    free(cfg->tls.cert);
+    free(cfg->tls.key);
+    free(cfg->signing_key);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -44,6 +44,35 @@ struct ad_route {
     int require_idempotency_key; /* 1: a POST without Idempotency-Key gets 400 */
 };
 
+/* webhooks: delivery of job events to callback URLs and tenant endpoints (docs/webhooks.md). */
+struct ad_webhooks_conf {
+    char **allow_networks; /* CIDRs the SSRF guard lets through; default none */
+    size_t nallow_networks;
+    int64_t *retry_schedule_ms; /* delay before each attempt; its length is the number of attempts */
+    size_t nretry_schedule;
+    int timeout_seconds;       /* a delivery must answer 2xx within this: default 10 */
+    int concurrency;           /* deliveries in flight at once: default 64 */
+    char *secret_key;          /* base64 of 32 bytes sealing stored secrets; NULL = key file in the data dir */
+    int64_t keep_ms;           /* delivered and dead deliveries are kept this long: default 30d */
+    int64_t rotation_grace_ms; /* the previous secret keeps signing this long after a rotation: default 24h */
+};
+
+/* sse: Server-Sent Events streams (docs/protocol.md, "Server-Sent Events"). */
+struct ad_sse_conf {
+    int64_t heartbeat_ms;       /* comment line on an idle stream: default 15s */
+    int64_t retry_ms;           /* "retry:" a stream opens with: default 2s */
+    int64_t overload_retry_ms;  /* "retry:" when a stream is turned away (overload) or closed at shutdown: 30s */
+    size_t backlog_bytes;       /* queued bytes per stream before a slow consumer is cut off: default 1 MiB */
+    int max_streams;            /* open streams per daemon: default 50000 */
+    int max_streams_per_tenant; /* default 20000 */
+};
+
+/* tls: HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plain HTTP on the listener. */
+struct ad_tls_conf {
+    char *cert; /* PEM certificate chain file; NULL = no TLS */
+    char *key;  /* PEM private key file */
+};
+
 struct ad_config {
     char *listen_host; /* "127.0.0.1" */
     int listen_port;   /* 8080; 0 picks an ephemeral port */
@@ -65,6 +94,10 @@ struct ad_config {
     int default_max_attempts;      /* default 3 */
     int64_t retry_backoff_ms;      /* base delay before a failed attempt runs again (doubles each time): 1s */
     int max_connections;           /* default 10000 */
+    struct ad_webhooks_conf webhooks;
+    struct ad_sse_conf sse;
+    struct ad_tls_conf tls;
+    char *signing_key; /* HMAC key of signed URLs (at least 32 chars); NULL = a random key kept in the data dir */
 };
 
 /* Fill cfg with the defaults above. Strings are heap copies owned by cfg. */

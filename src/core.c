@@ -5,6 +5,8 @@
  * loop when the request arrived), so a batch applies one consistent clock per request.
  */
 #include "core.h"
+#include "event.h"
+#include "webhook.h"
 
 #include <openssl/sha.h>
 #include <stdlib.h>
@@ -96,6 +98,16 @@ static void apply_transition(struct ad_job *j, const struct ad_transition *t, in
     j->updated_at = now;
 }
 
+/* A lease granted or extended at now for seconds, never past the job's timeoutSeconds from the start of
+ * the attempt: a job that runs too long loses its lease and is retried or failed like a crashed one. */
+static int64_t lease_until(const struct ad_job *j, int64_t now, int seconds)
+{
+    int64_t until = now + (int64_t)seconds * 1000;
+    if (j->timeout_seconds > 0 && until > j->started_at + (int64_t)j->timeout_seconds * 1000)
+        until = j->started_at + (int64_t)j->timeout_seconds * 1000;
+    return until;
+}
+
 static int same_lease(const struct ad_job *j, const char *lease_id)
 {
     return j->lease_id != NULL && lease_id != NULL &&
@@ -124,25 +136,64 @@ static const char *attempt_outcome(enum ad_job_event ev, enum ad_status to)
 
 /* A worker's final report repeated under the lease that already ended the job in the same way (its first
  * answer was lost): answered again with the job as it is, changing nothing. */
-static int report_replay(const struct ad_job *j, const char *lease_id, enum ad_job_event ev)
+static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *lease_id, enum ad_job_event ev)
 {
     if (j->status == AD_RUNNING || !same_lease(j, lease_id))
         return 0;
-    switch (ev) {
-    case AD_EV_COMPLETE:
-        return j->status == AD_SUCCEEDED;
-    case AD_EV_COMPLETE_PARTIAL:
-        return j->status == AD_PARTIAL;
-    case AD_EV_FAIL:
-    case AD_EV_FAIL_FINAL:
-        return j->status == AD_FAILED || (j->status == AD_QUEUED && ev == AD_EV_FAIL);
-    case AD_EV_RELEASE:
-        return j->status == AD_QUEUED;
-    case AD_EV_CANCEL_ACK:
-        return j->status == AD_CANCELLED;
-    default:
+    struct ad_attempt_list l;
+    if (st->attempt_list(c, j->id, &l) != AD_E_OK)
         return 0;
+    const char *o = l.n != 0 ? l.items[l.n - 1].outcome : NULL;
+    int same = 0;
+    if (o != NULL) {
+        switch (ev) {
+        case AD_EV_COMPLETE:
+            same = strcmp(o, "succeeded") == 0;
+            break;
+        case AD_EV_COMPLETE_PARTIAL:
+            same = strcmp(o, "partialSuccess") == 0;
+            break;
+        case AD_EV_FAIL:
+            same = strcmp(o, "retrying") == 0 || strcmp(o, "failed") == 0;
+            break;
+        case AD_EV_FAIL_FINAL:
+            same = strcmp(o, "failed") == 0;
+            break;
+        case AD_EV_RELEASE:
+            same = strcmp(o, "released") == 0;
+            break;
+        case AD_EV_CANCEL_ACK:
+            same = strcmp(o, "cancelled") == 0;
+            break;
+        default:
+            break;
+        }
     }
+    ad_attempt_list_free(&l);
+    return same;
+}
+
+/* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
+ * event log (event.h) in the same transaction, with the job's new seq as its id. A done event stores no data:
+ * it carries the job itself, which never changes again. Always releases prev. */
+static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
+{
+    /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
+    if (write == AD_E_OK)
+        write = ad_webhook_outbox(c, prev->status, prev->progress, j);
+    enum ad_event_kind k = ad_event_kind_of(prev, j);
+    ad_event_prev_free(prev);
+    if (write != AD_E_OK || k == AD_EVK_NONE)
+        return write;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    if (k != AD_EVK_DONE) {
+        ad_event_render_brief(j, &b);
+        ad_buf_append(&b, "", 1);
+    }
+    ad_err e = st->event_append(c, j->id, j->seq, ad_event_name(k), b.data);
+    ad_buf_free(&b);
+    return e;
 }
 
 /* Fetch a job for a change; tombstoned and expired jobs are gone for every operation. */
@@ -158,6 +209,8 @@ static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_
     }
     return AD_E_OK;
 }
+
+static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now);
 
 static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
 {
@@ -183,9 +236,13 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_NOT_FOUND)
             return e;
     }
-    ad_err e = st->job_insert(c, s->job);
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, NULL);
+    ad_err e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
+    if (e == AD_E_OK && s->handoff_seconds > 0 && s->job->run_at <= s->job->created_at)
+        e = lease_job(c, s->job, s->handoff_seconds, s->handoff_worker, s->job->created_at);
     return e;
 }
 
@@ -194,6 +251,7 @@ static void submit_destroy(struct ad_op *op)
     struct ad_submit_op *s = (struct ad_submit_op *)op;
     ad_job_free(s->job);
     free(s->idem_key);
+    free(s->handoff_worker);
     free(s);
 }
 
@@ -213,7 +271,7 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
         return e;
     struct ad_transition t;
     if (x->lease_id != NULL) {
-        if (report_replay(x->job, x->lease_id, AD_EV_CANCEL_ACK))
+        if (report_replay(c, x->job, x->lease_id, AD_EV_CANCEL_ACK))
             return AD_E_OK;
         if (!lease_live(x->job, x->lease_id, x->now))
             return ad_status_terminal(x->job->status) ? AD_E_ILLEGAL_TRANSITION : AD_E_STALE_LEASE;
@@ -225,8 +283,10 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
     }
     if (e != AD_E_OK)
         return e;
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, x->job);
     apply_transition(x->job, &t, x->now);
-    return st->job_update(c, x->job);
+    return log_event(c, x->job, &prev, st->job_update(c, x->job));
 }
 
 static void cancel_destroy(struct ad_op *op)
@@ -255,7 +315,7 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     if (e != AD_E_OK)
         return e;
     if (old->status != AD_FAILED && old->status != AD_CANCELLED) {
-        ad_job_free(old);
+        x->job = old; /* lets the answer say what state the job is in */
         return AD_E_ILLEGAL_TRANSITION;
     }
     struct ad_job *j = ad_job_new();
@@ -279,7 +339,9 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     }
     ad_job_free(old);
     x->job = j;
-    return st->job_insert(c, j);
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, NULL);
+    return log_event(c, j, &prev, st->job_insert(c, j));
 }
 
 static void retry_destroy(struct ad_op *op)
@@ -300,34 +362,35 @@ struct ad_retry_op *ad_retry_op_new(void)
     return x;
 }
 
+/* Lease one queued job to worker: running, a fresh lease id, attempt + 1, a new attempt history row. */
+static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now)
+{
+    struct ad_transition t;
+    ad_err e = ad_job_transition(j, AD_EV_LEASE, &t);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, j);
+    apply_transition(j, &t, now);
+    j->attempt++;
+    j->started_at = now;
+    j->progress = -1;
+    char *lid = ad_new_id("lse_");
+    ad_job_set(&j->lease_id, lid);
+    free(lid);
+    j->lease_expires_at = lease_until(j, now, lease_seconds);
+    ad_job_set(&j->worker, worker);
+    e = log_event(c, j, &prev, st->job_update(c, j));
+    return e == AD_E_OK ? st->attempt_start(c, j->id, j->attempt, worker, now) : e;
+}
+
 static ad_err lease_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_lease_op *x = (struct ad_lease_op *)op;
     ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
-    if (e != AD_E_OK)
-        return e;
-    for (size_t i = 0; i < x->leased.n; i++) {
-        struct ad_job *j = x->leased.items[i];
-        struct ad_transition t;
-        e = ad_job_transition(j, AD_EV_LEASE, &t);
-        if (e != AD_E_OK)
-            return e;
-        apply_transition(j, &t, x->now);
-        j->attempt++;
-        j->started_at = x->now;
-        j->progress = -1;
-        char *lid = ad_new_id("lse_");
-        ad_job_set(&j->lease_id, lid);
-        free(lid);
-        j->lease_expires_at = x->now + (int64_t)x->lease_seconds * 1000;
-        ad_job_set(&j->worker, x->worker);
-        e = st->job_update(c, j);
-        if (e == AD_E_OK)
-            e = st->attempt_start(c, j->id, j->attempt, x->worker, x->now);
-        if (e != AD_E_OK)
-            return e;
-    }
-    return AD_E_OK;
+    for (size_t i = 0; e == AD_E_OK && i < x->leased.n; i++)
+        e = lease_job(c, x->leased.items[i], x->lease_seconds, x->worker, x->now);
+    return e;
 }
 
 static void lease_destroy(struct ad_op *op)
@@ -357,7 +420,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     if (e != AD_E_OK)
         return e;
     struct ad_job *j = x->job;
-    if (report_replay(j, x->lease_id, x->event)) {
+    if (report_replay(c, j, x->lease_id, x->event)) {
         x->replayed = 1;
         return AD_E_OK;
     }
@@ -372,6 +435,8 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_OK)
             return e;
     }
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, j);
     if (x->event == AD_EV_RELEASE)
         j->attempt--;
     if (x->progress >= 0)
@@ -379,7 +444,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     if (x->message != NULL)
         ad_job_set(&j->message, x->message);
     if (x->lease_seconds > 0)
-        j->lease_expires_at = x->now + (int64_t)x->lease_seconds * 1000;
+        j->lease_expires_at = lease_until(j, x->now, x->lease_seconds);
     switch (x->event) {
     case AD_EV_COMPLETE:
     case AD_EV_COMPLETE_PARTIAL:
@@ -398,7 +463,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     apply_transition(j, &t, x->now);
     if (t.to == AD_QUEUED && x->event == AD_EV_FAIL)
         j->run_at = x->now + ad_core_backoff_ms(j->attempt);
-    return st->job_update(c, j);
+    return log_event(c, j, &prev, st->job_update(c, j));
 }
 
 static void report_destroy(struct ad_op *op)
@@ -444,10 +509,14 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
                                "\"status\":500,\"detail\":\"the worker stopped reporting and no attempts "
                                "remain\",\"code\":\"lease-expired\"}");
     }
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, j);
     apply_transition(j, &t, x->now);
+    /* The worker that lost this lease must hear 409 from now on, not a replay of someone's report. */
+    ad_job_set(&j->lease_id, NULL);
     x->changed = 1;
     e = st->attempt_end(c, j->id, x->now, attempt_outcome(AD_EV_LEASE_EXPIRED, t.to));
-    return e == AD_E_OK ? st->job_update(c, j) : e;
+    return log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
 }
 
 static void expire_destroy(struct ad_op *op)

@@ -24,10 +24,16 @@ struct ad_submit_op {
     char *idem_key;       /* NULL when none */
     char fingerprint[65]; /* hex SHA-256 of the request */
     int replayed;
+    /* Hand-off: a worker is already waiting for this type, so the new job is leased to it in the same
+     * transaction (one commit from submit to worker). 0 = no hand-off. */
+    int handoff_seconds;
+    char *handoff_worker;
     void *ctx;
+    void *handoff_ctx;
 };
 
-/* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job. */
+/* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job (also, unchanged, on
+ * AD_E_ILLEGAL_TRANSITION). */
 struct ad_cancel_op {
     struct ad_op op;
     char *tenant, *id, *lease_id;
@@ -36,7 +42,8 @@ struct ad_cancel_op {
     void *ctx;
 };
 
-/* Retry a failed or cancelled job as a new job with a fresh id (new_id set by the caller). Out: job (the new one). */
+/* Retry a failed or cancelled job as a new job with a fresh id (new_id set by the caller). Out: job (the new
+ * one; on AD_E_ILLEGAL_TRANSITION the old one, unchanged). */
 struct ad_retry_op {
     struct ad_op op;
     char *tenant, *id, *new_id;

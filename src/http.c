@@ -45,11 +45,15 @@ ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n,
     struct ad_buf methods;
     ad_buf_init(&methods, 256);
     ad_err result = AD_E_NOT_FOUND;
+    /* HEAD is GET without the body (h2o drops it), so it is routed as GET. */
+    h2o_iovec_t method = req->method;
+    if (h2o_memis(method.base, method.len, H2O_STRLIT("HEAD")))
+        method = h2o_iovec_init(H2O_STRLIT("GET"));
     for (size_t i = 0; i < n; i++) {
         h2o_iovec_t span = {NULL, 0};
         if (!match_pattern(table[i].pattern, path, &span))
             continue;
-        if (h2o_memis(req->method.base, req->method.len, table[i].method, strlen(table[i].method))) {
+        if (h2o_memis(method.base, method.len, table[i].method, strlen(table[i].method))) {
             *out = &table[i];
             *id = span.base != NULL ? h2o_mem_alloc_pool(&req->pool, span.len + 1) : NULL;
             if (*id != NULL) {
@@ -181,7 +185,8 @@ static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const ch
     ad_json_str(&b, ad_err_title(err));
     ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
     ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
-    char *instance = ad_strndup(req->path.base, req->path.len);
+    /* The path is echoed, but never more of it than a client could need to recognise its request. */
+    char *instance = ad_strndup(req->path.base, req->path.len < 512 ? req->path.len : 512);
     ad_buf_append(&b, ",\"instance\":", 12);
     ad_json_str(&b, instance);
     free(instance);
@@ -365,21 +370,38 @@ void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
     }
 }
 
-static void pending_dispose(void *p)
+struct ad_pending_link {
+    struct ad_pending *p;
+};
+
+static void pending_dispose(void *arg)
 {
-    struct ad_pending *pd = p;
-    if (pd->req == NULL)
+    struct ad_pending_link *link = arg;
+    struct ad_pending *p = link->p;
+    if (p == NULL)
         return;
-    pd->req = NULL;
-    if (pd->on_gone != NULL)
-        pd->on_gone(pd);
+    p->link = NULL;
+    p->req = NULL;
+    if (p->on_gone != NULL)
+        p->on_gone(p);
 }
 
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p))
 {
-    struct ad_pending *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), pending_dispose);
+    struct ad_pending *p = ad_calloc(1, sizeof(*p));
     p->req = req;
     p->owner = owner;
     p->on_gone = on_gone;
+    p->link = h2o_mem_alloc_shared(&req->pool, sizeof(*p->link), pending_dispose);
+    p->link->p = p;
     return p;
+}
+
+h2o_req_t *ad_pending_take(struct ad_pending *p)
+{
+    h2o_req_t *req = p->req;
+    if (p->link != NULL)
+        p->link->p = NULL;
+    free(p);
+    return req;
 }

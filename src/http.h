@@ -70,22 +70,19 @@ const char *ad_http_query(struct ad_request *r, const char *name);
 void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);
 
 /*
- * A request answered later (long polls, parked leases, writer completions). It lives in the request's pool;
- * when the client goes away first, req becomes NULL and on_gone (if set) runs, so the owner can clean up.
+ * A request answered later (writer completions, long polls, parked leases). It lives on the heap, not in
+ * the request's pool, so its owner can always look at it: when the client goes away first, h2o disposes
+ * the request, req becomes NULL and on_gone (if set) runs. Whoever finishes with it calls ad_pending_take
+ * exactly once: on_gone, or the code that answers.
  */
 struct ad_pending {
-    h2o_req_t *req;
-    void (*on_gone)(struct ad_pending *p);
+    h2o_req_t *req; /* NULL once the client is gone */
     void *owner;
+    void (*on_gone)(struct ad_pending *p);
+    struct ad_pending_link *link; /* in the request's pool while the request lives */
 };
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p));
-/* Detach before answering, so on_gone does not run after the owner is freed. */
-static inline h2o_req_t *ad_pending_take(struct ad_pending *p)
-{
-    h2o_req_t *req = p->req;
-    p->req = NULL;
-    p->on_gone = NULL;
-    return req;
-}
+/* Free p and return the request to answer, or NULL when the client went away. */
+h2o_req_t *ad_pending_take(struct ad_pending *p);
 
 #endif

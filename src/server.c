@@ -10,6 +10,7 @@
 #include "api.h"
 #include "core.h"
 #include "timer.h"
+#include "webhook.h"
 #include "writer.h"
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #define AD_CACHE_MAX 200000
 #define AD_TYPE_STATS_MAX 256
 #define AD_DEFAULT_RUN_MS 5000.0
+#define AD_DRAIN_MS 10000
 
 struct ad_server ad_srv;
 static volatile sig_atomic_t stop_requested;
@@ -156,6 +158,7 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
     if (changed) {
         const struct ad_job *j = e->job;
         ad_api_changes_notify(j->tenant);
+        ad_api_events_notify(e);
         if (j->status == AD_QUEUED && prev_status != AD_QUEUED) {
             if (j->run_at > ad_now_ms())
                 arm_runat_timer(j);
@@ -323,6 +326,10 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot start the writer: %s", err);
         return 1;
     }
+    if (ad_api_events_init(err, sizeof(err)) != 0) {
+        ad_error("%s", err);
+        return 1;
+    }
     if (recover_timers() != 0) {
         ad_error("cannot read running leases from the store");
         return 1;
@@ -335,6 +342,10 @@ int ad_server_run(struct ad_config *cfg)
     if (fd < 0)
         return 1;
     ad_srv.public_url = cfg->public_url != NULL ? ad_strdup(cfg->public_url) : ad_asprintf("http://%s", bound);
+    if (ad_webhook_start(cfg, ad_srv.store, ad_srv.public_url, err, sizeof(err)) != 0) {
+        ad_error("cannot start webhook delivery: %s", err);
+        return 1;
+    }
     h2o_socket_t *listener = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     h2o_socket_read_start(listener, on_accept);
 
@@ -358,13 +369,19 @@ int ad_server_run(struct ad_config *cfg)
      * answer sent before the process exits. */
     ad_info("shutting down");
     ad_srv.shutting_down = 1;
+    ad_api_events_shutdown();
     h2o_socket_read_stop(listener);
     h2o_socket_close(listener);
+    /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */
+    int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
+    while (!ad_writer_idle() && ad_mono_ms() < drain_until)
+        h2o_evloop_run(loop, 20);
+    ad_webhook_stop();
     ad_writer_stop();
     struct ad_writer_stats ws;
     ad_writer_stats(&ws);
-    ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing",
-            (unsigned long long)ws.ops, (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
+    ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing", (unsigned long long)ws.ops,
+            (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
     int64_t until = ad_mono_ms() + 500;
     while (ad_mono_ms() < until)
         h2o_evloop_run(loop, 50);

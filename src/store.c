@@ -49,3 +49,61 @@ void ad_attempt_list_free(struct ad_attempt_list *l)
     l->items = NULL;
     l->n = 0;
 }
+
+void ad_event_list_free(struct ad_event_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].kind);
+        free(l->items[i].data);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void ad_webhook_free(struct ad_webhook *w)
+{
+    if (w == NULL)
+        return;
+    free(w->id);
+    free(w->tenant);
+    free(w->url);
+    free(w->secret);
+    free(w->prev_secret);
+    free(w->disabled_reason);
+    free(w);
+}
+
+void ad_webhook_list_free(struct ad_webhook_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_webhook_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void ad_delivery_free(struct ad_delivery *d)
+{
+    if (d == NULL)
+        return;
+    free(d->id);
+    free(d->tenant);
+    free(d->webhook_id);
+    free(d->url);
+    free(d->event_id);
+    free(d->event_type);
+    free(d->job_id);
+    free(d->body);
+    free(d->last_error);
+    free(d);
+}
+
+void ad_delivery_list_free(struct ad_delivery_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_delivery_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}

@@ -49,6 +49,76 @@ struct ad_attempt_list {
 };
 void ad_attempt_list_free(struct ad_attempt_list *l);
 
+/* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
+ * event carries the job itself, rendered when it is sent). */
+struct ad_event {
+    int64_t seq;
+    char *kind;
+    char *data;
+};
+
+struct ad_event_list {
+    struct ad_event *items;
+    size_t n;
+};
+void ad_event_list_free(struct ad_event_list *l);
+
+/* A webhook endpoint of a tenant, or (url NULL) the tenant's callback secret, which signs the deliveries to its
+ * jobs' callbackUrl and is not listed as an endpoint. Secrets are sealed (sign.h), never plain. */
+struct ad_webhook {
+    char *id;
+    char *tenant;
+    char *url;
+    unsigned events;   /* bit (1 << AD_WHE_x) for each event type it receives (webhook.h) */
+    char *secret;      /* sealed */
+    char *prev_secret; /* sealed; signs too until prev_until (a rotation), or NULL */
+    int64_t prev_until;
+    int64_t created_at;
+    int64_t disabled_at; /* 0 = enabled */
+    char *disabled_reason;
+};
+
+struct ad_webhook_list {
+    struct ad_webhook **items;
+    size_t n;
+};
+void ad_webhook_free(struct ad_webhook *w);
+void ad_webhook_list_free(struct ad_webhook_list *l);
+
+/* A row of the webhook outbox: one event for one destination, and how its delivery went. */
+enum ad_delivery_state { AD_DLV_PENDING = 0, AD_DLV_DELIVERED = 1, AD_DLV_DEAD = 2 };
+struct ad_delivery {
+    int64_t seq; /* set by delivery_insert */
+    char *id;
+    char *tenant;
+    char *webhook_id;
+    char *url;
+    char *event_id;
+    char *event_type;
+    char *job_id;
+    char *body; /* the exact bytes that are signed and sent */
+    int64_t created_at;
+    enum ad_delivery_state state;
+    int attempts;
+    int64_t next_at; /* pending: when the next attempt is due */
+    int64_t last_at; /* 0 = never attempted */
+    int last_status; /* HTTP status of the last attempt, 0 = none (no answer) */
+    char *last_error;
+};
+
+struct ad_delivery_list {
+    struct ad_delivery **items;
+    size_t n;
+};
+void ad_delivery_free(struct ad_delivery *d);
+void ad_delivery_list_free(struct ad_delivery_list *l);
+
+/* An entry of the due queue: a pending delivery and when it is due. */
+struct ad_due {
+    int64_t seq;
+    int64_t next_at;
+};
+
 /* A list of jobs returned by a query; free with ad_job_list_free. */
 struct ad_job_list {
     struct ad_job **items;
@@ -105,6 +175,39 @@ struct ad_store_ops {
                        const char *job_id, int64_t now);
     /* Delete up to limit records created before `before`. */
     ad_err (*idem_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
+
+    /* The event log of a job (SSE), kept as long as the job's data. seq is the job's seq after the change. */
+    ad_err (*event_append)(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data);
+    /* Events of job_id with seq > after, oldest first, at most limit. */
+    ad_err (*events_after)(struct ad_conn *c, const char *job_id, int64_t after, int limit, struct ad_event_list *out);
+
+    /* A read-only snapshot on a reading connection: the queries until snapshot_end all see the same committed
+     * state, at the cost of one read lock (the webhook delivery thread reads a batch of rows this way). */
+    ad_err (*snapshot_begin)(struct ad_conn *c);
+    void (*snapshot_end)(struct ad_conn *c);
+    /* Webhook endpoints and callback secrets (webhook.h). webhook_put inserts, or replaces the row with w->id. */
+    ad_err (*webhook_put)(struct ad_conn *c, const struct ad_webhook *w);
+    /* By id (tenant NULL = any tenant), or with id NULL the tenant's callback secret. AD_E_NOT_FOUND when absent. */
+    ad_err (*webhook_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out);
+    /* A tenant's endpoints, oldest first; enabled_only leaves out disabled ones. */
+    ad_err (*webhook_list)(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out);
+    /* Delete an endpoint (never the callback secret) and its deliveries. AD_E_NOT_FOUND when absent. */
+    ad_err (*webhook_delete)(struct ad_conn *c, const char *tenant, const char *id);
+    /* The outbox. insert sets d->seq; update writes state, attempts, next_at and the last_* fields. */
+    ad_err (*delivery_insert)(struct ad_conn *c, struct ad_delivery *d);
+    ad_err (*delivery_update)(struct ad_conn *c, const struct ad_delivery *d);
+    /* By id within tenant, or (id NULL) by seq. AD_E_NOT_FOUND when absent. */
+    ad_err (*delivery_get)(struct ad_conn *c, const char *tenant, const char *id, int64_t seq,
+                           struct ad_delivery **out);
+    /* Pending deliveries soonest first, as (seq, next_at) only: at most limit into out, count in *n. */
+    ad_err (*delivery_due)(struct ad_conn *c, int limit, struct ad_due *out, size_t *n);
+    /* An endpoint's deliveries, newest first: seq < before (0 = from the newest), state -1 = any, at most limit. */
+    ad_err (*delivery_list)(struct ad_conn *c, const char *webhook_id, int state, int64_t before, int limit,
+                            struct ad_delivery_list *out);
+    /* Every pending delivery of an endpoint becomes dead with reason (the endpoint was disabled). */
+    ad_err (*delivery_abandon)(struct ad_conn *c, const char *webhook_id, const char *reason);
+    /* Delete up to limit delivered or dead deliveries created before `before`. */
+    ad_err (*delivery_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
 
     void (*close)(struct ad_store *s);
 };

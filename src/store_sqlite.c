@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,6 +142,56 @@ static const char *const migrations[] = {
     "CREATE INDEX attempts_job ON attempts (job_id, started_at);"
     "CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON jobs"
     " BEGIN DELETE FROM attempts WHERE job_id = old.id; END;",
+    /* 3: the event log of each job (SSE), id = the job's seq after the change. It lives as long as the job's
+     * data: emptied when the job is tombstoned (a done event would otherwise keep the result), removed with it. */
+    "CREATE TABLE job_events ("
+    " job_id TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " data TEXT,"
+    " PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+    "CREATE TRIGGER jobs_delete_events AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM job_events WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_tombstone_events AFTER UPDATE OF tombstoned ON jobs WHEN new.tombstoned = 1"
+    " BEGIN DELETE FROM job_events WHERE job_id = new.id; END;",
+    /* 4: webhooks. An endpoint row with url NULL is the tenant's callback secret. The outbox keeps one row per
+     * event and destination; deliveries_due holds only the pending ones, in due order, for the delivery thread. */
+    "CREATE TABLE webhooks ("
+    " id TEXT PRIMARY KEY,"
+    " tenant TEXT NOT NULL,"
+    " url TEXT,"
+    " events INTEGER NOT NULL,"
+    " secret TEXT NOT NULL,"
+    " prev_secret TEXT,"
+    " prev_until INTEGER,"
+    " created_at INTEGER NOT NULL,"
+    " disabled_at INTEGER,"
+    " disabled_reason TEXT);"
+    "CREATE INDEX webhooks_tenant ON webhooks (tenant, created_at) WHERE url IS NOT NULL;"
+    "CREATE UNIQUE INDEX webhooks_callback ON webhooks (tenant) WHERE url IS NULL;"
+    "CREATE TABLE deliveries ("
+    " seq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " tenant TEXT NOT NULL,"
+    " webhook_id TEXT NOT NULL,"
+    " url TEXT NOT NULL,"
+    " event_id TEXT NOT NULL,"
+    " event_type TEXT NOT NULL,"
+    " job_id TEXT NOT NULL,"
+    " body TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL,"
+    " next_at INTEGER,"
+    " last_at INTEGER,"
+    " last_status INTEGER,"
+    " last_error TEXT);"
+    "CREATE INDEX deliveries_due ON deliveries (next_at) WHERE state = 0;"
+    "CREATE INDEX deliveries_webhook ON deliveries (webhook_id);"
+    "CREATE INDEX deliveries_webhook_state ON deliveries (webhook_id, state);"
+    "CREATE INDEX deliveries_finished ON deliveries (created_at) WHERE state != 0;"
+    "CREATE TRIGGER webhooks_delete_deliveries AFTER DELETE ON webhooks"
+    " BEGIN DELETE FROM deliveries WHERE webhook_id = old.id; END;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -159,6 +210,12 @@ static const char *const migrations[] = {
 #define SQ_SEQ_FLOOR_SQL                                                                                               \
     "SELECT max(coalesce((SELECT max(seq) FROM jobs), 0),"                                                             \
     " coalesce((SELECT value FROM meta WHERE key = 'seq_floor'), 0))"
+
+#define SQ_WEBHOOK_COLS                                                                                                \
+    "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
+#define SQ_DELIVERY_COLS                                                                                               \
+    "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
+    " last_at, last_status, last_error"
 
 enum sq_stmt {
     ST_BEGIN,
@@ -189,6 +246,23 @@ enum sq_stmt {
     ST_ATTEMPT_START,
     ST_ATTEMPT_END,
     ST_ATTEMPT_LIST,
+    ST_EVENT_APPEND,
+    ST_EVENTS_AFTER,
+    ST_SNAPSHOT,
+    ST_WEBHOOK_PUT,
+    ST_WEBHOOK_GET,
+    ST_WEBHOOK_CALLBACK,
+    ST_WEBHOOK_LIST,
+    ST_WEBHOOK_DELETE,
+    ST_DELIVERY_INSERT,
+    ST_DELIVERY_UPDATE,
+    ST_DELIVERY_GET,
+    ST_DELIVERY_GET_SEQ,
+    ST_DELIVERY_DUE,
+    ST_DELIVERY_LIST,
+    ST_DELIVERY_LIST_STATE,
+    ST_DELIVERY_ABANDON,
+    ST_DELIVERY_SWEEP,
     ST__COUNT
 };
 
@@ -238,11 +312,41 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_ATTEMPT_END] = "UPDATE attempts SET ended_at = ?2, outcome = ?3 WHERE job_id = ?1 AND ended_at IS NULL",
     [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = ?1"
                         " ORDER BY started_at, rowid",
+    [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES (?1, ?2, ?3, ?4)",
+    [ST_EVENTS_AFTER] =
+        "SELECT seq, kind, data FROM job_events WHERE job_id = ?1 AND seq > ?2 ORDER BY job_id, seq LIMIT ?3",
+    [ST_SNAPSHOT] = "BEGIN DEFERRED",
+    [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" SQ_WEBHOOK_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                       " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
+                       " secret = excluded.secret, prev_secret = excluded.prev_secret,"
+                       " prev_until = excluded.prev_until, disabled_at = excluded.disabled_at,"
+                       " disabled_reason = excluded.disabled_reason",
+    [ST_WEBHOOK_GET] = "SELECT " SQ_WEBHOOK_COLS " FROM webhooks WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_WEBHOOK_CALLBACK] = "SELECT " SQ_WEBHOOK_COLS " FROM webhooks WHERE tenant = ?1 AND url IS NULL",
+    [ST_WEBHOOK_LIST] = "SELECT " SQ_WEBHOOK_COLS " FROM webhooks WHERE tenant = ?1 AND url IS NOT NULL"
+                        " AND (?2 = 0 OR disabled_at IS NULL) ORDER BY created_at, rowid",
+    [ST_WEBHOOK_DELETE] = "DELETE FROM webhooks WHERE id = ?1 AND tenant = ?2 AND url IS NOT NULL",
+    [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (" SQ_DELIVERY_COLS ")"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    [ST_DELIVERY_UPDATE] = "UPDATE deliveries SET state = ?2, attempts = ?3, next_at = ?4, last_at = ?5,"
+                           " last_status = ?6, last_error = ?7 WHERE seq = ?1",
+    [ST_DELIVERY_GET] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE id = ?1 AND tenant = ?2",
+    [ST_DELIVERY_GET_SEQ] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE seq = ?1",
+    [ST_DELIVERY_DUE] = "SELECT seq, next_at FROM deliveries WHERE state = 0 ORDER BY next_at, seq LIMIT ?1",
+    [ST_DELIVERY_LIST] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1 AND seq < ?2"
+                         " ORDER BY seq DESC LIMIT ?3",
+    [ST_DELIVERY_LIST_STATE] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1"
+                               " AND state = ?4 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+    [ST_DELIVERY_ABANDON] = "UPDATE deliveries SET state = 2, next_at = NULL, last_error = ?2"
+                            " WHERE webhook_id = ?1 AND state = 0",
+    [ST_DELIVERY_SWEEP] = "DELETE FROM deliveries"
+                          " WHERE seq IN (SELECT seq FROM deliveries WHERE state != 0 AND created_at < ?1 LIMIT ?2)",
 };
 
 struct sq_store {
     struct ad_store base;
-    char *path; /* <dir>/acceptd.db */
+    char *path;  /* <dir>/acceptd.db */
+    int lock_fd; /* <dir>/acceptd.lock, flock()ed while the store is open; -1 when not held */
 };
 
 struct ad_conn {
@@ -886,6 +990,327 @@ static ad_err sq_attempt_list(struct ad_conn *c, const char *job_id, struct ad_a
     return e;
 }
 
+/* ---- job events ---- */
+
+static ad_err sq_event_append(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_EVENT_APPEND) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, seq);
+    bind_TEXT(st, 3, kind);
+    bind_TEXT(st, 4, data);
+    return run(c, st, "append job event");
+}
+
+static ad_err sq_events_after(struct ad_conn *c, const char *job_id, int64_t after, int limit,
+                              struct ad_event_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *st = stmt(c, ST_EVENTS_AFTER);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, after);
+    sqlite3_bind_int(st, 3, limit);
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap != 0 ? cap * 2 : 8;
+            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
+        }
+        struct ad_event *ev = &out->items[out->n++];
+        ev->seq = sqlite3_column_int64(st, 0);
+        ev->kind = read_TEXT(st, 1);
+        ev->data = read_TEXT(st, 2);
+    }
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "list job events");
+    done(st);
+    if (e != AD_E_OK)
+        ad_event_list_free(out);
+    return e;
+}
+
+/* ---- webhooks ---- */
+
+/* A read transaction: one snapshot (and one WAL read lock) for a run of queries. */
+static ad_err sq_snapshot_begin(struct ad_conn *c)
+{
+    return run_id(c, ST_SNAPSHOT, "begin snapshot");
+}
+
+static void sq_snapshot_end(struct ad_conn *c)
+{
+    if (!sqlite3_get_autocommit(c->db))
+        run_id(c, ST_ROLLBACK, "end snapshot");
+}
+
+static struct ad_webhook *read_webhook(sqlite3_stmt *st)
+{
+    struct ad_webhook *w = ad_calloc(1, sizeof(*w));
+    w->id = read_TEXT(st, 0);
+    w->tenant = read_TEXT(st, 1);
+    w->url = read_TEXT(st, 2);
+    w->events = (unsigned)sqlite3_column_int64(st, 3);
+    w->secret = read_TEXT(st, 4);
+    w->prev_secret = read_TEXT(st, 5);
+    w->prev_until = read_TIME(st, 6);
+    w->created_at = read_TIME(st, 7);
+    w->disabled_at = read_TIME(st, 8);
+    w->disabled_reason = read_TEXT(st, 9);
+    return w;
+}
+
+/* Step a bound webhook select to the end into out (which it starts empty), then reset it. */
+static ad_err fetch_webhooks(struct ad_conn *c, sqlite3_stmt *st, struct ad_webhook_list *out, const char *what)
+{
+    *out = (struct ad_webhook_list){0};
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap != 0 ? cap * 2 : 4;
+            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
+        }
+        out->items[out->n++] = read_webhook(st);
+    }
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
+    done(st);
+    if (e != AD_E_OK)
+        ad_webhook_list_free(out);
+    return e;
+}
+
+static ad_err sq_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_WEBHOOK_PUT) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, w->id);
+    bind_TEXT(st, 2, w->tenant);
+    bind_TEXT(st, 3, w->url);
+    sqlite3_bind_int64(st, 4, w->events);
+    bind_TEXT(st, 5, w->secret);
+    bind_TEXT(st, 6, w->prev_secret);
+    bind_TIME(st, 7, w->prev_until);
+    sqlite3_bind_int64(st, 8, w->created_at);
+    bind_TIME(st, 9, w->disabled_at);
+    bind_TEXT(st, 10, w->disabled_reason);
+    return run(c, st, "put webhook");
+}
+
+static ad_err sq_webhook_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = stmt(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    if (id != NULL) {
+        bind_TEXT(st, 1, id);
+        bind_TEXT(st, 2, tenant);
+    } else {
+        bind_TEXT(st, 1, tenant);
+    }
+    struct ad_webhook_list l;
+    ad_err e = fetch_webhooks(c, st, &l, "get webhook");
+    if (e == AD_E_OK && l.n == 0)
+        e = AD_E_NOT_FOUND;
+    if (e == AD_E_OK) {
+        *out = l.items[0];
+        l.items[0] = NULL;
+    }
+    ad_webhook_list_free(&l);
+    return e;
+}
+
+static ad_err sq_webhook_list(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out)
+{
+    *out = (struct ad_webhook_list){0};
+    sqlite3_stmt *st = stmt(c, ST_WEBHOOK_LIST);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, tenant);
+    sqlite3_bind_int(st, 2, enabled_only);
+    return fetch_webhooks(c, st, out, "list webhooks");
+}
+
+static ad_err sq_webhook_delete(struct ad_conn *c, const char *tenant, const char *id)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_WEBHOOK_DELETE) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, id);
+    bind_TEXT(st, 2, tenant);
+    e = run(c, st, "delete webhook");
+    return e == AD_E_OK && sqlite3_changes(c->db) == 0 ? AD_E_NOT_FOUND : e;
+}
+
+static struct ad_delivery *read_delivery(sqlite3_stmt *st)
+{
+    struct ad_delivery *d = ad_calloc(1, sizeof(*d));
+    d->seq = sqlite3_column_int64(st, 0);
+    d->id = read_TEXT(st, 1);
+    d->tenant = read_TEXT(st, 2);
+    d->webhook_id = read_TEXT(st, 3);
+    d->url = read_TEXT(st, 4);
+    d->event_id = read_TEXT(st, 5);
+    d->event_type = read_TEXT(st, 6);
+    d->job_id = read_TEXT(st, 7);
+    d->body = read_TEXT(st, 8);
+    d->created_at = read_TIME(st, 9);
+    d->state = (enum ad_delivery_state)sqlite3_column_int(st, 10);
+    d->attempts = sqlite3_column_int(st, 11);
+    d->next_at = read_TIME(st, 12);
+    d->last_at = read_TIME(st, 13);
+    d->last_status = sqlite3_column_int(st, 14);
+    d->last_error = read_TEXT(st, 15);
+    return d;
+}
+
+static ad_err fetch_deliveries(struct ad_conn *c, sqlite3_stmt *st, struct ad_delivery_list *out, const char *what)
+{
+    *out = (struct ad_delivery_list){0};
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap != 0 ? cap * 2 : 8;
+            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
+        }
+        out->items[out->n++] = read_delivery(st);
+    }
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
+    done(st);
+    if (e != AD_E_OK)
+        ad_delivery_list_free(out);
+    return e;
+}
+
+static ad_err sq_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_INSERT) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, d->id);
+    bind_TEXT(st, 2, d->tenant);
+    bind_TEXT(st, 3, d->webhook_id);
+    bind_TEXT(st, 4, d->url);
+    bind_TEXT(st, 5, d->event_id);
+    bind_TEXT(st, 6, d->event_type);
+    bind_TEXT(st, 7, d->job_id);
+    bind_TEXT(st, 8, d->body);
+    sqlite3_bind_int64(st, 9, d->created_at);
+    sqlite3_bind_int(st, 10, (int)d->state);
+    sqlite3_bind_int(st, 11, d->attempts);
+    bind_TIME(st, 12, d->next_at);
+    bind_TIME(st, 13, d->last_at);
+    sqlite3_bind_int(st, 14, d->last_status);
+    bind_TEXT(st, 15, d->last_error);
+    e = run(c, st, "insert delivery");
+    if (e == AD_E_OK)
+        d->seq = sqlite3_last_insert_rowid(c->db);
+    return e;
+}
+
+static ad_err sq_delivery_update(struct ad_conn *c, const struct ad_delivery *d)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_UPDATE) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_bind_int64(st, 1, d->seq);
+    sqlite3_bind_int(st, 2, (int)d->state);
+    sqlite3_bind_int(st, 3, d->attempts);
+    bind_TIME(st, 4, d->state == AD_DLV_PENDING ? d->next_at : 0);
+    bind_TIME(st, 5, d->last_at);
+    sqlite3_bind_int(st, 6, d->last_status);
+    bind_TEXT(st, 7, d->last_error);
+    e = run(c, st, "update delivery");
+    return e == AD_E_OK && sqlite3_changes(c->db) == 0 ? AD_E_NOT_FOUND : e;
+}
+
+static ad_err sq_delivery_get(struct ad_conn *c, const char *tenant, const char *id, int64_t seq,
+                              struct ad_delivery **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = stmt(c, id != NULL ? ST_DELIVERY_GET : ST_DELIVERY_GET_SEQ);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    if (id != NULL) {
+        bind_TEXT(st, 1, id);
+        bind_TEXT(st, 2, tenant);
+    } else {
+        sqlite3_bind_int64(st, 1, seq);
+    }
+    struct ad_delivery_list l;
+    ad_err e = fetch_deliveries(c, st, &l, "get delivery");
+    if (e == AD_E_OK && l.n == 0)
+        e = AD_E_NOT_FOUND;
+    if (e == AD_E_OK) {
+        *out = l.items[0];
+        l.items[0] = NULL;
+    }
+    ad_delivery_list_free(&l);
+    return e;
+}
+
+static ad_err sq_delivery_due(struct ad_conn *c, int limit, struct ad_due *out, size_t *n)
+{
+    *n = 0;
+    sqlite3_stmt *st = stmt(c, ST_DELIVERY_DUE);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    sqlite3_bind_int(st, 1, limit);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < (size_t)limit) {
+        out[*n].seq = sqlite3_column_int64(st, 0);
+        out[*n].next_at = sqlite3_column_int64(st, 1);
+        (*n)++;
+    }
+    ad_err e = rc == SQLITE_DONE || rc == SQLITE_ROW ? AD_E_OK : fail(c, rc, "due deliveries");
+    done(st);
+    return e;
+}
+
+static ad_err sq_delivery_list(struct ad_conn *c, const char *webhook_id, int state, int64_t before, int limit,
+                               struct ad_delivery_list *out)
+{
+    *out = (struct ad_delivery_list){0};
+    sqlite3_stmt *st = stmt(c, state >= 0 ? ST_DELIVERY_LIST_STATE : ST_DELIVERY_LIST);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_TEXT(st, 1, webhook_id);
+    sqlite3_bind_int64(st, 2, before > 0 ? before : INT64_MAX);
+    sqlite3_bind_int(st, 3, limit);
+    if (state >= 0)
+        sqlite3_bind_int(st, 4, state);
+    return fetch_deliveries(c, st, out, "list deliveries");
+}
+
+static ad_err sq_delivery_abandon(struct ad_conn *c, const char *webhook_id, const char *reason)
+{
+    ad_err e = check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_ABANDON) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    bind_TEXT(st, 1, webhook_id);
+    bind_TEXT(st, 2, reason);
+    return run(c, st, "abandon deliveries");
+}
+
+static ad_err sq_delivery_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
+{
+    *done_out = 0;
+    ad_err e = check_tx(c);
+    return e == AD_E_OK ? sweep_step(c, ST_DELIVERY_SWEEP, before, limit, done_out, "sweep deliveries") : e;
+}
+
 /* ---- opening ---- */
 
 static void sq_close(struct ad_store *s)
@@ -893,6 +1318,8 @@ static void sq_close(struct ad_store *s)
     struct sq_store *ss = (struct sq_store *)s;
     if (ss == NULL)
         return;
+    if (ss->lock_fd >= 0)
+        close(ss->lock_fd);
     free(ss->path);
     free(ss);
 }
@@ -923,6 +1350,21 @@ static const struct ad_store_ops sq_ops = {
     .idem_get = sq_idem_get,
     .idem_put = sq_idem_put,
     .idem_sweep = sq_idem_sweep,
+    .event_append = sq_event_append,
+    .events_after = sq_events_after,
+    .snapshot_begin = sq_snapshot_begin,
+    .snapshot_end = sq_snapshot_end,
+    .webhook_put = sq_webhook_put,
+    .webhook_get = sq_webhook_get,
+    .webhook_list = sq_webhook_list,
+    .webhook_delete = sq_webhook_delete,
+    .delivery_insert = sq_delivery_insert,
+    .delivery_update = sq_delivery_update,
+    .delivery_get = sq_delivery_get,
+    .delivery_due = sq_delivery_due,
+    .delivery_list = sq_delivery_list,
+    .delivery_abandon = sq_delivery_abandon,
+    .delivery_sweep = sq_delivery_sweep,
     .close = sq_close,
 };
 
@@ -1011,6 +1453,16 @@ struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)
     struct sq_store *s = ad_calloc(1, sizeof(*s));
     s->base.ops = &sq_ops;
     s->path = ad_asprintf("%s/acceptd.db", dir);
+    /* One daemon per data directory: a second one would run its own writer, timers and sweeper on the
+     * same rows. The lock goes away with the process, however it ends. */
+    char *lock_path = ad_asprintf("%s/acceptd.lock", dir);
+    s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(lock_path);
+    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "data directory %s is in use by another acceptd (%s)", dir, strerror(errno));
+        sq_close(&s->base);
+        return NULL;
+    }
     /* Create the file ourselves so it is private from the start; SQLite gives -wal and -shm the same mode. */
     int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {

@@ -18,6 +18,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct ad_op *head, **tail = &head;
 static size_t queued;
 static uint64_t stat_batches, stat_ops;
+static uint64_t submitted, delivered;          /* atomics: ops handed in, ops whose done() has run */
 static uint64_t stat_apply_ns, stat_commit_ns; /* written by the writer thread only */
 
 static uint64_t mono_ns(void)
@@ -32,6 +33,7 @@ static struct ad_conn *conn;
 static struct ad_store *store;
 static h2o_multithread_queue_t *mq;
 static h2o_multithread_receiver_t receiver;
+static void (*batch_hook)(void);
 
 static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
 {
@@ -40,6 +42,7 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
         h2o_linklist_unlink(&m->link);
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
         op->done(op);
+        __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -67,6 +70,9 @@ static void run_batch(struct ad_op *batch)
         __atomic_add_fetch(&stat_apply_ns, t1 - t0, __ATOMIC_RELAXED);
         __atomic_add_fetch(&stat_commit_ns, t2 - t1, __ATOMIC_RELAXED);
     }
+    void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
+    if (hook != NULL)
+        hook();
     while (batch != NULL) {
         struct ad_op *op = batch;
         batch = op->next;
@@ -144,8 +150,19 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
     return 0;
 }
 
+void ad_writer_set_batch_hook(void (*fn)(void))
+{
+    __atomic_store_n(&batch_hook, fn, __ATOMIC_RELEASE);
+}
+
+int ad_writer_idle(void)
+{
+    return __atomic_load_n(&submitted, __ATOMIC_RELAXED) == __atomic_load_n(&delivered, __ATOMIC_RELAXED);
+}
+
 void ad_writer_submit(struct ad_op *op)
 {
+    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
     op->next = NULL;
     op->err = AD_E_OK;
     op->msg.link.next = op->msg.link.prev = NULL;

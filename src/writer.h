@@ -33,6 +33,9 @@ static inline void ad_op_free(struct ad_op *op)
 
 /* Start the writer thread on its own connection to store; completions are delivered on loop. 0 or -1. */
 int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t errlen);
+/* Run fn on the writer thread after every batch's transaction has ended (committed or not), before the batch's
+ * completions are handed back; NULL removes it. The webhook outbox uses it to wake its delivery thread. */
+void ad_writer_set_batch_hook(void (*fn)(void));
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
@@ -43,6 +46,8 @@ struct ad_writer_stats {
     uint64_t batches, ops, apply_ns, commit_ns;
 };
 void ad_writer_stats(struct ad_writer_stats *out);
+/* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
+int ad_writer_idle(void);
 /* Number of operations queued and not yet applied. */
 size_t ad_writer_backlog(void);
 

@@ -36,7 +36,8 @@ describe('cancel', () => {
         it(`${how} on a terminal job -> 409 illegal-transition, job unchanged`, async () => {
             const { c, w } = tenant(d);
             const done = await runToSuccess(c, w);
-            assertProblem(await cancel(c, done.id), 409, 'illegal-transition');
+            const p = assertProblem(await cancel(c, done.id), 409, 'illegal-transition');
+            assert.match(p.detail, /is succeeded/, 'the detail says what state stands in the way');
             assert.equal((await getJob(c, done.id)).status, 'succeeded');
             const cancelled = await runToCancelled(c);
             const before = await c.get(`/v1/jobs/${cancelled.id}`);
@@ -126,7 +127,8 @@ describe('retry', () => {
         const queued = (await submit(c)).json.id;
         assertProblem(await c.post(`/v1/jobs/${queued}:retry`), 409, 'illegal-transition');
         const running = (await submitAndLease(c, w, { type: 'image.resize', payload: {} })).job.id;
-        assertProblem(await c.post(`/v1/jobs/${running}:retry`), 409, 'illegal-transition');
+        const p = assertProblem(await c.post(`/v1/jobs/${running}:retry`), 409, 'illegal-transition');
+        assert.match(p.detail, /is running/, 'the detail says what state stands in the way');
         const succeeded = (await runToSuccess(c, w, { type: 'email.send', payload: {} })).id;
         assertProblem(await c.post(`/v1/jobs/${succeeded}:retry`), 409, 'illegal-transition');
         assert.equal((await listAll(c)).length, 3);

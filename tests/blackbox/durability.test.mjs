@@ -95,7 +95,7 @@ describe('state survives kill -9', () => {
         const cancelled = await runToCancelled(c, { type: 'email.send', payload: {} });
         const idem = (await submit(c, { type: 'video.transcode', payload: { sourceUrl: 'https://example.com/i.mp4' } }, { headers: { 'idempotency-key': 'dur-1' } })).json;
         const running = await submitAndLease(c, w, { type: 'image.resize', payload: { px: 64 } }, { leaseSeconds: 2 });
-        expectStatus(await heartbeat(w, running.job.id, running.leaseId, { progress: 70 }), 200);
+        expectStatus(await heartbeat(w, running.job.id, running.leaseId, { progress: 70, leaseSeconds: 2 }), 200);
         const queued = (await submit(c, { type: 'email.send', payload: { to: 'x@example.com' } })).json;
 
         await d.kill9();
@@ -146,5 +146,20 @@ describe('SIGTERM during a burst of submits', () => {
         assert.deepEqual(exit, { code: 0, signal: null }, 'graceful shutdown did not exit 0');
         await d.restart();
         await assertAllThere(c, b);
+    });
+});
+
+describe('one daemon per data directory', () => {
+    it('a second daemon on the same data directory refuses to start, and the first keeps serving', async () => {
+        const d = await startDaemon({ config: standardConfig() });
+        try {
+            await assert.rejects(startDaemon({ config: standardConfig(), dataDir: d.dataDir }), /in use by another acceptd/);
+            assert.equal((await api(d, 'ka').get('/healthz')).status, 200);
+        } finally {
+            await d.stop();
+        }
+        // Once the first is gone, the directory is free again.
+        const again = await startDaemon({ config: standardConfig(), dataDir: d.dataDir });
+        await again.stop();
     });
 });

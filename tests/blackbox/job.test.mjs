@@ -17,6 +17,16 @@ describe('job resource', () => {
     });
     after(() => d?.stop());
 
+    it('HEAD answers like GET without a body', async () => {
+        const { c } = tenant(d);
+        const sent = await submit(c);
+        const get = expectStatus(await c.get(`/v1/jobs/${sent.json.id}`), 200);
+        const head = expectStatus(await c.req('HEAD', `/v1/jobs/${sent.json.id}`), 200);
+        assert.equal(head.text, '');
+        assert.equal(hget(head, 'etag'), hget(get, 'etag'));
+        assert.equal(hget(head, 'content-type'), hget(get, 'content-type'));
+    });
+
     it('GET answers every field with a strong ETag, no-cache and Retry-After while queued', async () => {
         const { c } = tenant(d);
         const sent = await submit(c, { type: 'report.export', payload: { month: '2025-02' }, priority: 'low' });

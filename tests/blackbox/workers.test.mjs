@@ -176,6 +176,17 @@ describe('reporting', () => {
         assert.ok(Date.parse(again.lastUpdatedAt) > Date.parse(seen.lastUpdatedAt), 'a bare heartbeat must move lastUpdatedAt');
     });
 
+    it('a heartbeat without leaseSeconds still extends the lease, by the default 30 s', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 2 });
+        const t0 = Date.now();
+        const hb = expectStatus(await heartbeat(w, l.job.id, l.leaseId, { progress: 1 }), 200);
+        const exp = Date.parse(hb.json.leaseExpiresAt);
+        assert.ok(exp >= t0 + 29_000 && exp <= Date.now() + 31_000, `leaseExpiresAt ${hb.json.leaseExpiresAt} not ~30 s ahead`);
+        await sleep(2500); // past the first lease: the job must still be ours
+        expectStatus(await heartbeat(w, l.job.id, l.leaseId), 200);
+    });
+
     it('heartbeat with progress out of 0-100 -> 422, nothing changes', async () => {
         const { c, w } = tenant(d);
         const l = await submitAndLease(c, w);
@@ -274,5 +285,19 @@ describe('reporting', () => {
         assert.equal(res.json.status, 'failed', res.text);
         assert.ok(res.json.error && typeof res.json.error === 'object', res.text);
         expectStatus(await lease(w, 'report.export', { wait: 0 }), 204);
+    });
+
+    it('timeoutSeconds bounds an attempt: heartbeats cannot keep the lease past it', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w, { type: 'report.export', payload: {}, maxAttempts: 1, timeoutSeconds: 1 }, { leaseSeconds: 30 });
+        // The lease was granted for 30 s but the attempt may only run 1 s.
+        assert.ok(Date.parse(l.leaseExpiresAt) - Date.parse(l.job.startedAt) <= 1000, JSON.stringify(l));
+        const hb = expectStatus(await heartbeat(w, l.job.id, l.leaseId, { leaseSeconds: 60 }), 200);
+        assert.ok(Date.parse(hb.json.leaseExpiresAt) - Date.parse(l.job.startedAt) <= 1000, hb.text);
+        const res = await waitUntil(() => c.get(`/v1/jobs/${l.job.id}`), (r) => r.json?.status !== 'running', {
+            timeoutMs: 10_000, what: 'the attempt to time out',
+        });
+        assert.equal(res.json.status, 'failed', res.text);
+        assert.equal(res.json.error.code, 'lease-expired', res.text);
     });
 });

@@ -639,6 +639,60 @@ static void test_load_file(void **state)
     ad_config_free(&cfg);
 }
 
+static void test_webhooks(void **state)
+{
+    (void)state;
+    struct ad_config cfg;
+    char err[256] = "";
+    ad_config_defaults(&cfg);
+    assert_int_equal(cfg.webhooks.nallow_networks, 0); /* nothing non-global is reachable by default */
+    assert_int_equal(cfg.webhooks.nretry_schedule, 10);
+    assert_int_equal(cfg.webhooks.retry_schedule_ms[0], 0);
+    assert_int_equal(cfg.webhooks.retry_schedule_ms[9], 86400 * SEC);
+    assert_int_equal(cfg.webhooks.timeout_seconds, 10);
+    assert_null(cfg.webhooks.secret_key);
+    ad_config_free(&cfg);
+
+    assert_int_equal(load(&cfg,
+                          "webhooks:\n"
+                          "  allowNetworks: [\"127.0.0.0/8\", \"::1/128\"]\n"
+                          "  retrySchedule: [0, 500ms, 2, 5m]\n"
+                          "  timeoutSeconds: 3\n"
+                          "  concurrency: 8\n"
+                          "  secretKey: AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
+                          "  keepDeliveries: 7d\n"
+                          "  rotationGrace: 0\n",
+                          err, sizeof err),
+                     0);
+    assert_int_equal(cfg.webhooks.nallow_networks, 2);
+    assert_string_equal(cfg.webhooks.allow_networks[1], "::1/128");
+    assert_int_equal(cfg.webhooks.nretry_schedule, 4);
+    assert_int_equal(cfg.webhooks.retry_schedule_ms[1], 500);
+    assert_int_equal(cfg.webhooks.retry_schedule_ms[2], 2 * SEC);
+    assert_int_equal(cfg.webhooks.retry_schedule_ms[3], 300 * SEC);
+    assert_int_equal(cfg.webhooks.timeout_seconds, 3);
+    assert_int_equal(cfg.webhooks.concurrency, 8);
+    assert_non_null(cfg.webhooks.secret_key);
+    assert_int_equal(cfg.webhooks.keep_ms, 7 * DAY);
+    assert_int_equal(cfg.webhooks.rotation_grace_ms, 0);
+    ad_config_free(&cfg);
+
+    expect_error("webhooks: { allowNetworks: [10.1.2.3/8] }\n", "webhooks.allowNetworks[0]: expected a network");
+    expect_error("webhooks: { allowNetworks: [localhost] }\n", "webhooks.allowNetworks[0]");
+    expect_error("webhooks: { allowNetworks: 127.0.0.0/8 }\n", "webhooks.allowNetworks: expected a list");
+    expect_error("webhooks: { retrySchedule: [] }\n", "webhooks.retrySchedule: expected a list of 1 to 100 delays");
+    expect_error("webhooks: { retrySchedule: [0, soon] }\n", "webhooks.retrySchedule[1]: expected seconds");
+    expect_error("webhooks: { retrySchedule: [8d] }\n", "webhooks.retrySchedule[0]");
+    expect_error("webhooks: { timeoutSeconds: 0 }\n", "webhooks.timeoutSeconds");
+    expect_error("webhooks: { concurrency: 0 }\n", "webhooks.concurrency");
+    expect_error("webhooks: { retries: 3 }\n", "unknown key 'retries' in webhooks");
+    /* A bad key is described, never quoted. */
+    expect_error("webhooks: { secretKey: c2VjcmV0LXZhbHVl }\n", "webhooks.secretKey: expected base64 of 32 bytes");
+    load(&cfg, "webhooks: { secretKey: c2VjcmV0LXZhbHVl }\n", err, sizeof err);
+    ad_config_free(&cfg);
+    assert_null(strstr(err, "c2VjcmV0LXZhbHVl"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -657,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_public_url_and_data),
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_webhooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,8 +162,8 @@ static void test_open_creates_private_dir_and_schema(void **state)
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT max(version), count(*) FROM schema_version", -1, &st, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(st, 0), 2); /* one row per migration applied */
-    assert_int_equal(sqlite3_column_int(st, 1), 2);
+    assert_int_equal(sqlite3_column_int(st, 0), 4); /* one row per migration applied */
+    assert_int_equal(sqlite3_column_int(st, 1), 4);
     sqlite3_finalize(st);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -609,6 +609,48 @@ static void test_sweep_tombstones_then_deletes(void **state)
     ad_job_free(g);
 }
 
+static void events(struct fx *f, const char *job, int64_t after, int limit, const char *want)
+{
+    struct ad_event_list l;
+    assert_int_equal(f->s->ops->events_after(f->c, job, after, limit, &l), AD_E_OK);
+    char got[256] = "";
+    for (size_t i = 0; i < l.n; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld:%s:%s", i ? " " : "", (long long)l.items[i].seq,
+                 l.items[i].kind, l.items[i].data != NULL ? l.items[i].data : "-");
+    ad_event_list_free(&l);
+    assert_str_eq(got, want, "events");
+}
+
+/* The event log: rows come back by seq after a cursor, a page at a time; tombstoning a job empties its log
+ * (a done event must not outlive the result) and deleting the job removes it; other jobs keep theirs. */
+static void test_job_events(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    const int64_t tomb = 1000;
+    insert_expiring(f, "ev", T0);
+    insert_new(f, "other", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(ops->event_append(f->c, "ev", 10, "status", "{\"s\":1}"), AD_E_OK);
+    assert_int_equal(ops->event_append(f->c, "other", 11, "status", "{\"o\":1}"), AD_E_OK);
+    assert_int_equal(ops->event_append(f->c, "ev", 12, "progress", "{\"p\":5}"), AD_E_OK);
+    assert_int_equal(ops->event_append(f->c, "ev", 13, "done", NULL), AD_E_OK);
+    assert_int_not_equal(ops->event_append(f->c, "ev", 12, "progress", "{}"), AD_E_OK); /* one event per seq */
+
+    events(f, "ev", 0, 100, "10:status:{\"s\":1} 12:progress:{\"p\":5} 13:done:-");
+    events(f, "ev", 10, 1, "12:progress:{\"p\":5}");
+    events(f, "ev", 13, 100, "");
+    events(f, "nope", 0, 100, "");
+
+    int n;
+    assert_int_equal(ops->sweep(f->c, T0, tomb, 10, &n), AD_E_OK); /* tombstones ev */
+    events(f, "ev", 0, 100, "");
+    assert_int_equal(ops->event_append(f->c, "ev", 14, "status", "{}"), AD_E_OK);
+    assert_int_equal(ops->sweep(f->c, T0 + tomb, tomb, 10, &n), AD_E_OK); /* deletes ev */
+    assert_not_found(f, NULL, "ev");
+    events(f, "ev", 0, 100, "");
+    events(f, "other", 0, 100, "11:status:{\"o\":1}");
+}
+
 static void test_idempotency_records(void **state)
 {
     struct fx *f = *state;
@@ -869,6 +911,7 @@ static void test_every_statement_uses_an_index(void **state)
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM jobs", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM idempotency", "idempotency_created");
+    assert_plan_uses(db, "FROM job_events WHERE", "PRIMARY KEY");
     assert_plan_uses(db, "cseq < ?2 ORDER BY", "jobs_tenant_cseq");
     assert_plan_uses(db, "cseq < ?2 AND status = ?3 ORDER BY", "jobs_tenant_status");
     assert_plan_uses(db, "cseq < ?2 AND type = ?4 ORDER BY", "jobs_tenant_type");
@@ -897,6 +940,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_savepoints_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_connection_sees_only_committed_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_statement_uses_an_index, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,272 @@
+/*
+ * sse.c - SSE streams on h2o's generator interface (sse.h).
+ *
+ * h2o lets a response have one write in flight: h2o_send() hands it bytes that must stay valid until h2o
+ * calls the generator's proceed(). So each stream has two buffers: `sent` (in flight) and `out` (queued).
+ * proceed() frees `sent` and swaps `out` in. An idle stream therefore holds no buffer at all.
+ *
+ * A stream whose final write has not completed after two heartbeat periods has a client that stopped reading
+ * (or vanished). On HTTP/1 its socket is shut down, which makes h2o fail the write and dispose of the
+ * request. On HTTP/2 the connection may carry other, healthy streams, so a stalled stream is left to HTTP/2
+ * flow control; its memory is bounded by the backlog cap either way.
+ */
+#include "sse.h"
+#include "timer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static int64_t heartbeat_ms = 15000;
+static size_t backlog_max = 1024 * 1024;
+static h2o_linklist_t streams = {&streams, &streams}; /* every stream until disposed, oldest write first */
+static size_t nstreams;
+static struct ad_timer heartbeat_timer;
+
+static void heartbeat_fire(struct ad_timer *t);
+
+void ad_sse_configure(int64_t hb_ms, size_t backlog_bytes)
+{
+    heartbeat_ms = hb_ms > 0 ? hb_ms : 15000;
+    backlog_max = backlog_bytes > 0 ? backlog_bytes : 1024 * 1024;
+}
+
+size_t ad_sse_count(void)
+{
+    return nstreams;
+}
+
+int ad_sse_frame(struct ad_buf *b, int64_t id, const char *name, const char *data, size_t len)
+{
+    int rc = 0;
+    if (id >= 0)
+        rc |= ad_buf_printf(b, "id: %lld\n", (long long)id);
+    if (name != NULL)
+        rc |= ad_buf_printf(b, "event: %s\n", name);
+    /* A line break inside data (CR, LF or CRLF) would end the field: each line gets its own "data:". */
+    const char *p = data, *end = data + len;
+    for (;;) {
+        const char *eol = p;
+        while (eol < end && *eol != '\n' && *eol != '\r')
+            eol++;
+        rc |= ad_buf_append(b, "data: ", 6);
+        rc |= ad_buf_append(b, p, (size_t)(eol - p));
+        rc |= ad_buf_append(b, "\n", 1);
+        if (eol == end)
+            break;
+        p = eol + (*eol == '\r' && eol + 1 < end && eol[1] == '\n' ? 2 : 1);
+    }
+    rc |= ad_buf_append(b, "\n", 1);
+    return rc != 0 ? -1 : 0;
+}
+
+/* Mark a write: the stream moves to the end of the heartbeat list. */
+static void touch(struct ad_sse *s)
+{
+    s->last_write = ad_mono_ms();
+    if (h2o_linklist_is_linked(&s->idle))
+        h2o_linklist_unlink(&s->idle);
+    h2o_linklist_insert(&streams, &s->idle);
+    if (!ad_timer_armed(&heartbeat_timer)) {
+        heartbeat_timer.cb = heartbeat_fire;
+        ad_timer_arm(&heartbeat_timer, s->last_write + heartbeat_ms);
+    }
+}
+
+static void end(struct ad_sse *s)
+{
+    if (s->ended)
+        return;
+    s->ended = 1;
+    s->cb->on_close(s);
+}
+
+/* Hand the queued bytes to h2o unless a write is in flight. After a final write s may already be freed. */
+static void flush(struct ad_sse *s)
+{
+    if (s->sending || s->req == NULL || (s->out.len == 0 && !s->closing))
+        return;
+    struct ad_buf t = s->sent;
+    s->sent = s->out;
+    s->out = t;
+    s->sending = 1;
+    s->send_at = ad_mono_ms();
+    h2o_iovec_t buf = h2o_iovec_init(s->sent.data, s->sent.len);
+    h2o_send(s->req, &buf, buf.len != 0 ? 1 : 0, s->closing ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+}
+
+static void on_proceed(h2o_generator_t *g, h2o_req_t *req)
+{
+    struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
+    s->sending = 0;
+    ad_buf_free(&s->sent);
+    ad_buf_init(&s->sent, SIZE_MAX);
+    if (!s->closing && s->out.len == 0 && s->cb->on_drain != NULL) {
+        s->in_proceed = 1;
+        s->cb->on_drain(s);
+        s->in_proceed = 0;
+    }
+    flush(s);
+}
+
+static void on_stop(h2o_generator_t *g, h2o_req_t *req)
+{
+    struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
+    s->req = NULL;
+    end(s);
+}
+
+static void on_dispose(void *p)
+{
+    struct ad_sse *s = p;
+    s->req = NULL;
+    end(s);
+    if (h2o_linklist_is_linked(&s->idle))
+        h2o_linklist_unlink(&s->idle);
+    ad_buf_free(&s->out);
+    ad_buf_free(&s->sent);
+    nstreams--;
+}
+
+static void add_headers(h2o_req_t *req)
+{
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("text/event-stream"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
+    /* Proxies such as nginx buffer responses unless told not to. */
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-accel-buffering"), 0, NULL, H2O_STRLIT("no"));
+}
+
+static int retry_line(char *buf, size_t size, int64_t retry_ms)
+{
+    return snprintf(buf, size, "retry: %lld\n\n", (long long)retry_ms);
+}
+
+void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms)
+{
+    struct ad_sse *s = h2o_mem_alloc_shared(&req->pool, size, on_dispose);
+    memset(s, 0, size);
+    s->gen.proceed = on_proceed;
+    s->gen.stop = on_stop;
+    s->req = req;
+    s->cb = cb;
+    ad_buf_init(&s->out, SIZE_MAX);
+    ad_buf_init(&s->sent, SIZE_MAX);
+    nstreams++;
+    req->res.status = 200;
+    req->res.reason = "OK";
+    req->res.content_length = SIZE_MAX;
+    add_headers(req);
+    h2o_start_response(req, &s->gen);
+    char line[48];
+    ad_buf_append(&s->out, line, (size_t)retry_line(line, sizeof(line), retry_ms));
+    touch(s);
+    flush(s);
+    return s;
+}
+
+/* Drop the backlog and end the stream with a retry hint: the client resumes from the last whole event. */
+static void cut_off(struct ad_sse *s)
+{
+    ad_buf_free(&s->out);
+    ad_buf_init(&s->out, SIZE_MAX);
+    ad_sse_close(s, heartbeat_ms < 2000 ? heartbeat_ms : 2000);
+}
+
+int ad_sse_write(struct ad_sse *s, const char *frame, size_t len)
+{
+    if (s->closing || s->req == NULL)
+        return -1;
+    /* One event always fits, however large: a cap below the biggest event must not cut a stream forever. */
+    if (s->out.len != 0 && s->out.len + len > backlog_max) {
+        cut_off(s);
+        return -1;
+    }
+    ad_buf_append(&s->out, frame, len);
+    touch(s);
+    if (!s->in_proceed)
+        flush(s);
+    return 0;
+}
+
+int ad_sse_event(struct ad_sse *s, int64_t id, const char *name, const char *data, size_t len)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_sse_frame(&b, id, name, data, len);
+    int rc = ad_sse_write(s, b.data, b.len);
+    ad_buf_free(&b);
+    return rc;
+}
+
+void ad_sse_close(struct ad_sse *s, int64_t retry_ms)
+{
+    if (s->closing)
+        return;
+    s->closing = 1;
+    if (retry_ms > 0) {
+        char line[48];
+        ad_buf_append(&s->out, line, (size_t)retry_line(line, sizeof(line), retry_ms));
+    }
+    end(s);
+    if (!s->in_proceed)
+        flush(s);
+}
+
+int ad_sse_refuse(h2o_req_t *req, int64_t retry_ms)
+{
+    char line[48];
+    int n = retry_line(line, sizeof(line), retry_ms);
+    req->res.status = 200;
+    req->res.reason = "OK";
+    req->res.content_length = (size_t)n;
+    add_headers(req);
+    h2o_send_inline(req, line, (size_t)n);
+    return 0;
+}
+
+void ad_sse_close_all(int64_t retry_ms)
+{
+    h2o_linklist_t *node = streams.next;
+    while (node != &streams) {
+        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, node);
+        node = node->next;
+        uint32_t r;
+        ad_random_bytes((uint8_t *)&r, sizeof(r));
+        ad_sse_close(s, retry_ms + (int64_t)(r % (uint32_t)(retry_ms + 1)));
+    }
+}
+
+/* A client that has not taken a write for this long is not coming back for it. */
+static void kill_stalled(struct ad_sse *s)
+{
+    if (s->req == NULL || s->req->version >= 0x200)
+        return;
+    h2o_socket_t *sock = s->req->conn->callbacks->get_socket(s->req->conn);
+    if (sock != NULL)
+        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+}
+
+static void heartbeat_fire(struct ad_timer *t)
+{
+    int64_t now = ad_mono_ms();
+    while (!h2o_linklist_is_empty(&streams)) {
+        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, streams.next);
+        if (s->last_write + heartbeat_ms > now)
+            break;
+        if (!s->sending && s->out.len == 0 && !s->closing) {
+            ad_sse_write(s, ":\n\n", 3);
+            continue;
+        }
+        if (s->sending && now - s->send_at >= 2 * heartbeat_ms)
+            kill_stalled(s);
+        /* A write is still pending: look again one period later. */
+        h2o_linklist_unlink(&s->idle);
+        h2o_linklist_insert(&streams, &s->idle);
+        s->last_write = now;
+    }
+    if (!h2o_linklist_is_empty(&streams)) {
+        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, streams.next);
+        ad_timer_arm(&heartbeat_timer, s->last_write + heartbeat_ms);
+    }
+}

@@ -1,0 +1,78 @@
+/*
+ * sse.h - Server-Sent Events on h2o: the wire framing, one stream per request, a bounded backlog per stream
+ * and comment heartbeats.
+ *
+ * A stream is a 200 text/event-stream answer that stays open (chunked on HTTP/1.1, a long-lived stream on
+ * HTTP/2). Bytes queued on a stream wait in its backlog while the previous write is in flight; a backlog that
+ * would pass its cap cuts the stream off: what was queued is dropped, a "retry:" hint is sent and the stream
+ * closes, so the client reconnects and resumes from the last id it received. Events are only ever dropped
+ * whole, so that id is exact. Heartbeats come from one timer walking a list of streams ordered by their last
+ * write, so an idle stream costs no timer of its own.
+ *
+ * This file knows nothing of jobs, tenants or stores: what to send and when is the caller's (api_events.c).
+ * Event loop thread only.
+ */
+#ifndef AD_SSE_H
+#define AD_SSE_H
+
+#include <h2o.h>
+#include "util.h"
+
+struct ad_sse;
+
+struct ad_sse_callbacks {
+    /* The stream ended: closed by its owner, cut off, or the client went away. Called once; the owner unlinks
+     * the stream from whatever it hangs on. The memory stays valid until the request is disposed. */
+    void (*on_close)(struct ad_sse *s);
+    /* The backlog was handed to the connection and is empty: a good time to queue more (paging through a
+     * replay). May be NULL. */
+    void (*on_drain)(struct ad_sse *s);
+};
+
+struct ad_sse {
+    h2o_generator_t gen;
+    h2o_req_t *req; /* NULL once the request is gone */
+    const struct ad_sse_callbacks *cb;
+    struct ad_buf out;  /* queued, not yet handed to h2o */
+    struct ad_buf sent; /* handed to h2o, must stay valid until proceed */
+    int sending;        /* a write is in flight: wait for proceed before the next */
+    int closing;        /* no more events: the final write follows the backlog */
+    int ended;          /* on_close ran */
+    int in_proceed;
+    int64_t last_write;  /* monotonic ms of the last queued write (or heartbeat check) */
+    int64_t send_at;     /* monotonic ms when the write in flight was handed to h2o */
+    h2o_linklist_t idle; /* in the heartbeat list, oldest write first */
+};
+
+/* Limits for every stream: comment heartbeat period and backlog cap in bytes. */
+void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes);
+
+/* Start a 200 text/event-stream answer on req whose first line is "retry: <retry_ms>". The stream object is
+ * size bytes (a caller's struct starting with struct ad_sse), zeroed, owned by the request's pool. */
+void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms);
+
+/* Queue one framed event (ad_sse_frame). Returns 0, or -1 when the stream is closing or was cut off because
+ * the backlog would pass its cap (on_close has run then). */
+int ad_sse_write(struct ad_sse *s, const char *frame, size_t len);
+/* Frame and queue an event; as ad_sse_write. */
+int ad_sse_event(struct ad_sse *s, int64_t id, const char *name, const char *data, size_t len);
+/* Close the stream after what is queued, with a "retry:" hint first when retry_ms > 0. The stream must not
+ * be used afterwards. */
+void ad_sse_close(struct ad_sse *s, int64_t retry_ms);
+
+/* Append an event to b: "id: <id>\n" (when id >= 0), "event: <name>\n" (when name != NULL), then one "data:"
+ * line per line of data and a blank line. Returns 0, or -1 when b's cap is hit. */
+int ad_sse_frame(struct ad_buf *b, int64_t id, const char *name, const char *data, size_t len);
+
+/* Answer req with an SSE body that only says when to come back ("retry: <retry_ms>") and ends: how an
+ * overloaded or stopping server turns a client away without a 5xx (EventSource gives up on those). */
+int ad_sse_refuse(h2o_req_t *req, int64_t retry_ms);
+
+/* Close every open stream, each with a retry hint of retry_ms plus up to as much again at random (so that
+ * clients do not all come back at once). For shutdown. */
+void ad_sse_close_all(int64_t retry_ms);
+
+/* Open streams. */
+size_t ad_sse_count(void);
+
+#endif
