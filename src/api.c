@@ -216,6 +216,18 @@ int ad_verr_send(struct ad_verr *v, struct ad_request *r)
     return rc;
 }
 
+struct ad_pending *ad_api_write_begin(struct ad_request *r)
+{
+    return ad_pending_new(r->req, r, NULL);
+}
+
+struct ad_request *ad_api_write_take(void *ctx)
+{
+    struct ad_pending *p = ctx;
+    struct ad_request *r = p->owner;
+    return ad_pending_take(p) != NULL ? r : NULL;
+}
+
 int ad_api_fail(struct ad_request *r, ad_err err)
 {
     return ad_http_problem(r->req, err, NULL, NULL);

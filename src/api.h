@@ -31,6 +31,11 @@ int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
 /* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. */
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
+/* A request answered when its writer operation is done: begin returns the op's ctx; take (in done) gives the
+ * request back, or NULL when the client went away meanwhile. */
+struct ad_pending *ad_api_write_begin(struct ad_request *r);
+struct ad_request *ad_api_write_take(void *ctx);
+
 /* The problem for an ad_err coming back from the core. */
 int ad_api_fail(struct ad_request *r, ad_err err);
 

@@ -788,18 +788,10 @@ int ad_api_changes(struct ad_request *r)
 
 /* ---- cancel and retry ---- */
 
-/* A write's request, or NULL when the client went away while the writer worked. */
-static struct ad_request *write_take(void *ctx)
-{
-    struct ad_pending *p = ctx;
-    struct ad_request *r = p->owner;
-    return ad_pending_take(p) != NULL ? r : NULL;
-}
-
 static void cancel_done(struct ad_op *op)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;
-    struct ad_request *r = write_take(x->ctx);
+    struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
         e = ad_server_publish(x->job);
@@ -849,7 +841,7 @@ int ad_api_cancel(struct ad_request *r)
     x->id = ad_strdup(r->id);
     x->lease_id = lease_id;
     x->now = ad_now_ms();
-    x->ctx = ad_pending_new(r->req, r, NULL);
+    x->ctx = ad_api_write_begin(r);
     x->op.done = cancel_done;
     ad_writer_submit(&x->op);
     return 0;
@@ -858,7 +850,7 @@ int ad_api_cancel(struct ad_request *r)
 static void retry_done(struct ad_op *op)
 {
     struct ad_retry_op *x = (struct ad_retry_op *)op;
-    struct ad_request *r = write_take(x->ctx);
+    struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
         e = ad_server_publish(x->job);
@@ -883,7 +875,7 @@ int ad_api_retry(struct ad_request *r)
     x->id = ad_strdup(r->id);
     x->new_id = ad_new_id("job_");
     x->now = ad_now_ms();
-    x->ctx = ad_pending_new(r->req, r, NULL);
+    x->ctx = ad_api_write_begin(r);
     x->op.done = retry_done;
     ad_writer_submit(&x->op);
     return 0;

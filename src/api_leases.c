@@ -275,10 +275,7 @@ int ad_api_lease(struct ad_request *r)
 static void report_done(struct ad_op *op)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
-    struct ad_pending *pd = x->ctx;
-    struct ad_request *r = pd->owner;
-    if (ad_pending_take(pd) == NULL)
-        r = NULL;
+    struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     int64_t lease_until = 0;
     if (op->err == AD_E_OK) {
@@ -387,7 +384,7 @@ static int report(struct ad_request *r, enum ad_job_event event)
     x->tenant = ad_strdup(r->tenant);
     x->id = ad_strdup(r->id);
     x->now = ad_now_ms();
-    x->ctx = ad_pending_new(r->req, r, NULL);
+    x->ctx = ad_api_write_begin(r);
     x->op.done = report_done;
     ad_writer_submit(&x->op);
     return 0;

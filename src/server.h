@@ -42,7 +42,4 @@ struct ad_entry *ad_server_lookup(const char *tenant, const char *id);
 /* Estimated seconds until a client should look again (Retry-After), 1..30. */
 int ad_server_retry_after(const struct ad_job *job);
 
-/* Wake parked lease requests of tenant that can take a job of type. */
-void ad_server_kick(const char *tenant, const char *type);
-
 #endif

@@ -185,14 +185,6 @@ void ad_writer_stop(void)
     conn = NULL;
 }
 
-size_t ad_writer_backlog(void)
-{
-    pthread_mutex_lock(&mu);
-    size_t n = queued;
-    pthread_mutex_unlock(&mu);
-    return n;
-}
-
 void ad_writer_stats(struct ad_writer_stats *out)
 {
     pthread_mutex_lock(&mu);

@@ -48,7 +48,5 @@ struct ad_writer_stats {
 void ad_writer_stats(struct ad_writer_stats *out);
 /* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
 int ad_writer_idle(void);
-/* Number of operations queued and not yet applied. */
-size_t ad_writer_backlog(void);
 
 #endif
