@@ -179,19 +179,11 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
 
 void ad_api_leases_kick(const char *tenant, const char *type)
 {
-    for (h2o_linklist_t *node = ad_srv.parked.next; node != &ad_srv.parked; node = node->next) {
-        struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
-        if (strcmp(p->r->tenant, tenant) != 0)
-            continue;
-        for (size_t i = 0; i < p->ntypes; i++) {
-            if (strcmp(p->types[i], type) == 0) {
-                h2o_linklist_unlink(&p->link);
-                ad_timer_cancel(&p->timer);
-                lease_issue(p);
-                return;
-            }
-        }
-    }
+    int lease_seconds;
+    const char *worker;
+    struct parked *p = ad_api_leases_claim(tenant, type, &lease_seconds, &worker);
+    if (p != NULL)
+        lease_issue(p);
 }
 
 /* Read an optional integer member in [min, max] into *out. */
