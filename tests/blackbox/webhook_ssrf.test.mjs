@@ -68,12 +68,10 @@ describe('webhook SSRF guard without an allow-list', () => {
         for (const l of listeners) assert.equal(l.connections, 0, `${l.host} saw a connection`);
     });
 
-    it('refuses a name that resolves to loopback when it is dialled: a failed attempt, no connection', async (t) => {
+    it('refuses a name that resolves to loopback when it is dialled: a failed attempt, no connection', async () => {
         const alias = loopbackAlias();
-        if (alias === null) {
-            t.skip('no name other than localhost maps to loopback in /etc/hosts');
-            return;
-        }
+        // .ci/run makes sure there is one (the machine's own name usually is one already).
+        assert.ok(alias, 'this test needs a name other than localhost that /etc/hosts maps to loopback');
         const listener = listeners.find((l) => l.host === alias.addr) ?? (await startListener(alias.addr));
         if (!listeners.includes(listener)) listeners.push(listener);
         const tn = tenant(d);
