@@ -63,7 +63,7 @@ static int overloaded(const char *tenant)
 int ad_api_events_init(char *err, size_t errlen)
 {
     conf = &ad_srv.cfg->sse;
-    ad_sse_configure(conf->heartbeat_ms, conf->backlog_bytes);
+    ad_sse_configure(conf->heartbeat_ms, conf->backlog_bytes, conf->retry_ms);
     return ad_valet_init(ad_srv.cfg->signing_key, ad_srv.cfg->data_dir, err, errlen);
 }
 
@@ -133,7 +133,7 @@ static void job_send_done(struct job_stream *js, int64_t id, const struct ad_ent
 /* Queue the log's next page unless the client still has one to take. */
 static void job_pump(struct job_stream *js, const struct ad_entry *e)
 {
-    if (js->sse.closing || js->sse.out.len != 0)
+    if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
         return;
     struct ad_event_list l;
     if (ad_srv.store->ops->events_after(ad_srv.rconn, js->id, js->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
@@ -244,7 +244,7 @@ static int feed_match(const struct feed_stream *fs, const struct ad_job *j)
 /* Queue the change feed's next page(s) until something was queued or the feed is caught up. */
 static void feed_replay(struct feed_stream *fs)
 {
-    while (fs->replaying && !fs->sse.closing && fs->sse.out.len == 0) {
+    while (fs->replaying && !fs->sse.closing && ad_sse_backlog(&fs->sse) == 0) {
         struct ad_job_list l = {0};
         if (ad_srv.store->ops->job_changes(ad_srv.rconn, fs->tenant, fs->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
             ad_sse_close(&fs->sse, conf->retry_ms);
@@ -285,20 +285,25 @@ static const struct ad_sse_callbacks feed_callbacks = {feed_close, feed_drain};
 void ad_api_events_notify(const struct ad_entry *e)
 {
     const struct ad_job *j = e->job;
-    struct ad_buf frame;
-    ad_buf_init(&frame, SIZE_MAX);
+    struct ad_sse_chunk *frame = NULL; /* framed once, on the first stream that wants it, then shared */
     h2o_linklist_t *node = feeds.next;
     while (node != &feeds) {
         struct feed_stream *fs = H2O_STRUCT_FROM_MEMBER(struct feed_stream, link, node);
         node = node->next; /* a stream cut off below leaves the list */
         if (fs->replaying || j->seq <= fs->last || !feed_match(fs, j))
             continue;
-        if (frame.len == 0)
-            ad_sse_frame(&frame, j->seq, "job", e->body, e->len);
+        if (frame == NULL) {
+            struct ad_buf b;
+            ad_buf_init(&b, SIZE_MAX);
+            ad_sse_frame(&b, j->seq, "job", e->body, e->len);
+            frame = ad_sse_chunk_new(b.data, b.len);
+            ad_buf_free(&b);
+        }
         fs->last = j->seq;
-        ad_sse_write(&fs->sse, frame.data, frame.len);
+        ad_sse_write_chunk(&fs->sse, frame);
     }
-    ad_buf_free(&frame);
+    if (frame != NULL)
+        ad_sse_chunk_release(frame);
 }
 
 int ad_api_events(struct ad_request *r)

@@ -535,7 +535,12 @@ int ad_api_get_job(struct ad_request *r)
         return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "onComplete must be redirect or inline", NULL);
     int redirect = oc != NULL ? strcmp(oc, "redirect") == 0 : j->on_complete_redirect;
     if (redirect && (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL || j->status == AD_FAILED)) {
-        ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result", j->id);
+        /* A signed URL's reader keeps its signature: the result is covered by it too. */
+        if (r->roles == AD_API_SIGNED)
+            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%s&sig=%s", j->id,
+                            ad_http_query(r, "exp"), ad_http_query(r, "sig"));
+        else
+            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result", j->id);
         return ad_api_send_job(r, e, 303);
     }
     long long wait = 0;

@@ -10,6 +10,7 @@
 #include "api.h"
 #include "core.h"
 #include "timer.h"
+#include "tls.h"
 #include "webhook.h"
 #include "writer.h"
 
@@ -321,6 +322,14 @@ int ad_server_run(struct ad_config *cfg)
     h2o_context_init(&ad_srv.ctx, loop, &ad_srv.h2o);
     ad_srv.accept.ctx = &ad_srv.ctx;
     ad_srv.accept.hosts = ad_srv.h2o.hosts;
+    if (cfg->tls.cert != NULL || cfg->tls.key != NULL) {
+        ad_srv.accept.ssl_ctx = ad_tls_context(&cfg->tls, err, sizeof(err));
+        if (ad_srv.accept.ssl_ctx == NULL) {
+            ad_error("%s", err);
+            return 1;
+        }
+    }
+    const char *scheme = ad_srv.accept.ssl_ctx != NULL ? "https" : "http";
 
     if (ad_writer_start(ad_srv.store, loop, err, sizeof(err)) != 0) {
         ad_error("cannot start the writer: %s", err);
@@ -341,7 +350,7 @@ int ad_server_run(struct ad_config *cfg)
     int fd = open_listener(cfg, bound, sizeof(bound));
     if (fd < 0)
         return 1;
-    ad_srv.public_url = cfg->public_url != NULL ? ad_strdup(cfg->public_url) : ad_asprintf("http://%s", bound);
+    ad_srv.public_url = cfg->public_url != NULL ? ad_strdup(cfg->public_url) : ad_asprintf("%s://%s", scheme, bound);
     if (ad_webhook_start(cfg, ad_srv.store, ad_srv.public_url, err, sizeof(err)) != 0) {
         ad_error("cannot start webhook delivery: %s", err);
         return 1;
@@ -357,7 +366,7 @@ int ad_server_run(struct ad_config *cfg)
     if (ad_srv.open_mode)
         ad_warn("no keys configured: serving loopback clients only, all as tenant \"default\"");
     ad_info("store: %s in %s", ad_srv.store->ops->name, cfg->data_dir);
-    printf("acceptd: listening on http://%s\n", bound);
+    printf("acceptd: listening on %s://%s\n", scheme, bound);
     fflush(stdout);
 
     while (!stop_requested) {

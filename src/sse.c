@@ -2,13 +2,17 @@
  * sse.c - SSE streams on h2o's generator interface (sse.h).
  *
  * h2o lets a response have one write in flight: h2o_send() hands it bytes that must stay valid until h2o
- * calls the generator's proceed(). So each stream has two buffers: `sent` (in flight) and `out` (queued).
- * proceed() frees `sent` and swaps `out` in. An idle stream therefore holds no buffer at all.
+ * calls the generator's proceed(). So each stream has two queues of chunks: `sent` (in flight) and `out`
+ * (queued). proceed() releases `sent` and hands `out` over. A chunk fanned out to many streams is counted,
+ * not copied: with thousands of streams, a copy and a malloc per stream per event cost more than the rest of
+ * the fan-out together (the allocator churned and faulted pages in and out on every event).
  *
- * A stream whose final write has not completed after two heartbeat periods has a client that stopped reading
- * (or vanished). On HTTP/1 its socket is shut down, which makes h2o fail the write and dispose of the
- * request. On HTTP/2 the connection may carry other, healthy streams, so a stalled stream is left to HTTP/2
- * flow control; its memory is bounded by the backlog cap either way.
+ * Heartbeats: one timer ticks every quarter period and walks the streams, writing a comment on each that has
+ * been silent for three quarters of it, so a write costs a stream nothing but a timestamp. The same walk
+ * finds streams whose write has not completed for two periods: their client stopped reading or vanished. On
+ * HTTP/1 the socket is shut down, which makes h2o fail the write and dispose of the request. On HTTP/2 the
+ * connection may carry other, healthy streams, so a stalled stream is left to HTTP/2 flow control; its
+ * memory is bounded by the backlog cap either way.
  */
 #include "sse.h"
 #include "timer.h"
@@ -18,18 +22,23 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#define AD_SSE_MAX_IOV 256 /* chunks handed to h2o in one write */
+
 static int64_t heartbeat_ms = 15000;
 static size_t backlog_max = 1024 * 1024;
-static h2o_linklist_t streams = {&streams, &streams}; /* every stream until disposed, oldest write first */
+static int64_t cutoff_retry = 2000;
+static h2o_linklist_t streams = {&streams, &streams}; /* every stream until its request is disposed */
 static size_t nstreams;
 static struct ad_timer heartbeat_timer;
+static struct ad_sse_chunk heartbeat_chunk = {UINT32_MAX, 3, ":\n\n"};
 
 static void heartbeat_fire(struct ad_timer *t);
 
-void ad_sse_configure(int64_t hb_ms, size_t backlog_bytes)
+void ad_sse_configure(int64_t hb_ms, size_t backlog_bytes, int64_t cutoff_retry_ms)
 {
     heartbeat_ms = hb_ms > 0 ? hb_ms : 15000;
     backlog_max = backlog_bytes > 0 ? backlog_bytes : 1024 * 1024;
+    cutoff_retry = cutoff_retry_ms > 0 ? cutoff_retry_ms : 2000;
 }
 
 size_t ad_sse_count(void)
@@ -61,18 +70,58 @@ int ad_sse_frame(struct ad_buf *b, int64_t id, const char *name, const char *dat
     return rc != 0 ? -1 : 0;
 }
 
-/* Mark a write: the stream moves to the end of the heartbeat list. */
-static void touch(struct ad_sse *s)
+/* ---- chunks and queues ---- */
+
+struct ad_sse_chunk *ad_sse_chunk_new(const char *data, size_t len)
 {
-    s->last_write = ad_mono_ms();
-    if (h2o_linklist_is_linked(&s->idle))
-        h2o_linklist_unlink(&s->idle);
-    h2o_linklist_insert(&streams, &s->idle);
-    if (!ad_timer_armed(&heartbeat_timer)) {
-        heartbeat_timer.cb = heartbeat_fire;
-        ad_timer_arm(&heartbeat_timer, s->last_write + heartbeat_ms);
-    }
+    struct ad_sse_chunk *c = ad_malloc(sizeof(*c) + len);
+    char *copy = (char *)(c + 1);
+    memcpy(copy, data, len);
+    c->refs = 1;
+    c->len = (uint32_t)len;
+    c->data = copy;
+    return c;
 }
+
+void ad_sse_chunk_release(struct ad_sse_chunk *c)
+{
+    if (c->refs != UINT32_MAX && --c->refs == 0)
+        free(c);
+}
+
+static void queue_init(struct ad_sse_queue *q)
+{
+    q->v = q->inl;
+    q->cap = AD_SSE_INLINE;
+    q->n = 0;
+    q->bytes = 0;
+}
+
+static void queue_push(struct ad_sse_queue *q, struct ad_sse_chunk *c)
+{
+    if (q->n == q->cap) {
+        struct ad_sse_chunk **v = ad_malloc(2 * q->cap * sizeof(*v));
+        memcpy(v, q->v, q->n * sizeof(*v));
+        if (q->v != q->inl)
+            free(q->v);
+        q->v = v;
+        q->cap *= 2;
+    }
+    q->v[q->n++] = c;
+    q->bytes += c->len;
+}
+
+/* Release every chunk and any memory beyond the in-place room. */
+static void queue_clear(struct ad_sse_queue *q)
+{
+    for (uint32_t i = 0; i < q->n; i++)
+        ad_sse_chunk_release(q->v[i]);
+    if (q->v != q->inl)
+        free(q->v);
+    queue_init(q);
+}
+
+/* ---- streams ---- */
 
 static void end(struct ad_sse *s)
 {
@@ -82,27 +131,32 @@ static void end(struct ad_sse *s)
     s->cb->on_close(s);
 }
 
-/* Hand the queued bytes to h2o unless a write is in flight. After a final write s may already be freed. */
+/* Hand the queued chunks to h2o unless a write is in flight. After a final write s may already be freed. */
 static void flush(struct ad_sse *s)
 {
-    if (s->sending || s->req == NULL || (s->out.len == 0 && !s->closing))
+    if (s->sending || s->req == NULL || (s->out.n == 0 && !s->closing))
         return;
-    struct ad_buf t = s->sent;
-    s->sent = s->out;
-    s->out = t;
+    h2o_iovec_t iov[AD_SSE_MAX_IOV];
+    uint32_t n = s->out.n < AD_SSE_MAX_IOV ? s->out.n : AD_SSE_MAX_IOV;
+    for (uint32_t i = 0; i < n; i++) {
+        queue_push(&s->sent, s->out.v[i]);
+        iov[i] = h2o_iovec_init(s->out.v[i]->data, s->out.v[i]->len);
+    }
+    memmove(s->out.v, s->out.v + n, (s->out.n - n) * sizeof(*s->out.v));
+    s->out.n -= n;
+    s->out.bytes -= s->sent.bytes;
+    int final = s->closing && s->out.n == 0;
     s->sending = 1;
     s->send_at = ad_mono_ms();
-    h2o_iovec_t buf = h2o_iovec_init(s->sent.data, s->sent.len);
-    h2o_send(s->req, &buf, buf.len != 0 ? 1 : 0, s->closing ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+    h2o_send(s->req, iov, n, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
 static void on_proceed(h2o_generator_t *g, h2o_req_t *req)
 {
     struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
     s->sending = 0;
-    ad_buf_free(&s->sent);
-    ad_buf_init(&s->sent, SIZE_MAX);
-    if (!s->closing && s->out.len == 0 && s->cb->on_drain != NULL) {
+    queue_clear(&s->sent);
+    if (!s->closing && s->out.n == 0 && s->cb->on_drain != NULL) {
         s->in_proceed = 1;
         s->cb->on_drain(s);
         s->in_proceed = 0;
@@ -122,10 +176,9 @@ static void on_dispose(void *p)
     struct ad_sse *s = p;
     s->req = NULL;
     end(s);
-    if (h2o_linklist_is_linked(&s->idle))
-        h2o_linklist_unlink(&s->idle);
-    ad_buf_free(&s->out);
-    ad_buf_free(&s->sent);
+    h2o_linklist_unlink(&s->all);
+    queue_clear(&s->out);
+    queue_clear(&s->sent);
     nstreams--;
 }
 
@@ -142,6 +195,13 @@ static int retry_line(char *buf, size_t size, int64_t retry_ms)
     return snprintf(buf, size, "retry: %lld\n\n", (long long)retry_ms);
 }
 
+static void queue_retry(struct ad_sse *s, int64_t retry_ms)
+{
+    char line[48];
+    struct ad_sse_chunk *c = ad_sse_chunk_new(line, (size_t)retry_line(line, sizeof(line), retry_ms));
+    queue_push(&s->out, c);
+}
+
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms)
 {
     struct ad_sse *s = h2o_mem_alloc_shared(&req->pool, size, on_dispose);
@@ -150,17 +210,21 @@ void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *c
     s->gen.stop = on_stop;
     s->req = req;
     s->cb = cb;
-    ad_buf_init(&s->out, SIZE_MAX);
-    ad_buf_init(&s->sent, SIZE_MAX);
+    queue_init(&s->out);
+    queue_init(&s->sent);
+    h2o_linklist_insert(&streams, &s->all);
     nstreams++;
+    if (!ad_timer_armed(&heartbeat_timer)) {
+        heartbeat_timer.cb = heartbeat_fire;
+        ad_timer_arm(&heartbeat_timer, ad_mono_ms() + heartbeat_ms / 4);
+    }
     req->res.status = 200;
     req->res.reason = "OK";
     req->res.content_length = SIZE_MAX;
     add_headers(req);
     h2o_start_response(req, &s->gen);
-    char line[48];
-    ad_buf_append(&s->out, line, (size_t)retry_line(line, sizeof(line), retry_ms));
-    touch(s);
+    queue_retry(s, retry_ms);
+    s->last_write = ad_mono_ms();
     flush(s);
     return s;
 }
@@ -168,25 +232,34 @@ void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *c
 /* Drop the backlog and end the stream with a retry hint: the client resumes from the last whole event. */
 static void cut_off(struct ad_sse *s)
 {
-    ad_buf_free(&s->out);
-    ad_buf_init(&s->out, SIZE_MAX);
-    ad_sse_close(s, heartbeat_ms < 2000 ? heartbeat_ms : 2000);
+    queue_clear(&s->out);
+    ad_sse_close(s, cutoff_retry);
+}
+
+int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
+{
+    if (s->closing || s->req == NULL)
+        return -1;
+    /* One chunk always fits, however large: a cap below the biggest event must not cut a stream forever. */
+    if (s->out.n != 0 && s->out.bytes + c->len > backlog_max) {
+        cut_off(s);
+        return -1;
+    }
+    if (c->refs != UINT32_MAX)
+        c->refs++;
+    queue_push(&s->out, c);
+    s->last_write = ad_mono_ms();
+    if (!s->in_proceed)
+        flush(s);
+    return 0;
 }
 
 int ad_sse_write(struct ad_sse *s, const char *frame, size_t len)
 {
-    if (s->closing || s->req == NULL)
-        return -1;
-    /* One event always fits, however large: a cap below the biggest event must not cut a stream forever. */
-    if (s->out.len != 0 && s->out.len + len > backlog_max) {
-        cut_off(s);
-        return -1;
-    }
-    ad_buf_append(&s->out, frame, len);
-    touch(s);
-    if (!s->in_proceed)
-        flush(s);
-    return 0;
+    struct ad_sse_chunk *c = ad_sse_chunk_new(frame, len);
+    int rc = ad_sse_write_chunk(s, c);
+    ad_sse_chunk_release(c);
+    return rc;
 }
 
 int ad_sse_event(struct ad_sse *s, int64_t id, const char *name, const char *data, size_t len)
@@ -204,10 +277,8 @@ void ad_sse_close(struct ad_sse *s, int64_t retry_ms)
     if (s->closing)
         return;
     s->closing = 1;
-    if (retry_ms > 0) {
-        char line[48];
-        ad_buf_append(&s->out, line, (size_t)retry_line(line, sizeof(line), retry_ms));
-    }
+    if (retry_ms > 0)
+        queue_retry(s, retry_ms);
     end(s);
     if (!s->in_proceed)
         flush(s);
@@ -229,7 +300,7 @@ void ad_sse_close_all(int64_t retry_ms)
 {
     h2o_linklist_t *node = streams.next;
     while (node != &streams) {
-        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, node);
+        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, all, node);
         node = node->next;
         uint32_t r;
         ad_random_bytes((uint8_t *)&r, sizeof(r));
@@ -249,24 +320,16 @@ static void kill_stalled(struct ad_sse *s)
 
 static void heartbeat_fire(struct ad_timer *t)
 {
-    int64_t now = ad_mono_ms();
-    while (!h2o_linklist_is_empty(&streams)) {
-        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, streams.next);
-        if (s->last_write + heartbeat_ms > now)
-            break;
-        if (!s->sending && s->out.len == 0 && !s->closing) {
-            ad_sse_write(s, ":\n\n", 3);
-            continue;
-        }
+    int64_t now = ad_mono_ms(), tick = heartbeat_ms / 4;
+    h2o_linklist_t *node = streams.next;
+    while (node != &streams) {
+        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, all, node);
+        node = node->next;
         if (s->sending && now - s->send_at >= 2 * heartbeat_ms)
             kill_stalled(s);
-        /* A write is still pending: look again one period later. */
-        h2o_linklist_unlink(&s->idle);
-        h2o_linklist_insert(&streams, &s->idle);
-        s->last_write = now;
+        else if (!s->sending && !s->closing && s->out.n == 0 && now - s->last_write >= heartbeat_ms - tick)
+            ad_sse_write_chunk(s, &heartbeat_chunk);
     }
-    if (!h2o_linklist_is_empty(&streams)) {
-        struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, idle, streams.next);
-        ad_timer_arm(&heartbeat_timer, s->last_write + heartbeat_ms);
-    }
+    if (!h2o_linklist_is_empty(&streams))
+        ad_timer_arm(&heartbeat_timer, now + tick);
 }

@@ -3,11 +3,13 @@
  * and comment heartbeats.
  *
  * A stream is a 200 text/event-stream answer that stays open (chunked on HTTP/1.1, a long-lived stream on
- * HTTP/2). Bytes queued on a stream wait in its backlog while the previous write is in flight; a backlog that
- * would pass its cap cuts the stream off: what was queued is dropped, a "retry:" hint is sent and the stream
- * closes, so the client reconnects and resumes from the last id it received. Events are only ever dropped
- * whole, so that id is exact. Heartbeats come from one timer walking a list of streams ordered by their last
- * write, so an idle stream costs no timer of its own.
+ * HTTP/2). What is queued on a stream waits in its backlog while the previous write is in flight; a backlog
+ * that would pass its cap cuts the stream off: what was queued is dropped, a "retry:" hint is sent and the
+ * stream closes, so the client reconnects and resumes from the last id it received. Events are only ever
+ * dropped whole, so that id is exact.
+ *
+ * Queued data lives in reference-counted chunks, so one event fanned out to many streams is rendered and
+ * stored once (ad_sse_chunk_new, ad_sse_write_chunk). An idle stream holds no buffer.
  *
  * This file knows nothing of jobs, tenants or stores: what to send and when is the caller's (api_events.c).
  * Event loop thread only.
@@ -20,6 +22,13 @@
 
 struct ad_sse;
 
+/* Bytes queued on streams, shared by every stream they are queued on. */
+struct ad_sse_chunk {
+    uint32_t refs; /* UINT32_MAX: static, never freed */
+    uint32_t len;
+    const char *data;
+};
+
 struct ad_sse_callbacks {
     /* The stream ended: closed by its owner, cut off, or the client went away. Called once; the owner unlinks
      * the stream from whatever it hangs on. The memory stays valid until the request is disposed. */
@@ -29,36 +38,59 @@ struct ad_sse_callbacks {
     void (*on_drain)(struct ad_sse *s);
 };
 
+#define AD_SSE_INLINE 4
+
+/* A stream's list of chunks, with room for a few in place (an idle or fast stream never allocates). */
+struct ad_sse_queue {
+    struct ad_sse_chunk **v;
+    uint32_t n, cap;
+    size_t bytes;
+    struct ad_sse_chunk *inl[AD_SSE_INLINE];
+};
+
 struct ad_sse {
     h2o_generator_t gen;
     h2o_req_t *req; /* NULL once the request is gone */
     const struct ad_sse_callbacks *cb;
-    struct ad_buf out;  /* queued, not yet handed to h2o */
-    struct ad_buf sent; /* handed to h2o, must stay valid until proceed */
-    int sending;        /* a write is in flight: wait for proceed before the next */
-    int closing;        /* no more events: the final write follows the backlog */
-    int ended;          /* on_close ran */
+    struct ad_sse_queue out;  /* queued, not yet handed to h2o */
+    struct ad_sse_queue sent; /* handed to h2o, must stay valid until proceed */
+    int sending;              /* a write is in flight: wait for proceed before the next */
+    int closing;              /* no more events: the final write follows the backlog */
+    int ended;                /* on_close ran */
     int in_proceed;
-    int64_t last_write;  /* monotonic ms of the last queued write (or heartbeat check) */
-    int64_t send_at;     /* monotonic ms when the write in flight was handed to h2o */
-    h2o_linklist_t idle; /* in the heartbeat list, oldest write first */
+    int64_t last_write; /* monotonic ms of the last write queued */
+    int64_t send_at;    /* monotonic ms when the write in flight was handed to h2o */
+    h2o_linklist_t all; /* every stream, for heartbeats and shutdown */
 };
 
-/* Limits for every stream: comment heartbeat period and backlog cap in bytes. */
-void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes);
+/* Settings for every stream: comment heartbeat period, backlog cap in bytes, and the retry hint a stream that
+ * is cut off ends with. */
+void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes, int64_t cutoff_retry_ms);
 
 /* Start a 200 text/event-stream answer on req whose first line is "retry: <retry_ms>". The stream object is
  * size bytes (a caller's struct starting with struct ad_sse), zeroed, owned by the request's pool. */
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms);
 
-/* Queue one framed event (ad_sse_frame). Returns 0, or -1 when the stream is closing or was cut off because
- * the backlog would pass its cap (on_close has run then). */
+/* A chunk holding a copy of data, with one reference (the caller's): release it when done queueing it. */
+struct ad_sse_chunk *ad_sse_chunk_new(const char *data, size_t len);
+void ad_sse_chunk_release(struct ad_sse_chunk *c);
+
+/* Queue a chunk of whole events (taking a reference). Returns 0, or -1 when the stream is closing or was
+ * cut off because the backlog would pass its cap (on_close has run then). */
+int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c);
+/* Queue a copy of bytes (whole events); as ad_sse_write_chunk. */
 int ad_sse_write(struct ad_sse *s, const char *frame, size_t len);
-/* Frame and queue an event; as ad_sse_write. */
+/* Frame and queue one event; as ad_sse_write_chunk. */
 int ad_sse_event(struct ad_sse *s, int64_t id, const char *name, const char *data, size_t len);
 /* Close the stream after what is queued, with a "retry:" hint first when retry_ms > 0. The stream must not
  * be used afterwards. */
 void ad_sse_close(struct ad_sse *s, int64_t retry_ms);
+
+/* Bytes queued on s and not yet handed to the connection. */
+static inline size_t ad_sse_backlog(const struct ad_sse *s)
+{
+    return s->out.bytes;
+}
 
 /* Append an event to b: "id: <id>\n" (when id >= 0), "event: <name>\n" (when name != NULL), then one "data:"
  * line per line of data and a blank line. Returns 0, or -1 when b's cap is hit. */

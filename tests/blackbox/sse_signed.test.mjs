@@ -49,6 +49,11 @@ describe('signed URLs', () => {
         await s.waitEnd();
         assert.deepEqual(s.events.map((e) => e.event), ['status', 'status', 'progress', 'done']);
         assert.deepEqual(expectStatus(await anon.get(rel(result)), 200).json, { answer: 42 });
+        // The redirect completion style keeps the signature in Location, so the reader can follow it.
+        const r303 = expectStatus(await anon.get(`${rel(url)}&onComplete=redirect`), 303);
+        const loc = r303.headers.get('location');
+        assert.match(loc, new RegExp(`^/v1/jobs/${id}/result\\?exp=\\d+&sig=`));
+        assert.deepEqual(expectStatus(await anon.get(loc), 200).json, { answer: 42 });
     });
 
     it('refuses a tampered signature, another job\'s id, an expired URL and other routes (401)', async () => {

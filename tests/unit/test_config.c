@@ -260,6 +260,48 @@ static void test_unknown_keys(void **state)
     expect_error("? [a, b]\n: c\n", "<config>:1: expected a plain key in the top level");
 }
 
+/* sse, tls and signingKey: defaults, values, and errors that never quote the key. */
+static void test_sse_tls_signing(void **state)
+{
+    struct ad_config cfg;
+    char err[256] = "";
+    assert_int_equal(load(&cfg, "", err, sizeof err), 0);
+    assert_int_equal(cfg.sse.heartbeat_ms, 15000);
+    assert_int_equal(cfg.sse.retry_ms, 2000);
+    assert_int_equal(cfg.sse.overload_retry_ms, 30000);
+    assert_int_equal(cfg.sse.backlog_bytes, 1024 * 1024);
+    assert_int_equal(cfg.sse.max_streams, 50000);
+    assert_int_equal(cfg.sse.max_streams_per_tenant, 20000);
+    assert_null(cfg.tls.cert);
+    assert_null(cfg.signing_key);
+    ad_config_free(&cfg);
+
+    const char *yaml = "sse: { heartbeat: 5s, retry: 500ms, overloadRetry: 1m, backlogBytes: 4096, maxStreams: 7,"
+                       " maxStreamsPerTenant: 3 }\n"
+                       "tls: { cert: /etc/c.pem, key: /etc/k.pem }\n"
+                       "signingKey: 0123456789abcdef0123456789abcdef\n";
+    assert_int_equal(load(&cfg, yaml, err, sizeof err), 0);
+    assert_int_equal(cfg.sse.heartbeat_ms, 5000);
+    assert_int_equal(cfg.sse.retry_ms, 500);
+    assert_int_equal(cfg.sse.overload_retry_ms, 60000);
+    assert_int_equal(cfg.sse.backlog_bytes, 4096);
+    assert_int_equal(cfg.sse.max_streams, 7);
+    assert_int_equal(cfg.sse.max_streams_per_tenant, 3);
+    assert_string_equal(cfg.tls.cert, "/etc/c.pem");
+    assert_string_equal(cfg.tls.key, "/etc/k.pem");
+    assert_string_equal(cfg.signing_key, "0123456789abcdef0123456789abcdef");
+    ad_config_free(&cfg);
+
+    expect_error("sse: { heartbeat: 10ms }\n", "sse.heartbeat: expected a duration");
+    expect_error("sse: { backlogBytes: 10 }\n", "sse.backlogBytes: expected an integer from 1024");
+    expect_error("sse: { retries: 1 }\n", "unknown key 'retries' in sse");
+    expect_error("tls: { cert: /a, chain: /b }\n", "unknown key 'chain' in tls");
+    expect_error("signingKey: short-secret\n", "signingKey: expected at least 32 characters");
+    assert_int_equal(load(&cfg, "signingKey: short-secret\n", err, sizeof err), -1);
+    assert_null(strstr(err, "short-secret"));
+    ad_config_free(&cfg);
+}
+
 static void test_wrong_values(void **state)
 {
     (void)state;
@@ -703,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_malformed_yaml),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_wrong_values),
+        cmocka_unit_test(test_sse_tls_signing),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_aliases_do_not_loop),
