@@ -22,8 +22,11 @@ ulimit -n "$need" 2>/dev/null || true
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
 
 echo "sse: $BENCH_SSE_STREAMS /v1/events streams, $BENCH_SSE_UPDATES updates; wrk $BENCH_WRK"
+# Every HTTP/1.1 stream is a connection: lift the connection cap above the streams plus the poll clients.
+conf="$BENCH_TMP/sse.yaml"
+echo "limits: { maxConnections: $need }" > "$conf"
 for proto in $BENCH_SSE_PROTOS; do
-    start_acceptd
+    start_acceptd --config "$conf"
     pid=${BENCH_PIDS[${#BENCH_PIDS[@]} - 1]}
     node "$BENCH_DIR/sse_fanout.mjs" "$ACCEPTD_URL" "$pid" "$BENCH_SSE_STREAMS" "$BENCH_SSE_UPDATES" "$proto"
     kill "$pid" 2>/dev/null || true

@@ -264,13 +264,30 @@ static int open_listener(const struct ad_config *cfg, char *bound, size_t boundl
     return fd;
 }
 
+/* limits.maxConnections: at the cap the listener stops accepting, so further clients wait in the kernel's
+ * backlog instead of being refused, and it resumes as soon as a connection closes. */
+static h2o_socket_t *listener_sock;
+static size_t nconnections;
+
+static void on_accept(h2o_socket_t *listener, const char *err);
+
+static void on_connection_close(void *data)
+{
+    if (nconnections-- == (size_t)ad_srv.cfg->max_connections && !ad_srv.shutting_down)
+        h2o_socket_read_start(listener_sock, on_accept);
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     if (err != NULL)
         return;
     h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (sock != NULL)
-        h2o_accept(&ad_srv.accept, sock);
+    if (sock == NULL)
+        return;
+    sock->on_close.cb = on_connection_close;
+    if (++nconnections == (size_t)ad_srv.cfg->max_connections)
+        h2o_socket_read_stop(listener);
+    h2o_accept(&ad_srv.accept, sock);
 }
 
 static void on_signal(int sig)
@@ -356,6 +373,7 @@ int ad_server_run(struct ad_config *cfg)
         return 1;
     }
     h2o_socket_t *listener = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    listener_sock = listener;
     h2o_socket_read_start(listener, on_accept);
 
     struct sigaction sa = {.sa_handler = on_signal};
