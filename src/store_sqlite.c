@@ -535,27 +535,39 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     return j;
 }
 
-static void list_push(struct ad_job_list *l, struct ad_job *j)
+/*
+ * Step a bound select to the end, appending one element per row to the array *items of *n elements of
+ * elem bytes (read fills an element from the current row), then reset the statement. The array grows at
+ * powers of two: n is a power of two exactly when it is full. On error the caller frees what was read.
+ */
+static ad_err fetch_rows(struct ad_conn *c, sqlite3_stmt *st, void *items, size_t *n, size_t elem,
+                         void (*read)(sqlite3_stmt *st, void *slot), const char *what)
 {
-    /* Grow at powers of two: n is a power of two exactly when the array is full. */
-    if ((l->n & (l->n - 1)) == 0)
-        l->items = ad_realloc(l->items, (l->n == 0 ? 1 : l->n * 2) * sizeof(*l->items));
-    l->items[l->n++] = j;
+    char *arr; /* the caller's array pointer, copied in and out: its type is the caller's own */
+    memcpy(&arr, items, sizeof(arr));
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((*n & (*n - 1)) == 0) {
+            arr = ad_realloc(arr, (*n == 0 ? 1 : *n * 2) * elem);
+            memcpy(items, &arr, sizeof(arr));
+        }
+        read(st, arr + (*n)++ * elem);
+    }
+    done(st);
+    return rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
 }
 
-/* Step a bound SQ_SELECT_JOB statement to the end, appending each row to out, then reset it. On error out
- * keeps what it already held before the call. */
+static void read_job_slot(sqlite3_stmt *st, void *slot)
+{
+    *(struct ad_job **)slot = read_job(st);
+}
+
+/* Append the rows of a bound SQ_SELECT_JOB statement to out. On error out keeps what it held before. */
 static ad_err fetch_jobs(struct ad_conn *c, sqlite3_stmt *st, struct ad_job_list *out, const char *what)
 {
     size_t before = out->n;
-    int rc = sqlite3_step(st);
-    for (; rc == SQLITE_ROW; rc = sqlite3_step(st))
-        list_push(out, read_job(st));
-    done(st);
-    if (rc == SQLITE_DONE)
-        return AD_E_OK;
-    ad_err e = fail(c, rc, what);
-    while (out->n > before)
+    ad_err e = fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_job_slot, what);
+    while (e != AD_E_OK && out->n > before)
         ad_job_free(out->items[--out->n]);
     return e;
 }
@@ -962,6 +974,16 @@ static ad_err sq_attempt_end(struct ad_conn *c, const char *job_id, int64_t now,
     return run(c, st, "end attempt");
 }
 
+static void read_attempt(sqlite3_stmt *st, void *slot)
+{
+    struct ad_attempt *a = slot;
+    a->attempt = sqlite3_column_int(st, 0);
+    a->worker = read_TEXT(st, 1);
+    a->started_at = sqlite3_column_int64(st, 2);
+    a->ended_at = read_TIME(st, 3);
+    a->outcome = read_TEXT(st, 4);
+}
+
 static ad_err sq_attempt_list(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out)
 {
     memset(out, 0, sizeof(*out));
@@ -969,22 +991,7 @@ static ad_err sq_attempt_list(struct ad_conn *c, const char *job_id, struct ad_a
     if (st == NULL)
         return AD_E_INTERNAL;
     bind_TEXT(st, 1, job_id);
-    int rc;
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            cap = cap != 0 ? cap * 2 : 8;
-            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
-        }
-        struct ad_attempt *a = &out->items[out->n++];
-        a->attempt = sqlite3_column_int(st, 0);
-        a->worker = read_TEXT(st, 1);
-        a->started_at = sqlite3_column_int64(st, 2);
-        a->ended_at = read_TIME(st, 3);
-        a->outcome = read_TEXT(st, 4);
-    }
-    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "list attempts");
-    done(st);
+    ad_err e = fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_attempt, "list attempts");
     if (e != AD_E_OK)
         ad_attempt_list_free(out);
     return e;
@@ -1005,6 +1012,14 @@ static ad_err sq_event_append(struct ad_conn *c, const char *job_id, int64_t seq
     return run(c, st, "append job event");
 }
 
+static void read_event(sqlite3_stmt *st, void *slot)
+{
+    struct ad_event *ev = slot;
+    ev->seq = sqlite3_column_int64(st, 0);
+    ev->kind = read_TEXT(st, 1);
+    ev->data = read_TEXT(st, 2);
+}
+
 static ad_err sq_events_after(struct ad_conn *c, const char *job_id, int64_t after, int limit,
                               struct ad_event_list *out)
 {
@@ -1015,20 +1030,7 @@ static ad_err sq_events_after(struct ad_conn *c, const char *job_id, int64_t aft
     bind_TEXT(st, 1, job_id);
     sqlite3_bind_int64(st, 2, after);
     sqlite3_bind_int(st, 3, limit);
-    int rc;
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            cap = cap != 0 ? cap * 2 : 8;
-            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
-        }
-        struct ad_event *ev = &out->items[out->n++];
-        ev->seq = sqlite3_column_int64(st, 0);
-        ev->kind = read_TEXT(st, 1);
-        ev->data = read_TEXT(st, 2);
-    }
-    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "list job events");
-    done(st);
+    ad_err e = fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_event, "list job events");
     if (e != AD_E_OK)
         ad_event_list_free(out);
     return e;
@@ -1064,21 +1066,16 @@ static struct ad_webhook *read_webhook(sqlite3_stmt *st)
     return w;
 }
 
+static void read_webhook_slot(sqlite3_stmt *st, void *slot)
+{
+    *(struct ad_webhook **)slot = read_webhook(st);
+}
+
 /* Step a bound webhook select to the end into out (which it starts empty), then reset it. */
 static ad_err fetch_webhooks(struct ad_conn *c, sqlite3_stmt *st, struct ad_webhook_list *out, const char *what)
 {
     *out = (struct ad_webhook_list){0};
-    int rc;
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            cap = cap != 0 ? cap * 2 : 4;
-            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
-        }
-        out->items[out->n++] = read_webhook(st);
-    }
-    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
-    done(st);
+    ad_err e = fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_webhook_slot, what);
     if (e != AD_E_OK)
         ad_webhook_list_free(out);
     return e;
@@ -1172,20 +1169,15 @@ static struct ad_delivery *read_delivery(sqlite3_stmt *st)
     return d;
 }
 
+static void read_delivery_slot(sqlite3_stmt *st, void *slot)
+{
+    *(struct ad_delivery **)slot = read_delivery(st);
+}
+
 static ad_err fetch_deliveries(struct ad_conn *c, sqlite3_stmt *st, struct ad_delivery_list *out, const char *what)
 {
     *out = (struct ad_delivery_list){0};
-    int rc;
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (out->n == cap) {
-            cap = cap != 0 ? cap * 2 : 8;
-            out->items = ad_realloc(out->items, cap * sizeof(*out->items));
-        }
-        out->items[out->n++] = read_delivery(st);
-    }
-    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, what);
-    done(st);
+    ad_err e = fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_delivery_slot, what);
     if (e != AD_E_OK)
         ad_delivery_list_free(out);
     return e;
