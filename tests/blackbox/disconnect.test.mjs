@@ -1,7 +1,8 @@
 // Clients that go away while their request is still being worked on: an HTTP/2 client resets its
 // stream while a submit is being committed, while a long poll waits, while a lease request is parked.
-// h2o disposes such a request at once; the daemon must neither touch it afterwards (the ASan build
-// would abort on a use-after-free) nor lose what was committed, and must keep serving everyone else.
+// Whether h2o disposes such a request at once or only after it is answered, the daemon must not crash,
+// must keep what it committed and must keep serving everyone else; a parked lease that was reset must
+// not take the job that arrives next.
 
 import { after, afterEach, before, beforeEach, describe } from 'node:test';
 import assert from 'node:assert/strict';

@@ -8,12 +8,10 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { it, startDaemon, api } from './lib/daemon.mjs';
+import { BIN, spawnWorker } from './lib/worker.mjs';
 import { expectStatus, getJob, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1; // the ASan build is slower
 const TYPE = 'sh.job';
 const WORKER_KEY = 'wk-S3CRET-7f3a'; // distinctive, so a leak into the log is easy to spot
@@ -25,11 +23,6 @@ types:
 retryBackoff: 200ms
 limits: { maxWaitSeconds: 5 }
 `;
-
-const liveWorkers = new Set();
-process.on('exit', () => {
-    for (const p of liveWorkers) p.kill('SIGKILL');
-});
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'acceptd-worker-'));
 after(() => {
@@ -58,36 +51,7 @@ function startWorker(d, { dir, command, key = WORKER_KEY, keyFlag = false, concu
     delete env.ACCEPTD_URL;
     if (keyFlag) delete env.ACCEPTD_KEY;
     else env.ACCEPTD_KEY = key;
-    const proc = spawn(BIN, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    liveWorkers.add(proc);
-    let stderr = '';
-    proc.stderr.setEncoding('utf8');
-    proc.stderr.on('data', (c) => {
-        stderr += c;
-    });
-    proc.stdout.resume();
-    const exited = new Promise((resolve) => {
-        proc.on('exit', (code, signal) => {
-            liveWorkers.delete(proc);
-            resolve({ code, signal });
-        });
-    });
-    return {
-        proc,
-        exited,
-        get stderr() {
-            return stderr;
-        },
-        async stop(signal = 'SIGTERM') {
-            if (liveWorkers.has(proc)) proc.kill(signal);
-            return exited;
-        },
-        /** SIGTERM and assert a clean exit (status 0; under ASan also no leak report). */
-        async stopClean() {
-            const r = await this.stop();
-            assert.deepEqual(r, { code: 0, signal: null }, `worker exit\n${stderr}`);
-        },
-    };
+    return spawnWorker(args, env);
 }
 
 /** Wait for a process exit with a deadline; fails with the worker's log. */

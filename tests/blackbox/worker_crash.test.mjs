@@ -4,18 +4,15 @@
 
 import { describe, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { it, startDaemon, api } from './lib/daemon.mjs';
+import { killWorkers, spawnWorker } from './lib/worker.mjs';
 import {
     TERMINAL, assertProblem, complete, expectStatus, getJob, heartbeat, lease, listAll, show, sleep, submit, waitUntil,
 } from './lib/jobs.mjs';
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1; // the ASan build is slower
 const TYPE = 'crash.job';
 const CONFIG = `keys:
@@ -27,10 +24,9 @@ retryBackoff: 200ms
 limits: { maxWaitSeconds: 5 }
 `;
 
-const liveWorkers = new Set();
 const orphanGroups = new Set(); // process groups of commands whose worker was killed
 function killLeftovers() {
-    for (const p of liveWorkers) p.kill('SIGKILL');
+    killWorkers();
     for (const g of orphanGroups) {
         try {
             process.kill(-g, 'SIGKILL');
@@ -54,32 +50,9 @@ function startWorker(d, { dir, command, name, concurrency = 2, leaseSeconds = 2 
         String(leaseSeconds), '--grace', '5', '--lease-wait', '1', '--name', name, '--', ...command];
     const env = { ...process.env, TEST_DIR: dir, ACCEPTD_KEY: 'kw' };
     delete env.ACCEPTD_URL;
-    const proc = spawn(BIN, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    liveWorkers.add(proc);
-    let stderr = '';
-    proc.stderr.setEncoding('utf8');
-    proc.stderr.on('data', (c) => {
-        stderr = (stderr + c).slice(-200_000);
-    });
-    proc.stdout.resume();
-    const exited = new Promise((resolve) => {
-        proc.on('exit', (code, signal) => {
-            liveWorkers.delete(proc);
-            resolve({ code, signal });
-        });
-    });
-    return {
-        name,
-        proc,
-        exited,
-        get stderr() {
-            return stderr;
-        },
-        async stop(signal = 'SIGTERM') {
-            if (liveWorkers.has(proc)) proc.kill(signal);
-            return exited;
-        },
-    };
+    const w = spawnWorker(args, env);
+    w.name = name;
+    return w;
 }
 
 /** Lines of a log file split in fields; [] while it does not exist. */
