@@ -439,6 +439,16 @@ static ad_err check_tx(struct ad_conn *c)
     return AD_E_OK;
 }
 
+/* The prepared statement id for a write inside the open transaction, or why there is none. */
+static ad_err write_stmt(struct ad_conn *c, enum sq_stmt id, sqlite3_stmt **st)
+{
+    ad_err e = check_tx(c);
+    if (e != AD_E_OK)
+        return e;
+    *st = stmt(c, id);
+    return *st != NULL ? AD_E_OK : AD_E_INTERNAL;
+}
+
 /*
  * Raise the seq counter to the file's high-water mark (the highest seq stored, or handed out before rows
  * were deleted) once per transaction, so that seq never goes backwards or repeats, even across restarts,
@@ -928,10 +938,10 @@ static ad_err sq_idem_get(struct ad_conn *c, const char *tenant, const char *key
 static ad_err sq_idem_put(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
                           const char *job_id, int64_t now)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_IDEM_PUT) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_IDEM_PUT, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, tenant);
     bind_TEXT(st, 2, key);
     bind_TEXT(st, 3, fingerprint);
@@ -951,10 +961,10 @@ static ad_err sq_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *d
 
 static ad_err sq_attempt_start(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_ATTEMPT_START) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_ATTEMPT_START, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, job_id);
     sqlite3_bind_int(st, 2, attempt);
     bind_TEXT(st, 3, worker);
@@ -964,10 +974,10 @@ static ad_err sq_attempt_start(struct ad_conn *c, const char *job_id, int attemp
 
 static ad_err sq_attempt_end(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_ATTEMPT_END) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_ATTEMPT_END, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, job_id);
     sqlite3_bind_int64(st, 2, now);
     bind_TEXT(st, 3, outcome);
@@ -1001,10 +1011,10 @@ static ad_err sq_attempt_list(struct ad_conn *c, const char *job_id, struct ad_a
 
 static ad_err sq_event_append(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_EVENT_APPEND) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_EVENT_APPEND, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, job_id);
     sqlite3_bind_int64(st, 2, seq);
     bind_TEXT(st, 3, kind);
@@ -1083,10 +1093,10 @@ static ad_err fetch_webhooks(struct ad_conn *c, sqlite3_stmt *st, struct ad_webh
 
 static ad_err sq_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_WEBHOOK_PUT) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_WEBHOOK_PUT, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, w->id);
     bind_TEXT(st, 2, w->tenant);
     bind_TEXT(st, 3, w->url);
@@ -1137,10 +1147,10 @@ static ad_err sq_webhook_list(struct ad_conn *c, const char *tenant, int enabled
 
 static ad_err sq_webhook_delete(struct ad_conn *c, const char *tenant, const char *id)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_WEBHOOK_DELETE) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_WEBHOOK_DELETE, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, id);
     bind_TEXT(st, 2, tenant);
     e = run(c, st, "delete webhook");
@@ -1185,10 +1195,10 @@ static ad_err fetch_deliveries(struct ad_conn *c, sqlite3_stmt *st, struct ad_de
 
 static ad_err sq_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_INSERT) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_DELIVERY_INSERT, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, d->id);
     bind_TEXT(st, 2, d->tenant);
     bind_TEXT(st, 3, d->webhook_id);
@@ -1212,10 +1222,10 @@ static ad_err sq_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
 
 static ad_err sq_delivery_update(struct ad_conn *c, const struct ad_delivery *d)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_UPDATE) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_DELIVERY_UPDATE, &st);
+    if (e != AD_E_OK)
+        return e;
     sqlite3_bind_int64(st, 1, d->seq);
     sqlite3_bind_int(st, 2, (int)d->state);
     sqlite3_bind_int(st, 3, d->attempts);
@@ -1287,10 +1297,10 @@ static ad_err sq_delivery_list(struct ad_conn *c, const char *webhook_id, int st
 
 static ad_err sq_delivery_abandon(struct ad_conn *c, const char *webhook_id, const char *reason)
 {
-    ad_err e = check_tx(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_DELIVERY_ABANDON) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    sqlite3_stmt *st;
+    ad_err e = write_stmt(c, ST_DELIVERY_ABANDON, &st);
+    if (e != AD_E_OK)
+        return e;
     bind_TEXT(st, 1, webhook_id);
     bind_TEXT(st, 2, reason);
     return run(c, st, "abandon deliveries");
