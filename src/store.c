@@ -21,10 +21,8 @@ struct ad_store *ad_store_open(const char *target, char *err, size_t errlen)
         snprintf(err, errlen, "no store target given");
         return NULL;
     }
-    if (has_prefix(target, "postgresql://") || has_prefix(target, "postgres://")) {
-        snprintf(err, errlen, "PostgreSQL store not built yet");
-        return NULL;
-    }
+    if (has_prefix(target, "postgresql://") || has_prefix(target, "postgres://"))
+        return ad_store_pg_open(target, err, errlen);
     return ad_store_sqlite_open(target, err, errlen);
 }
 

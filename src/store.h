@@ -16,6 +16,7 @@
 
 struct ad_store;
 struct ad_conn;
+struct ad_feed;
 
 /* A list query; strings NULL when not filtered. */
 struct ad_list_query {
@@ -208,6 +209,25 @@ struct ad_store_ops {
     ad_err (*delivery_abandon)(struct ad_conn *c, const char *webhook_id, const char *reason);
     /* Delete up to limit delivered or dead deliveries created before `before`. */
     ad_err (*delivery_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
+    /* Take a pending delivery that is due (next_at <= now) for this process's delivery thread by moving its
+     * next_at to until, outside any transaction, so that other nodes leave it alone while it is in flight; a
+     * node that dies with it leaves it due again at until. AD_E_NOT_FOUND when it is no longer pending and due
+     * (another node took it, or its outcome is in). A single-node backend has no one to race: AD_E_OK. */
+    ad_err (*delivery_claim)(struct ad_conn *c, int64_t seq, int64_t now, int64_t until);
+
+    /* Several jobs by id, any tenant, in no particular order; absent ids are left out. */
+    ad_err (*job_get_many)(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out);
+
+    /*
+     * Changes committed by other nodes sharing the store (cluster backends; NULL for single-node ones). Every
+     * commit that inserted or updated jobs announces their ids; feed_wait hears the announcements of every
+     * node but this one. One feed per process, used by one thread.
+     */
+    struct ad_feed *(*feed_open)(struct ad_store *s, char *err, size_t errlen);
+    /* Wait up to timeout_ms, then call fn(arg, job_id) for each job another node changed. 0, or -1 when the
+     * connection is lost: announcements may have been missed, so the caller resynchronises and reopens. */
+    int (*feed_wait)(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const char *job_id), void *arg);
+    void (*feed_close)(struct ad_feed *f);
 
     void (*close)(struct ad_store *s);
 };
@@ -222,5 +242,6 @@ struct ad_store *ad_store_open(const char *target, char *err, size_t errlen);
 
 /* Backend constructors, used by ad_store_open. */
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen);
+struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen);
 
 #endif

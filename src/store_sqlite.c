@@ -744,6 +744,24 @@ static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, 
     return e;
 }
 
+/* Only the cluster feed asks for several jobs at once; one indexed lookup each is as good as it gets here. */
+static ad_err sq_job_get_many(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    out->items = ad_calloc(n + 1, sizeof(*out->items));
+    for (size_t i = 0; i < n; i++) {
+        struct ad_job *j;
+        ad_err e = sq_job_get(c, NULL, ids[i], &j);
+        if (e == AD_E_OK)
+            out->items[out->n++] = j;
+        else if (e != AD_E_NOT_FOUND) {
+            ad_job_list_free(out);
+            return e;
+        }
+    }
+    return AD_E_OK;
+}
+
 static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -1306,6 +1324,12 @@ static ad_err sq_delivery_abandon(struct ad_conn *c, const char *webhook_id, con
     return run(c, st, "abandon deliveries");
 }
 
+/* One process per data directory (the lock in ad_store_sqlite_open): its busy set is claim enough. */
+static ad_err sq_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until)
+{
+    return AD_E_OK;
+}
+
 static ad_err sq_delivery_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
 {
     *done_out = 0;
@@ -1367,6 +1391,8 @@ static const struct ad_store_ops sq_ops = {
     .delivery_list = sq_delivery_list,
     .delivery_abandon = sq_delivery_abandon,
     .delivery_sweep = sq_delivery_sweep,
+    .delivery_claim = sq_delivery_claim,
+    .job_get_many = sq_job_get_many,
     .close = sq_close,
 };
 
