@@ -87,8 +87,9 @@ int ad_api_events(struct ad_request *r);
 int ad_api_sign(struct ad_request *r);
 /* At start: the signing key and the SSE limits. 0, or -1 with err filled. */
 int ad_api_events_init(char *err, size_t errlen);
-/* server.c, for every published change: append it to the matching /v1/events streams. */
-void ad_api_events_notify(const struct ad_entry *e);
+/* A committed change, in seq order: append it (the job and its rendered body) to the matching /v1/events
+ * streams. server.c calls it for every published change on a single node; cluster.c in cluster mode. */
+void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len);
 /* server.c, at SIGTERM: close every stream with a retry hint. */
 void ad_api_events_shutdown(void);
 /* Authenticate a request by its signed URL (?exp=&sig=) for the job in its path. */

@@ -81,7 +81,12 @@ static int job_live(const struct ad_job *j)
 /* The live job named by the request, or NULL after answering 404 or 410. */
 static struct ad_entry *find_live_job(struct ad_request *r)
 {
-    struct ad_entry *e = ad_server_lookup(r->tenant, r->id);
+    struct ad_entry *e;
+    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    if (err != AD_E_OK && err != AD_E_NOT_FOUND) {
+        ad_api_fail(r, err);
+        return NULL;
+    }
     if (e != NULL && job_live(e->job))
         return e;
     if (e != NULL && ad_now_ms() < e->job->expires_at + ad_srv.cfg->tombstone_ms) {
@@ -163,7 +168,9 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
 static struct ad_entry *job_entry(struct job_stream *js)
 {
     struct ad_entry *e = ad_cache_get(js->id);
-    return e != NULL ? e : ad_server_lookup(js->tenant, js->id);
+    if (e == NULL)
+        ad_server_lookup(js->tenant, js->id, &e);
+    return e;
 }
 
 static void job_wake(struct ad_waiter *w, struct ad_entry *e)
@@ -282,9 +289,8 @@ static void feed_close(struct ad_sse *s)
 
 static const struct ad_sse_callbacks feed_callbacks = {feed_close, feed_drain};
 
-void ad_api_events_notify(const struct ad_entry *e)
+void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len)
 {
-    const struct ad_job *j = e->job;
     struct ad_sse_chunk *frame = NULL; /* framed once, on the first stream that wants it, then shared */
     h2o_linklist_t *node = feeds.next;
     while (node != &feeds) {
@@ -295,7 +301,7 @@ void ad_api_events_notify(const struct ad_entry *e)
         if (frame == NULL) {
             struct ad_buf b;
             ad_buf_init(&b, SIZE_MAX);
-            ad_sse_frame(&b, j->seq, "job", e->body, e->len);
+            ad_sse_frame(&b, j->seq, "job", body, len);
             frame = ad_sse_chunk_new(b.data, b.len);
             ad_buf_free(&b);
         }

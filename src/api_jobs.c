@@ -80,16 +80,22 @@ static ad_err expiry_state(const struct ad_job *j)
 /* The live job named by the request, or NULL after sending 404/410. */
 static struct ad_entry *find_job(struct ad_request *r)
 {
-    struct ad_entry *e = ad_server_lookup(r->tenant, r->id);
-    ad_err err = e != NULL ? expiry_state(e->job) : AD_E_NOT_FOUND;
+    struct ad_entry *e;
+    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    if (err == AD_E_OK)
+        err = expiry_state(e->job);
     if (err == AD_E_GONE) {
         char date[40];
         ad_time_rfc3339(e->job->expires_at, date, sizeof(date));
         ad_http_problemf(r->req, AD_E_GONE, "job %s expired at %s", r->id, date);
         return NULL;
     }
-    if (err != AD_E_OK) {
+    if (err == AD_E_NOT_FOUND) {
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no job %s", r->id);
+        return NULL;
+    }
+    if (err != AD_E_OK) {
+        ad_api_fail(r, err);
         return NULL;
     }
     return e;
@@ -198,11 +204,12 @@ static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
     }
     struct ad_request *r = o->r;
     ad_pending_take(o->pend);
-    struct ad_entry *cur = e != NULL ? e : ad_server_lookup(r->tenant, r->id);
+    struct ad_entry *cur = e;
+    ad_err err = cur != NULL ? AD_E_OK : ad_server_lookup(r->tenant, r->id, &cur);
     int wait = o->wait;
     outcome_free(o);
-    if (cur == NULL)
-        ad_api_fail(r, AD_E_NOT_FOUND);
+    if (err != AD_E_OK)
+        ad_api_fail(r, err);
     else
         send_outcome(r, cur, wait);
 }
@@ -213,9 +220,10 @@ static void outcome_timeout(struct ad_timer *t)
     struct ad_request *r = o->r;
     ad_pending_take(o->pend);
     outcome_free(o);
-    struct ad_entry *e = ad_server_lookup(r->tenant, r->id);
-    if (e == NULL)
-        ad_api_fail(r, AD_E_NOT_FOUND);
+    struct ad_entry *e;
+    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    if (err != AD_E_OK)
+        ad_api_fail(r, err);
     else
         ad_api_send_accepted(r, e, 0);
 }

@@ -689,9 +689,24 @@ static int top_signing_key(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
+static int store_postgres(struct parse *p, yaml_node_t *v, void *obj)
+{
+    /* May hold a password: errors describe it, never quote it. */
+    const char *s = scalar(v);
+    if (s == NULL || ad_config_set_store(obj, s) < 0)
+        return fail(p, v, "store.postgres: expected a postgresql:// connection URL");
+    return 0;
+}
+
+static const struct field store_fields[] = {
+    {"postgres", F_FN, 0, 0, 0, NULL, store_postgres},
+    {NULL},
+};
+
 static const struct field top_fields[] = {
     {"listen", F_FN, 0, 0, 0, NULL, top_listen},
     {"data", F_FN, 0, 0, 0, NULL, top_data},
+    {"store", F_MAP, 0, 0, 0, store_fields, NULL},
     {"publicUrl", F_FN, 0, 0, 0, NULL, top_public_url},
     {"keys", F_FN, 0, 0, 0, NULL, top_keys},
     {"types", F_FN, 0, 0, 0, NULL, top_types},
@@ -884,6 +899,15 @@ int ad_config_set_data(struct ad_config *cfg, const char *dir)
     return 0;
 }
 
+int ad_config_set_store(struct ad_config *cfg, const char *url)
+{
+    if (url == NULL || !clean_text(url, strlen(url)) ||
+        (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0))
+        return -1;
+    replace_str(&cfg->store, url);
+    return 0;
+}
+
 int ad_config_set_public_url(struct ad_config *cfg, const char *url)
 {
     if (url == NULL || !clean_text(url, strlen(url)))
@@ -909,6 +933,7 @@ int ad_config_apply_env(struct ad_config *cfg, char *err, size_t errlen)
         {"ACCEPTD_LISTEN", ad_config_set_listen, "HOST:PORT, [IPv6]:PORT or :PORT"},
         {"ACCEPTD_DATA", ad_config_set_data, "a directory path"},
         {"ACCEPTD_PUBLIC_URL", ad_config_set_public_url, "an http:// or https:// URL without query or fragment"},
+        {"ACCEPTD_STORE", ad_config_set_store, "a postgresql:// connection URL"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i].name);
@@ -947,6 +972,7 @@ void ad_config_free(struct ad_config *cfg)
 {
     free(cfg->listen_host);
     free(cfg->data_dir);
+    free(cfg->store);
     free(cfg->public_url);
     free_keys(cfg);
     free_types(cfg);

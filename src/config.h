@@ -76,7 +76,8 @@ struct ad_tls_conf {
 struct ad_config {
     char *listen_host; /* "127.0.0.1" */
     int listen_port;   /* 8080; 0 picks an ephemeral port */
-    char *data_dir;    /* "./data" */
+    char *data_dir;    /* "./data": the SQLite store, and the keys a node keeps when none are configured */
+    char *store;       /* store.postgres: "postgresql://..." shared by the nodes of a cluster; NULL = SQLite */
     char *public_url;  /* base for absolute URLs, without trailing slash; NULL = derive from listen address */
     struct ad_key *keys;
     size_t nkeys;
@@ -109,7 +110,7 @@ int ad_config_load_file(struct ad_config *cfg, const char *path, char *err, size
 /* Same, from a YAML string already in memory (used by tests and fuzzers). */
 int ad_config_load_string(struct ad_config *cfg, const char *yaml, size_t len, char *err, size_t errlen);
 
-/* Apply ACCEPTD_LISTEN, ACCEPTD_DATA, ACCEPTD_PUBLIC_URL from the environment. Returns -1 with err on a bad value. */
+/* Apply ACCEPTD_LISTEN, ACCEPTD_DATA, ACCEPTD_PUBLIC_URL, ACCEPTD_STORE from the environment. Returns -1 with err on a bad value. */
 int ad_config_apply_env(struct ad_config *cfg, char *err, size_t errlen);
 
 /* Parse "HOST:PORT" / "[v6]:PORT" / ":PORT" into cfg->listen_host/listen_port. Returns 0 or -1. */
@@ -118,6 +119,10 @@ int ad_config_set_listen(struct ad_config *cfg, const char *hostport);
 /* Set the data directory (non-empty, no control characters), as --data does.
  * Returns 0, or -1 leaving cfg as it was. */
 int ad_config_set_data(struct ad_config *cfg, const char *dir);
+
+/* Select the PostgreSQL store (a postgresql:// or postgres:// URL), as --store does.
+ * Returns 0, or -1 leaving cfg as it was. */
+int ad_config_set_store(struct ad_config *cfg, const char *url);
 
 /* Set publicUrl from an http:// or https:// URL without query or fragment; trailing slashes are dropped.
  * Used for --public-url. Returns 0, or -1 leaving cfg as it was. */

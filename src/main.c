@@ -16,7 +16,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: acceptd serve [--listen HOST:PORT] [--data DIR] [--config FILE] [--public-url URL]\n"
+    fprintf(f, "usage: acceptd serve [--listen HOST:PORT] [--data DIR] [--store postgresql://...] [--config FILE]\n"
+               "                     [--public-url URL]\n"
                "       acceptd worker --url URL --type TYPE [--concurrency N] -- COMMAND [ARGS...]\n"
                "       acceptd version\n");
 }
@@ -51,6 +52,12 @@ static int cmd_serve(int argc, char **argv)
         } else if (strcmp(a, "--data") == 0 && v != NULL) {
             if (ad_config_set_data(&cfg, v) != 0) {
                 fprintf(stderr, "acceptd: --data: expected a directory\n");
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--store") == 0 && v != NULL) {
+            if (ad_config_set_store(&cfg, v) != 0) {
+                fprintf(stderr, "acceptd: --store: expected a postgresql:// connection URL\n");
                 return 2;
             }
             i++;

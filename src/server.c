@@ -8,6 +8,7 @@
  */
 #include "server.h"
 #include "api.h"
+#include "cluster.h"
 #include "core.h"
 #include "timer.h"
 #include "tls.h"
@@ -28,6 +29,7 @@
 #define AD_TYPE_STATS_MAX 256
 #define AD_DEFAULT_RUN_MS 5000.0
 #define AD_DRAIN_MS 10000
+#define AD_RECHECK_MS 1000
 
 struct ad_server ad_srv;
 static volatile sig_atomic_t stop_requested;
@@ -91,13 +93,19 @@ static int64_t mono_at(int64_t wall_ms)
 
 static void lease_timer_fire(struct ad_timer *t);
 
-static void arm_lease_timer(const struct ad_job *j)
+/* Check lease lease_id of job id at monotonic time at. */
+static void arm_lease_check(const char *id, const char *lease_id, int64_t at)
 {
     struct lease_timer *lt = ad_calloc(1, sizeof(*lt));
-    lt->id = ad_strdup(j->id);
-    lt->lease_id = ad_strdup(j->lease_id);
+    lt->id = ad_strdup(id);
+    lt->lease_id = ad_strdup(lease_id);
     lt->t.cb = lease_timer_fire;
-    ad_timer_arm(&lt->t, mono_at(j->lease_expires_at) + 1);
+    ad_timer_arm(&lt->t, at);
+}
+
+static void arm_lease_timer(const struct ad_job *j)
+{
+    arm_lease_check(j->id, j->lease_id, mono_at(j->lease_expires_at) + 1);
 }
 
 static void expire_done(struct ad_op *op)
@@ -113,6 +121,9 @@ static void expire_done(struct ad_op *op)
             ad_server_publish(j);
         else
             ad_job_free(j);
+    } else if (op->err != AD_E_OK && op->err != AD_E_NOT_FOUND) {
+        /* The store is away: look again soon, or the lease would never run out. */
+        arm_lease_check(x->id, x->lease_id, ad_mono_ms() + AD_RECHECK_MS);
     }
     ad_op_free(op);
 }
@@ -159,7 +170,10 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
     if (changed) {
         const struct ad_job *j = e->job;
         ad_api_changes_notify(j->tenant);
-        ad_api_events_notify(e);
+        if (ad_cluster_enabled())
+            ad_cluster_changed(); /* the change streams follow the store's seq order (cluster.c) */
+        else
+            ad_api_events_notify(j, e->body, e->len);
         if (j->status == AD_QUEUED && prev_status != AD_QUEUED) {
             if (j->run_at > ad_now_ms())
                 arm_runat_timer(j);
@@ -179,17 +193,22 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
     return e;
 }
 
-struct ad_entry *ad_server_lookup(const char *tenant, const char *id)
+ad_err ad_server_lookup(const char *tenant, const char *id, struct ad_entry **out)
 {
     struct ad_entry *e = ad_cache_get(id);
+    *out = NULL;
     if (e == NULL) {
         struct ad_job *j;
-        if (ad_srv.store->ops->job_get(ad_srv.rconn, NULL, id, &j) != AD_E_OK)
-            return NULL;
+        ad_err err = ad_srv.store->ops->job_get(ad_srv.rconn, NULL, id, &j);
+        if (err != AD_E_OK)
+            return err;
         int changed;
         e = ad_cache_put(j, &changed);
     }
-    return strcmp(e->job->tenant, tenant) == 0 ? e : NULL;
+    if (strcmp(e->job->tenant, tenant) != 0)
+        return AD_E_NOT_FOUND;
+    *out = e;
+    return AD_E_OK;
 }
 
 /* ---- retention sweeper ---- */
@@ -311,7 +330,7 @@ int ad_server_run(struct ad_config *cfg)
     if (ad_srv.open_mode && !is_loopback_host(cfg->listen_host))
         ad_warn("no keys configured: only loopback clients are served although listening on %s", cfg->listen_host);
 
-    ad_srv.store = ad_store_open(cfg->data_dir, err, sizeof(err));
+    ad_srv.store = ad_store_open(cfg->store != NULL ? cfg->store : cfg->data_dir, err, sizeof(err));
     if (ad_srv.store == NULL) {
         ad_error("cannot open the store: %s", err);
         return 1;
@@ -356,10 +375,19 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("%s", err);
         return 1;
     }
+    if (ad_cluster_start(loop, err, sizeof(err)) != 0) {
+        ad_error("%s", err);
+        return 1;
+    }
     if (recover_timers() != 0) {
         ad_error("cannot read running leases from the store");
         return 1;
     }
+    if (ad_cluster_enabled() && (cfg->signing_key == NULL || cfg->webhooks.secret_key == NULL))
+        ad_warn("cluster mode: configure signingKey and webhooks.secretKey, the same on every node; without them "
+                "each node keeps its own keys in %s and cannot check the others' signed URLs or read the "
+                "webhook secrets they stored",
+                cfg->data_dir);
     sweep_timer.cb = sweep_fire;
     ad_timer_arm(&sweep_timer, ad_mono_ms() + cfg->sweep_interval_ms);
 
@@ -383,7 +411,11 @@ int ad_server_run(struct ad_config *cfg)
 
     if (ad_srv.open_mode)
         ad_warn("no keys configured: serving loopback clients only, all as tenant \"default\"");
-    ad_info("store: %s in %s", ad_srv.store->ops->name, cfg->data_dir);
+    /* The URL may carry a password: name the backend only. */
+    if (cfg->store != NULL)
+        ad_info("store: %s (cluster mode), keys in %s", ad_srv.store->ops->name, cfg->data_dir);
+    else
+        ad_info("store: %s in %s", ad_srv.store->ops->name, cfg->data_dir);
     printf("acceptd: listening on %s://%s\n", scheme, bound);
     fflush(stdout);
 
@@ -404,6 +436,7 @@ int ad_server_run(struct ad_config *cfg)
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
         h2o_evloop_run(loop, 20);
     ad_webhook_stop();
+    ad_cluster_stop();
     ad_writer_stop();
     struct ad_writer_stats ws;
     ad_writer_stats(&ws);

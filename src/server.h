@@ -36,8 +36,9 @@ int ad_server_run(struct ad_config *cfg);
  * change feeds, hand work to parked workers and arm lease/runAt timers. Returns the cache entry. */
 struct ad_entry *ad_server_publish(struct ad_job *job);
 
-/* The job for a request's tenant, from the cache or else the store. NULL when absent or another tenant's. */
-struct ad_entry *ad_server_lookup(const char *tenant, const char *id);
+/* The job for a request's tenant, from the cache or else the store: AD_E_OK with *out set, AD_E_NOT_FOUND when
+ * absent or another tenant's, or the store's error (AD_E_UNAVAILABLE while the database is away). */
+ad_err ad_server_lookup(const char *tenant, const char *id, struct ad_entry **out);
 
 /* Estimated seconds until a client should look again (Retry-After), 1..30. */
 int ad_server_retry_after(const struct ad_job *job);

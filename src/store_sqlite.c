@@ -233,6 +233,7 @@ enum sq_stmt {
     ST_LIST,
     ST_LIST_LAST = ST_LIST + SQ_LIST_VARIANTS - 1,
     ST_CHANGES,
+    ST_CHANGES_ALL,
     ST_LEASABLE,
     ST_RUNNING,
     ST_SCHEDULED,
@@ -290,6 +291,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST_LAST] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    [ST_CHANGES_ALL] = SQ_SELECT_JOB "WHERE seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
     [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND tenant = ?1 AND type = ?2"
                                   " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
@@ -787,10 +789,11 @@ static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, stru
 static ad_err sq_job_changes(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
-    sqlite3_stmt *st = stmt(c, ST_CHANGES);
+    sqlite3_stmt *st = stmt(c, tenant != NULL ? ST_CHANGES : ST_CHANGES_ALL);
     if (st == NULL)
         return AD_E_INTERNAL;
-    bind_TEXT(st, 1, tenant);
+    if (tenant != NULL)
+        bind_TEXT(st, 1, tenant);
     sqlite3_bind_int64(st, 2, since);
     sqlite3_bind_int(st, 3, limit);
     return fetch_jobs(c, st, out, "job changes");

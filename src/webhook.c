@@ -26,6 +26,9 @@
 #define RETRY_AFTER_MAX_S 86400
 #define CONNECT_TIMEOUT_MS 10000
 #define USER_AGENT "acceptd-webhooks"
+#define CLAIM_MARGIN_MS 30000
+/* In a cluster, other nodes' deliveries become ours to send when their node dies: look at least this often. */
+#define CLUSTER_SCAN_MS 1000
 
 static const char *const event_names[AD_WHE__COUNT] = {
     [AD_WHE_QUEUED] = "job.queued",          [AD_WHE_STARTED] = "job.started", [AD_WHE_PROGRESS] = "job.progress",
@@ -659,6 +662,12 @@ static void transfer_start(struct flight *f, const char *host, long port, const 
     curl_multi_add_handle(eng.multi, e);
 }
 
+/* How long a claimed delivery is left to the node that claimed it: its transfer's timeout and then some. */
+static int64_t claim_ms(void)
+{
+    return (int64_t)eng.cfg->webhooks.timeout_seconds * 1000 + CLAIM_MARGIN_MS;
+}
+
 /* Send the delivery with this seq if it is still due. */
 static void start(struct scan_state *ss, int64_t seq)
 {
@@ -689,7 +698,10 @@ static void start(struct scan_state *ss, int64_t seq)
         r = ad_resolver_lookup(eng.resolver, host, addrs, sizeof(addrs), why, sizeof(why));
     else
         snprintf(why, sizeof(why), "the URL does not parse");
-    if (r == AD_RESOLVE_PENDING) { /* the resolver wakes us when the answer is in */
+    /* Nodes sharing a cluster store race for each due delivery: the claim lets one of them send it (a no-op
+     * on a single node). A node that dies holding it leaves it due again when the claim runs out. */
+    if (r == AD_RESOLVE_PENDING || /* the resolver wakes us when the answer is in */
+        setup.st->delivery_claim(eng.conn, seq, ss->now, ss->now + claim_ms()) != AD_E_OK) {
         ad_delivery_free(d);
         return;
     }
@@ -781,6 +793,8 @@ static void scan(int64_t now)
             start(&ss, due[i].seq);
     }
     st->snapshot_end(eng.conn);
+    if (st->feed_open != NULL && eng.next_due > now + CLUSTER_SCAN_MS)
+        eng.next_due = now + CLUSTER_SCAN_MS;
     for (size_t i = 0; i < ss.nsigners; i++)
         signer_clear(&ss.signers[i]);
     free(ss.busy);

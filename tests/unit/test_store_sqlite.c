@@ -905,7 +905,8 @@ static void test_every_statement_uses_an_index(void **state)
     assert_true(n >= 20);
 
     assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
-    assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
+    assert_plan_uses(db, "tenant = ?1 AND seq > ?2 ORDER BY seq", "jobs_tenant_seq");
+    assert_plan_uses(db, "WHERE seq > ?2 ORDER BY seq", "sqlite_autoindex_jobs_2");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
     assert_plan_uses(db, "run_at > ?1 ORDER BY run_at", "jobs_scheduled");
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
