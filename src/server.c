@@ -330,6 +330,12 @@ int ad_server_run(struct ad_config *cfg)
     if (ad_srv.open_mode && !is_loopback_host(cfg->listen_host))
         ad_warn("no keys configured: only loopback clients are served although listening on %s", cfg->listen_host);
 
+    /* With a database for the store, the data directory still keeps the node's own keys (when none are
+     * configured). The SQLite store makes it itself. */
+    if (cfg->store != NULL && ad_mkdir_p(cfg->data_dir) != 0) {
+        ad_error("cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
+        return 1;
+    }
     ad_srv.store = ad_store_open(cfg->store != NULL ? cfg->store : cfg->data_dir, err, sizeof(err));
     if (ad_srv.store == NULL) {
         ad_error("cannot open the store: %s", err);

@@ -1399,33 +1399,6 @@ static const struct ad_store_ops sq_ops = {
     .close = sq_close,
 };
 
-/* mkdir -p with mode 0700 for the directories it creates. 0, or -1 with errno set. */
-static int mkdir_p(const char *dir)
-{
-    char *p = ad_strdup(dir);
-    int rc = 0;
-    for (char *s = p + 1; rc == 0; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0700) != 0 && errno != EEXIST)
-            rc = -1;
-        *s = saved;
-        if (saved == '\0')
-            break;
-    }
-    free(p);
-    struct stat sb;
-    if (rc == 0 && stat(dir, &sb) != 0)
-        rc = -1;
-    if (rc == 0 && !S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        rc = -1;
-    }
-    return rc;
-}
-
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */
 static int migrate(struct ad_conn *c, char *err, size_t errlen)
 {
@@ -1477,7 +1450,7 @@ struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "libsqlite3 was built without thread support");
         return NULL;
     }
-    if (mkdir_p(dir) != 0) {
+    if (ad_mkdir_p(dir) != 0) {
         snprintf(err, errlen, "create data directory %s: %s", dir, strerror(errno));
         return NULL;
     }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -491,4 +492,30 @@ void ad_buf_free(struct ad_buf *b)
 {
     free(b->data);
     ad_buf_init(b, b->max);
+}
+
+int ad_mkdir_p(const char *dir)
+{
+    char *p = ad_strdup(dir);
+    int rc = 0;
+    for (char *s = p + 1; rc == 0; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = saved;
+        if (saved == '\0')
+            break;
+    }
+    free(p);
+    struct stat sb;
+    if (rc == 0 && stat(dir, &sb) != 0)
+        rc = -1;
+    if (rc == 0 && !S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    return rc;
 }

@@ -47,6 +47,9 @@ void ad_hex_encode(const uint8_t *in, size_t n, char *out);
 
 /* Fill buf with n bytes from the CSPRNG; aborts if the CSPRNG fails. */
 void ad_random_bytes(uint8_t *buf, size_t n);
+
+/* mkdir -p with mode 0700 for the directories it creates. 0, or -1 with errno set. */
+int ad_mkdir_p(const char *dir);
 /* A new opaque id: prefix followed by 128 random bits in base64url (22 chars). The caller frees. */
 char *ad_new_id(const char *prefix);
 
