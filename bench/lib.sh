@@ -139,10 +139,11 @@ EOF
 }
 
 # start_acceptd [ARGS...]: `acceptd serve` on an ephemeral loopback port with a fresh data dir, extra ARGS
-# appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout.
+# appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout. Set
+# BENCH_NODE to give each of several daemons a directory of its own (default: acceptd).
 start_acceptd()
 {
-    local dir="$BENCH_TMP/acceptd" pid tries=100 line
+    local dir="$BENCH_TMP/${BENCH_NODE:-acceptd}" pid tries=100 line
     [ -x "$ACCEPTD_BIN" ] || bench_die "$ACCEPTD_BIN not built (make all)"
     mkdir -p "$dir"
     # stdbuf: the listening line must reach the file even if stdout is block-buffered.

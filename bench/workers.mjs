@@ -5,6 +5,7 @@
 //       A worker parks POST /v1/leases {"types":["bench.handoff"],"wait":30}; then one job is submitted on
 //       another connection. Latency: from just before the submit is sent to the lease answer fully read.
 //       COUNT times, one after the other. Prints handoff-p50, handoff-p99, handoff-max (ms) and handoff-n.
+//       With BENCH_SUBMIT_URL set, jobs are submitted there instead (another node of a cluster).
 //   node bench/workers.mjs URL submit JOBS SUBMITTERS
 //       Durable submits alone: JOBS POST /v1/jobs with SUBMITTERS in flight. Prints submit-node (jobs/s).
 //   node bench/workers.mjs URL e2e JOBS SUBMITTERS WORKERS
@@ -61,7 +62,7 @@ async function submitAll(pool, type, jobs, submitters, deadline) {
 async function handoff(count) {
     const type = 'bench.handoff';
     const worker = new Client(url, { pipelining: 1, keepAliveTimeout: 60_000 });
-    const submitter = new Client(url, { pipelining: 1, keepAliveTimeout: 60_000 });
+    const submitter = new Client(process.env.BENCH_SUBMIT_URL || url, { pipelining: 1, keepAliveTimeout: 60_000 });
     const lat = [];
     const deadline = now() + LIMIT_MS;
     try {

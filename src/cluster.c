@@ -3,6 +3,9 @@
  *
  * Two parts. The feed thread waits on the store's change feed (feed_open/feed_wait) and wakes the event
  * loop when another node committed something; it reopens the feed by itself when the database goes away.
+ * Jobs that another node made queued are announced with their tenant and type: the loop offers them to its
+ * parked workers at once, before reading anything (the handoff from a submit on one node to a worker waiting
+ * on another costs no extra round trip).
  * The pump runs on the event loop: it reads every job with seq above what it has read so far, in seq order,
  * hands each change to the /v1/events streams and publishes it (ad_server_publish keeps the cache, waiters
  * and timers in step; a change this node made itself is already published and changes nothing there). It
@@ -15,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #define PUMP_PAGE 500
@@ -22,6 +26,7 @@
 #define PUMP_RETRY_MS 500
 #define FEED_WAIT_MS 500
 #define FEED_BACKOFF_MAX_MS 2000
+#define KICKS_MAX 256
 
 static struct {
     int enabled;
@@ -34,7 +39,11 @@ static struct {
     h2o_multithread_queue_t *mq;
     h2o_multithread_receiver_t receiver;
     h2o_multithread_message_t wake;
-} cl;
+    /* "tenant\0type" of jobs other nodes made queued, for the loop's parked workers; under mu */
+    pthread_mutex_t mu;
+    char *kicks[KICKS_MAX];
+    size_t nkicks;
+} cl = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int ad_cluster_enabled(void)
 {
@@ -88,6 +97,16 @@ static void on_wake(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
     while (!h2o_linklist_is_empty(messages))
         h2o_linklist_unlink(messages->next);
     atomic_store(&cl.wake_sent, 0);
+    char *kicks[KICKS_MAX];
+    pthread_mutex_lock(&cl.mu);
+    size_t n = cl.nkicks;
+    memcpy(kicks, cl.kicks, n * sizeof(*kicks));
+    cl.nkicks = 0;
+    pthread_mutex_unlock(&cl.mu);
+    for (size_t i = 0; i < n; i++) {
+        ad_api_leases_kick(kicks[i], kicks[i] + strlen(kicks[i]) + 1);
+        free(kicks[i]);
+    }
     ad_cluster_changed();
 }
 
@@ -99,9 +118,24 @@ static void wake_loop(void)
         h2o_multithread_send_message(&cl.receiver, &cl.wake);
 }
 
-static void heard(void *arg, const char *job_id)
+static void heard(void *arg, const struct ad_feed_change *ch)
 {
     *(int *)arg = 1;
+    if (ch->tenant == NULL || ch->type == NULL)
+        return;
+    size_t tl = strlen(ch->tenant), yl = strlen(ch->type);
+    pthread_mutex_lock(&cl.mu);
+    int known = 0;
+    for (size_t i = 0; i < cl.nkicks && !known; i++)
+        known = strcmp(cl.kicks[i], ch->tenant) == 0 && strcmp(cl.kicks[i] + tl + 1, ch->type) == 0;
+    /* Past the cap the pump still publishes the jobs, which offers them to parked workers a moment later. */
+    if (!known && cl.nkicks < KICKS_MAX) {
+        char *k = ad_malloc(tl + yl + 2);
+        memcpy(k, ch->tenant, tl + 1);
+        memcpy(k + tl + 1, ch->type, yl + 1);
+        cl.kicks[cl.nkicks++] = k;
+    }
+    pthread_mutex_unlock(&cl.mu);
 }
 
 static void nap(int ms)
@@ -177,4 +211,7 @@ void ad_cluster_stop(void)
     atomic_store(&cl.stopping, 1);
     pthread_join(cl.thread, NULL);
     ad_timer_cancel(&cl.timer);
+    for (size_t i = 0; i < cl.nkicks; i++)
+        free(cl.kicks[i]);
+    cl.nkicks = 0;
 }

@@ -110,7 +110,8 @@ int ad_config_load_file(struct ad_config *cfg, const char *path, char *err, size
 /* Same, from a YAML string already in memory (used by tests and fuzzers). */
 int ad_config_load_string(struct ad_config *cfg, const char *yaml, size_t len, char *err, size_t errlen);
 
-/* Apply ACCEPTD_LISTEN, ACCEPTD_DATA, ACCEPTD_PUBLIC_URL, ACCEPTD_STORE from the environment. Returns -1 with err on a bad value. */
+/* Apply ACCEPTD_LISTEN, ACCEPTD_DATA, ACCEPTD_PUBLIC_URL, ACCEPTD_STORE from the environment. Returns -1 with err on a
+ * bad value. */
 int ad_config_apply_env(struct ad_config *cfg, char *err, size_t errlen);
 
 /* Parse "HOST:PORT" / "[v6]:PORT" / ":PORT" into cfg->listen_host/listen_port. Returns 0 or -1. */

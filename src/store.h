@@ -120,6 +120,13 @@ struct ad_due {
     int64_t next_at;
 };
 
+/* A job another node changed, as its commit announced it (store.h feed_wait). tenant and type are set only when
+ * the job is queued now, i.e. when workers waiting for that tenant and type may want it. */
+struct ad_feed_change {
+    const char *job_id;
+    const char *tenant, *type; /* NULL unless queued */
+};
+
 /* A list of jobs returned by a query; free with ad_job_list_free. */
 struct ad_job_list {
     struct ad_job **items;
@@ -224,9 +231,10 @@ struct ad_store_ops {
      * node but this one. One feed per process, used by one thread.
      */
     struct ad_feed *(*feed_open)(struct ad_store *s, char *err, size_t errlen);
-    /* Wait up to timeout_ms, then call fn(arg, job_id) for each job another node changed. 0, or -1 when the
+    /* Wait up to timeout_ms, then call fn(arg, change) for each job another node changed. 0, or -1 when the
      * connection is lost: announcements may have been missed, so the caller resynchronises and reopens. */
-    int (*feed_wait)(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const char *job_id), void *arg);
+    int (*feed_wait)(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const struct ad_feed_change *ch),
+                     void *arg);
     void (*feed_close)(struct ad_feed *f);
 
     void (*close)(struct ad_store *s);

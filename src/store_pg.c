@@ -1,9 +1,11 @@
 /*
  * store_pg.c - the cluster store: several acceptd nodes share one PostgreSQL database through libpq.
  *
- * One global write order. Every writer transaction starts by locking the single row of acceptd_counter, so
- * write batches of all nodes run one after another and commit in seq order; each batch hands out seqs from
- * that counter locally and writes it back at commit. A reader that has seen seq n has therefore seen every
+ * One global write order. Every writer transaction starts by taking one transaction-scoped advisory lock, so
+ * write batches of all nodes run one after another and commit in seq order; each batch then reads the seq
+ * counter (acceptd_counter), hands out seqs from it locally and writes it back at commit if it moved. An
+ * advisory lock writes nothing, so a batch that changed nothing (an idle sweep, a lease request that found no
+ * job) commits without a WAL flush. A reader that has seen seq n has therefore seen every
  * change up to n (the changes feed and event ids never skip a late commit), and rows swept away never make
  * seq go back.
  *
@@ -208,6 +210,7 @@ static const char *const migrations[] = {
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
+#define PG_WRITE_LOCK "27412351295714405"
 #define PG_CHANNEL "acceptd_changes"
 /* NOTIFY payloads must stay under 8000 bytes; each announcement is cut at this size. */
 #define PG_NOTIFY_MAX 7000
@@ -241,6 +244,7 @@ enum pg_stmt {
     ST_SAVEPOINT,
     ST_RELEASE,
     ST_ROLLBACK_TO,
+    ST_WRITE_LOCK,
     ST_COUNTER_LOCK,
     ST_COUNTER_SET,
     ST_NOTIFY,
@@ -293,7 +297,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_RELEASE] = "RELEASE op",
     [ST_ROLLBACK_TO] = "ROLLBACK TO op",
     /* The global write lock: held from begin to commit by the one batch writing, on any node. */
-    [ST_COUNTER_LOCK] = "SELECT seq FROM acceptd_counter WHERE id = 1 FOR UPDATE",
+    [ST_WRITE_LOCK] = "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")",
+    /* A statement of its own, after the lock: its snapshot then shows the last holder's commit. */
+    [ST_COUNTER_LOCK] = "SELECT seq FROM acceptd_counter WHERE id = 1",
     [ST_COUNTER_SET] = "UPDATE acceptd_counter SET seq = $1 WHERE id = 1",
     [ST_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
@@ -371,11 +377,14 @@ struct pg_store {
     char node[17]; /* this process's id in announcements: 16 hex characters */
 };
 
+static int64_t col_INT64(const PGresult *r, int row, int col);
+
 /* What a pending result is checked for when it is collected. */
 enum pg_check {
     CHECK_NONE,
     CHECK_ROW,    /* the statement must have touched a row */
     CHECK_COMMIT, /* the server must have committed, not rolled back */
+    CHECK_SEQ,    /* the counter read at begin: its row sets the batch's seq */
 };
 
 /* A statement (or sync) sent on the pipeline whose result has not been collected yet. */
@@ -408,6 +417,7 @@ struct ad_conn {
     ad_err poison;     /* the first error of the open transaction; the commit will fail with it */
     int64_t seq;       /* last seq handed out by this connection */
     int64_t seq_begin; /* the counter as begin read it */
+    int seq_known;     /* begin's counter read has been collected */
     char **ids;        /* jobs inserted or updated in the transaction, to announce at commit */
     size_t nids, ids_cap, ids_savepoint;
     struct pg_hook_cache hooks[PG_HOOK_CACHE_MAX];
@@ -563,6 +573,17 @@ static ad_err collect(struct ad_conn *c, PGresult **out)
         } else if (p.check == CHECK_COMMIT && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
             ad_error("store: %s: the server rolled the transaction back", p.what);
             e = AD_E_INTERNAL;
+        } else if (p.check == CHECK_SEQ) {
+            if (PQntuples(r) != 1) {
+                ad_error("store: %s: the counter row is missing", p.what);
+                e = AD_E_INTERNAL;
+            } else {
+                c->seq_begin = col_INT64(r, 0, 0);
+                /* Never below what this connection handed out before: a rolled-back batch leaves a gap. */
+                if (c->seq_begin > c->seq)
+                    c->seq = c->seq_begin;
+                c->seq_known = 1;
+            }
         }
         if (p.kind == PEND_PREPARE)
             c->prepared[p.stmt] = e == AD_E_OK ? 2 : 0;
@@ -925,32 +946,47 @@ static void tx_end(struct ad_conn *c)
     hooks_drop(c);
 }
 
-/* BEGIN and take the global write lock, reading the counter. One try on the current connection. */
+/*
+ * BEGIN, take the global write lock and read the counter, all only sent: the batch's first read collects
+ * them with its own result (one round trip), and the first seq handed out waits for the counter (next_seq).
+ */
 static ad_err begin_once(struct ad_conn *c)
 {
     c->in_tx = 1;
     c->poison = AD_E_OK;
-    PGresult *r = NULL;
-    struct pg_params p = {0};
+    c->seq_known = 0;
+    c->seq_begin = c->seq;
     ad_err e = send_stmt(c, ST_BEGIN, 0, NULL, CHECK_NONE, "begin");
     if (e == AD_E_OK)
-        e = query(c, ST_COUNTER_LOCK, &p, &r, "take the write lock");
-    if (e == AD_E_OK && PQntuples(r) != 1) {
-        ad_error("store: take the write lock: the counter row is missing");
-        e = AD_E_INTERNAL;
-    }
-    if (e == AD_E_OK) {
-        c->seq_begin = col_INT64(r, 0, 0);
-        /* Never below what this connection handed out before: a rolled-back batch leaves a gap, no repeat. */
-        if (c->seq_begin > c->seq)
-            c->seq = c->seq_begin;
-    }
-    PQclear(r);
+        e = send_stmt(c, ST_WRITE_LOCK, 0, NULL, CHECK_NONE, "take the write lock");
+    if (e == AD_E_OK)
+        e = send_stmt(c, ST_COUNTER_LOCK, 0, NULL, CHECK_SEQ, "read the seq counter");
+    if (e == AD_E_OK)
+        e = send_flush(c);
     if (e != AD_E_OK) {
         rollback_wire(c);
         tx_end(c);
     }
     return e;
+}
+
+/* The next seq of the open batch, once begin's counter read is in. */
+static ad_err next_seq(struct ad_conn *c, int64_t *seq)
+{
+    if (!c->seq_known) {
+        ad_err e = c->poison != AD_E_OK ? c->poison : send_flush(c);
+        if (e == AD_E_OK)
+            e = drain(c, 0);
+        if (e == AD_E_OK && !c->seq_known)
+            e = AD_E_INTERNAL;
+        if (e != AD_E_OK) {
+            if (c->poison == AD_E_OK)
+                c->poison = e;
+            return e;
+        }
+    }
+    *seq = ++c->seq;
+    return AD_E_OK;
 }
 
 static ad_err pg_begin(struct ad_conn *c)
@@ -960,6 +996,12 @@ static ad_err pg_begin(struct ad_conn *c)
         return AD_E_INTERNAL;
     }
     tx_end(c);
+    /* A server that restarted has closed this connection: notice it now, while the batch can still go to a
+     * fresh connection (begin waits for nothing, so it would notice too late). Non-blocking reads: the first
+     * may only take the server's goodbye message, the second then sees the end of the stream. */
+    for (int i = 0; i < 2 && !c->broken && c->npend == 0; i++)
+        if (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK)
+            c->broken = 1;
     if (revive(c) != 0)
         return AD_E_UNAVAILABLE;
     ad_err e = begin_once(c);
@@ -977,7 +1019,8 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Announce the changed jobs: "<node> <id> <id> ...", in as many notifications as the size limit needs. */
+/* Announce the changed jobs: "<node>\n<entry>\n<entry>..." (ids_add), in as many notifications as the size limit
+ * needs. */
 static ad_err send_announcements(struct ad_conn *c)
 {
     if (c->nids == 0)
@@ -1000,7 +1043,7 @@ static ad_err send_announcements(struct ad_conn *c)
         if (i < c->nids) {
             if (b.len == 0)
                 ad_buf_append(&b, c->s->node, head);
-            ad_buf_append(&b, " ", 1);
+            ad_buf_append(&b, "\n", 1);
             ad_buf_append(&b, c->ids[i], len);
         }
     }
@@ -1122,14 +1165,26 @@ static ad_err write1(struct ad_conn *c, enum pg_stmt id, const struct pg_params 
 
 /* ---- jobs ---- */
 
-/* Remember a changed job for the commit's announcement. */
-static void ids_add(struct ad_conn *c, const char *id)
+/* Remember a changed job for the commit's announcement: "<id>", or "<id>\t<tenant>\t<type>" while it is queued
+ * (tenants and types hold no control characters). A later change of the same job in the batch replaces it. */
+static void ids_add(struct ad_conn *c, const struct ad_job *job)
 {
+    char *entry =
+        job->status == AD_QUEUED ? ad_asprintf("%s\t%s\t%s", job->id, job->tenant, job->type) : ad_strdup(job->id);
+    size_t idlen = strlen(job->id);
+    for (size_t i = c->nids; i > c->ids_savepoint && i + 8 > c->nids; i--) {
+        char *prev = c->ids[i - 1];
+        if (strncmp(prev, job->id, idlen) == 0 && (prev[idlen] == '\0' || prev[idlen] == '\t')) {
+            free(prev);
+            c->ids[i - 1] = entry;
+            return;
+        }
+    }
     if (c->nids == c->ids_cap) {
         c->ids_cap = c->ids_cap ? c->ids_cap * 2 : 64;
         c->ids = ad_realloc(c->ids, c->ids_cap * sizeof(*c->ids));
     }
-    c->ids[c->nids++] = ad_strdup(id);
+    c->ids[c->nids++] = entry;
 }
 
 /* seq and cseq come from the counter: cseq is the seq of the insert. */
@@ -1139,12 +1194,15 @@ static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
     ad_err e = auto_begin(c, &own);
     if (e != AD_E_OK)
         return e;
-    int64_t seq = ++c->seq;
+    int64_t seq;
+    e = next_seq(c, &seq);
+    if (e != AD_E_OK)
+        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_job(&p, job, seq);
     e = send_write(c, ST_INSERT, &p, CHECK_NONE, "insert job");
     if (e == AD_E_OK)
-        ids_add(c, job->id);
+        ids_add(c, job);
     e = auto_end(c, own, e);
     if (e == AD_E_OK)
         job->seq = job->cseq = seq;
@@ -1162,12 +1220,15 @@ static ad_err pg_job_update(struct ad_conn *c, struct ad_job *job)
     ad_err e = auto_begin(c, &own);
     if (e != AD_E_OK)
         return e;
-    int64_t seq = ++c->seq;
+    int64_t seq;
+    e = next_seq(c, &seq);
+    if (e != AD_E_OK)
+        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_job(&p, job, seq);
     e = send_write(c, ST_UPDATE, &p, CHECK_ROW, "update job");
     if (e == AD_E_OK)
-        ids_add(c, job->id);
+        ids_add(c, job);
     e = auto_end(c, own, e);
     if (e == AD_E_OK)
         job->seq = seq;
@@ -1686,7 +1747,10 @@ static ad_err pg_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
     ad_err e = auto_begin(c, &own);
     if (e != AD_E_OK)
         return e;
-    int64_t seq = ++c->seq;
+    int64_t seq;
+    e = next_seq(c, &seq);
+    if (e != AD_E_OK)
+        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_INT64(&p, seq);
     param_TEXT(&p, d->id);
@@ -1855,24 +1919,37 @@ static struct ad_feed *pg_feed_open(struct ad_store *s, char *err, size_t errlen
 }
 
 /* Pass on the ids of the announcements received so far that other nodes made. How many there were. */
-static int feed_dispatch(struct ad_feed *f, void (*fn)(void *arg, const char *job_id), void *arg)
+static int feed_dispatch(struct ad_feed *f, void (*fn)(void *arg, const struct ad_feed_change *ch), void *arg)
 {
     int got = 0;
     PGnotify *n;
     while ((n = PQnotifies(f->pg)) != NULL) {
         got++;
         char *s = n->extra;
-        char *sp = strchr(s, ' ');
+        char *sp = strchr(s, '\n');
         size_t node_len = sp != NULL ? (size_t)(sp - s) : strlen(s);
         int ours = node_len == strlen(f->s->node) && memcmp(s, f->s->node, node_len) == 0;
         if (strcmp(n->relname, PG_CHANNEL) == 0 && !ours && sp != NULL) {
             /* The payload is ours to cut up: it is freed with the notification. */
             for (char *id = sp + 1; *id != '\0';) {
-                char *end = strchr(id, ' ');
+                char *end = strchr(id, '\n');
                 if (end != NULL)
                     *end = '\0';
+                struct ad_feed_change ch = {.job_id = id};
+                char *tab = strchr(id, '\t');
+                if (tab != NULL) {
+                    *tab = '\0';
+                    ch.tenant = tab + 1;
+                    tab = strchr(ch.tenant, '\t');
+                    if (tab != NULL) {
+                        *tab = '\0';
+                        ch.type = tab + 1;
+                    } else {
+                        ch.tenant = NULL;
+                    }
+                }
                 if (*id != '\0')
-                    fn(arg, id);
+                    fn(arg, &ch);
                 if (end == NULL)
                     break;
                 id = end + 1;
@@ -1883,7 +1960,8 @@ static int feed_dispatch(struct ad_feed *f, void (*fn)(void *arg, const char *jo
     return got;
 }
 
-static int pg_feed_wait(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const char *job_id), void *arg)
+static int pg_feed_wait(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const struct ad_feed_change *ch),
+                        void *arg)
 {
     if (PQstatus(f->pg) != CONNECTION_OK || PQsocket(f->pg) < 0)
         return -1;

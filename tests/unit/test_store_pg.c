@@ -805,10 +805,11 @@ static void *begin_and_lease(void *arg)
 {
     struct begin_arg *b = arg;
     b->e = b->f->ops->begin(b->c);
-    __atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
     const char *a[] = {"a"};
+    /* begin only sends the lock request: the batch's first read is where it waits. */
     if (b->e == AD_E_OK)
         b->e = b->f->ops->job_leasable(b->c, "t1", a, 1, T0, 1, &b->leased);
+    __atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
     if (b->e == AD_E_OK)
         b->e = b->f->ops->commit(b->c);
     return NULL;
@@ -877,16 +878,32 @@ static void test_leasable_skips_locked_rows(void **state)
 
 struct heard {
     char ids[64][32];
+    char queued[64][32]; /* "tenant/type" when announced as queued, else "" */
     int n;
     int total;
 };
 
-static void on_heard(void *arg, const char *id)
+static void on_heard(void *arg, const struct ad_feed_change *ch)
 {
     struct heard *h = arg;
-    if (h->n < 64)
-        snprintf(h->ids[h->n++], sizeof(h->ids[0]), "%s", id);
+    if (h->n < 64) {
+        snprintf(h->ids[h->n], sizeof(h->ids[0]), "%s", ch->job_id);
+        if (ch->tenant != NULL && ch->type != NULL)
+            snprintf(h->queued[h->n], sizeof(h->queued[0]), "%s/%s", ch->tenant, ch->type);
+        else
+            h->queued[h->n][0] = '\0';
+        h->n++;
+    }
     h->total++;
+}
+
+/* How id was announced: "tenant/type" when queued, "" when not, NULL when it was not heard. */
+static const char *heard_as(const struct heard *h, const char *id)
+{
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(h->ids[i], id) == 0)
+            return h->queued[i];
+    return NULL;
 }
 
 static int heard(const struct heard *h, const char *id)
@@ -921,6 +938,7 @@ static void test_feed_hears_other_nodes_only(void **state)
     struct heard h = {0};
     listen_for(f, theirs, 300, &h);
     assert_int_equal(heard(&h, "job_upd"), 1);
+    assert_string_equal(heard_as(&h, "job_upd"), "t1/a"); /* queued: parked workers of t1/a may want it */
 
     assert_int_equal(ops->begin(f->c), AD_E_OK);
     assert_int_equal(ops->savepoint(f->c), AD_E_OK);
@@ -944,7 +962,9 @@ static void test_feed_hears_other_nodes_only(void **state)
 
     listen_for(f, theirs, 500, &h);
     assert_int_equal(heard(&h, "job_new"), 1);
-    assert_int_equal(heard(&h, "job_upd"), 1); /* updated twice, announced once */
+    assert_int_equal(heard(&h, "job_upd"), 1);            /* updated twice, announced once */
+    assert_string_equal(heard_as(&h, "job_upd"), "");     /* as it ended: running */
+    assert_string_equal(heard_as(&h, "job_new"), "t1/a"); /* queued */
     assert_int_equal(heard(&h, "job_undone"), 0);
     assert_int_equal(heard(&h, "job_rolled_back"), 0);
     assert_int_equal(h.total, 2);
