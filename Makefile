@@ -38,9 +38,13 @@ LIB_SRCS = $(filter-out src/main.c,$(wildcard src/*.c))
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_NAMES = $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
 BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
+# Unit tests that need a PostgreSQL server (ACCEPTD_TEST_PG; without it they skip): `make blackbox-pg` runs them.
+PG_UNITS = $(filter test_store_pg,$(UNIT_NAMES))
+PG_DIR := /tmp/acceptd-pg-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+PG_PORT = 55433
 FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c)
 
-.PHONY: all deps unit unit-asan blackbox blackbox-asan test run bench format format-check checksrc clean
+.PHONY: all deps unit unit-asan blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -114,7 +118,7 @@ unit-asan: $(addprefix build/asan/tests/,$(UNIT_NAMES))
 # Test files read ACCEPTD_BIN (absolute path of the binary under test); ACCEPTD_SANITIZED=1 tells them the
 # binary is the slower ASan build.
 ifeq ($(strip $(BLACKBOX_TESTS)),)
-blackbox blackbox-asan:
+blackbox blackbox-asan blackbox-pg:
 	@echo "$@: no tests/blackbox/*.test.mjs yet"
 else
 blackbox: build/acceptd node_modules/.package-lock.json
@@ -123,6 +127,30 @@ blackbox: build/acceptd node_modules/.package-lock.json
 blackbox-asan: build/asan/acceptd node_modules/.package-lock.json
 	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 $(ASAN_ENV) \
 		node --test --test-concurrency=2 $(BLACKBOX_TESTS)
+
+# The same files against the PostgreSQL store: a throwaway cluster (scripts/pg.sh) in PG_DIR, stopped and
+# removed at the end whatever the outcome; the harness gives each daemon a fresh database on it
+# (ACCEPTD_TEST_PG, see tests/blackbox/lib/daemon.mjs). The PostgreSQL unit tests (PG_UNITS) run first, plain
+# and under ASan+UBSan, each on a database of its own and killed after 5 minutes (a test stuck on a lock must
+# not hang CI). PG_DIR is
+# per checkout and short (a socket path has at most 107 bytes); the server has no TCP listener, so PG_PORT
+# only names its socket.
+blackbox-pg: build/acceptd $(addprefix build/tests/,$(PG_UNITS)) $(addprefix build/asan/tests/,$(PG_UNITS)) \
+		node_modules/.package-lock.json
+	@url=$$(bash scripts/pg.sh start $(PG_DIR) $(PG_PORT)) || exit 1; \
+	trap 'bash scripts/pg.sh stop $(PG_DIR)' EXIT; trap 'exit 130' INT TERM HUP; \
+	echo "blackbox-pg: PostgreSQL at $$url"; \
+	status=0; \
+	for t in $(PG_UNITS); do \
+		echo "== build/tests/$$t"; \
+		db=$$(bash scripts/pg.sh createdb $(PG_DIR) $(PG_PORT) $$t) && ACCEPTD_TEST_PG=$$db timeout 300 build/tests/$$t || status=1; \
+		echo "== build/asan/tests/$$t"; \
+		db=$$(bash scripts/pg.sh createdb $(PG_DIR) $(PG_PORT) $${t}_asan) && \
+			ACCEPTD_TEST_PG=$$db $(ASAN_ENV) timeout 300 build/asan/tests/$$t || status=1; \
+	done; \
+	echo "ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 ..."; \
+	ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 $(BLACKBOX_TESTS) || status=1; \
+	exit $$status
 endif
 
 # Each step is its own make run so that it sees what the step before installed or built; the first failure
@@ -136,6 +164,7 @@ test:
 	$(MAKE) -j2 unit-asan
 	$(MAKE) -j2 blackbox
 	$(MAKE) -j2 blackbox-asan
+	$(MAKE) -j2 blackbox-pg
 
 run:
 	$(MAKE) deps

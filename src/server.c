@@ -336,6 +336,12 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot create data directory %s: %s", cfg->data_dir, strerror(errno));
         return 1;
     }
+    /* One node per data directory here too: its keys and its webhook claims (webhook.c) are its own. */
+    if (cfg->store != NULL && ad_lock_dir(cfg->data_dir) < 0) {
+        ad_error("cannot open the store: data directory %s is in use by another acceptd (%s)", cfg->data_dir,
+                 strerror(errno));
+        return 1;
+    }
     ad_srv.store = ad_store_open(cfg->store != NULL ? cfg->store : cfg->data_dir, err, sizeof(err));
     if (ad_srv.store == NULL) {
         ad_error("cannot open the store: %s", err);

@@ -216,11 +216,14 @@ struct ad_store_ops {
     ad_err (*delivery_abandon)(struct ad_conn *c, const char *webhook_id, const char *reason);
     /* Delete up to limit delivered or dead deliveries created before `before`. */
     ad_err (*delivery_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
-    /* Take a pending delivery that is due (next_at <= now) for this process's delivery thread by moving its
+    /* Take a pending delivery that is due (next_at <= now) for node owner's delivery thread by moving its
      * next_at to until, outside any transaction, so that other nodes leave it alone while it is in flight; a
-     * node that dies with it leaves it due again at until. AD_E_NOT_FOUND when it is no longer pending and due
-     * (another node took it, or its outcome is in). A single-node backend has no one to race: AD_E_OK. */
-    ad_err (*delivery_claim)(struct ad_conn *c, int64_t seq, int64_t now, int64_t until);
+     * node that dies with it leaves it due again at until, unless it comes back first and releases it.
+     * AD_E_NOT_FOUND when it is no longer pending and due (another node took it, or its outcome is in). A
+     * single-node backend has no one to race: AD_E_OK. */
+    ad_err (*delivery_claim)(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner);
+    /* Every pending delivery claimed by owner is due again at now (its transfers were cut: a stop, a crash). */
+    ad_err (*delivery_release)(struct ad_conn *c, const char *owner, int64_t now);
 
     /* Several jobs by id, any tenant, in no particular order; absent ids are left out. */
     ad_err (*job_get_many)(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out);

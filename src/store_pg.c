@@ -198,8 +198,10 @@ static const char *const migrations[] = {
     " next_at bigint,"
     " last_at bigint,"
     " last_status int,"
-    " last_error text);"
+    " last_error text,"
+    " claimed_by text);"
     "CREATE INDEX deliveries_due ON deliveries (next_at) WHERE state = 0;"
+    "CREATE INDEX deliveries_claimed ON deliveries (claimed_by) WHERE state = 0;"
     "CREATE INDEX deliveries_webhook ON deliveries (webhook_id);"
     "CREATE INDEX deliveries_webhook_state ON deliveries (webhook_id, state);"
     "CREATE INDEX deliveries_finished ON deliveries (created_at) WHERE state != 0;"
@@ -285,6 +287,7 @@ enum pg_stmt {
     ST_DELIVERY_ABANDON,
     ST_DELIVERY_SWEEP,
     ST_DELIVERY_CLAIM,
+    ST_DELIVERY_RELEASE,
     ST__COUNT
 };
 
@@ -364,7 +367,9 @@ static const char *const stmt_sql[ST__COUNT] = {
                             " WHERE webhook_id = $1 AND state = 0",
     [ST_DELIVERY_SWEEP] = "DELETE FROM deliveries"
                           " WHERE seq IN (SELECT seq FROM deliveries WHERE state != 0 AND created_at < $1 LIMIT $2)",
-    [ST_DELIVERY_CLAIM] = "UPDATE deliveries SET next_at = $3 WHERE seq = $1 AND state = 0 AND next_at <= $2",
+    [ST_DELIVERY_CLAIM] = "UPDATE deliveries SET next_at = $3, claimed_by = $4"
+                          " WHERE seq = $1 AND state = 0 AND next_at <= $2",
+    [ST_DELIVERY_RELEASE] = "UPDATE deliveries SET next_at = $2, claimed_by = NULL WHERE claimed_by = $1 AND state = 0",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,
@@ -1868,16 +1873,28 @@ static ad_err pg_delivery_sweep(struct ad_conn *c, int64_t before, int limit, in
 }
 
 /* Several nodes' delivery threads read the same due rows: the one whose update moves next_at sends it. */
-static ad_err pg_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until)
+static ad_err pg_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner)
 {
     struct pg_params p = {0};
     param_INT64(&p, seq);
     param_INT64(&p, now);
     param_INT64(&p, until);
+    param_TEXT(&p, owner);
     PGresult *r;
     ad_err e = query(c, ST_DELIVERY_CLAIM, &p, &r, "claim delivery");
     if (e == AD_E_OK && strcmp(PQcmdTuples(r), "1") != 0)
         e = AD_E_NOT_FOUND;
+    PQclear(r);
+    return e;
+}
+
+static ad_err pg_delivery_release(struct ad_conn *c, const char *owner, int64_t now)
+{
+    struct pg_params p = {0};
+    param_TEXT(&p, owner);
+    param_INT64(&p, now);
+    PGresult *r;
+    ad_err e = query(c, ST_DELIVERY_RELEASE, &p, &r, "release claimed deliveries");
     PQclear(r);
     return e;
 }
@@ -2032,6 +2049,7 @@ static const struct ad_store_ops pg_ops = {
     .delivery_abandon = pg_delivery_abandon,
     .delivery_sweep = pg_delivery_sweep,
     .delivery_claim = pg_delivery_claim,
+    .delivery_release = pg_delivery_release,
     .job_get_many = pg_job_get_many,
     .feed_open = pg_feed_open,
     .feed_wait = pg_feed_wait,

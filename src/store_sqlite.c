@@ -1328,7 +1328,12 @@ static ad_err sq_delivery_abandon(struct ad_conn *c, const char *webhook_id, con
 }
 
 /* One process per data directory (the lock in ad_store_sqlite_open): its busy set is claim enough. */
-static ad_err sq_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until)
+static ad_err sq_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner)
+{
+    return AD_E_OK;
+}
+
+static ad_err sq_delivery_release(struct ad_conn *c, const char *owner, int64_t now)
 {
     return AD_E_OK;
 }
@@ -1395,6 +1400,7 @@ static const struct ad_store_ops sq_ops = {
     .delivery_abandon = sq_delivery_abandon,
     .delivery_sweep = sq_delivery_sweep,
     .delivery_claim = sq_delivery_claim,
+    .delivery_release = sq_delivery_release,
     .job_get_many = sq_job_get_many,
     .close = sq_close,
 };
@@ -1459,10 +1465,8 @@ struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)
     s->path = ad_asprintf("%s/acceptd.db", dir);
     /* One daemon per data directory: a second one would run its own writer, timers and sweeper on the
      * same rows. The lock goes away with the process, however it ends. */
-    char *lock_path = ad_asprintf("%s/acceptd.lock", dir);
-    s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    free(lock_path);
-    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    s->lock_fd = ad_lock_dir(dir);
+    if (s->lock_fd < 0) {
         snprintf(err, errlen, "data directory %s is in use by another acceptd (%s)", dir, strerror(errno));
         sq_close(&s->base);
         return NULL;

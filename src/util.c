@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -518,4 +520,18 @@ int ad_mkdir_p(const char *dir)
         rc = -1;
     }
     return rc;
+}
+
+int ad_lock_dir(const char *dir)
+{
+    char *path = ad_asprintf("%s/acceptd.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(path);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        fd = -1;
+    }
+    return fd;
 }

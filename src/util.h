@@ -50,6 +50,10 @@ void ad_random_bytes(uint8_t *buf, size_t n);
 
 /* mkdir -p with mode 0700 for the directories it creates. 0, or -1 with errno set. */
 int ad_mkdir_p(const char *dir);
+/* Take <dir>/acceptd.lock (flock, exclusive, not waiting): one daemon per data directory. The lock goes away
+ * with the process however it ends, or with close() of the returned fd. -1 with errno set when held or on
+ * error. */
+int ad_lock_dir(const char *dir);
 /* A new opaque id: prefix followed by 128 random bits in base64url (22 chars). The caller frees. */
 char *ad_new_id(const char *prefix);
 

@@ -14,12 +14,15 @@
 #include "webhook.h"
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SWEEP_BATCH 5000
 #define SWEEP_PERIOD_MS 60000
@@ -27,6 +30,7 @@
 #define CONNECT_TIMEOUT_MS 10000
 #define USER_AGENT "acceptd-webhooks"
 #define CLAIM_MARGIN_MS 30000
+#define NODE_FILE "node.id"
 /* In a cluster, other nodes' deliveries become ours to send when their node dies: look at least this often. */
 #define CLUSTER_SCAN_MS 1000
 
@@ -279,6 +283,7 @@ static struct {
     pthread_mutex_t mu;
     int64_t *busy; /* seqs; under mu */
     size_t nbusy, capbusy;
+    char node[33]; /* this node's name on the deliveries it claims (cluster stores); kept in the data dir */
 } eng = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Any thread. Only the wake that sets the flag needs to interrupt the poll: the thread looks at the flag
@@ -701,7 +706,7 @@ static void start(struct scan_state *ss, int64_t seq)
     /* Nodes sharing a cluster store race for each due delivery: the claim lets one of them send it (a no-op
      * on a single node). A node that dies holding it leaves it due again when the claim runs out. */
     if (r == AD_RESOLVE_PENDING || /* the resolver wakes us when the answer is in */
-        setup.st->delivery_claim(eng.conn, seq, ss->now, ss->now + claim_ms()) != AD_E_OK) {
+        setup.st->delivery_claim(eng.conn, seq, ss->now, ss->now + claim_ms(), eng.node) != AD_E_OK) {
         ad_delivery_free(d);
         return;
     }
@@ -843,6 +848,36 @@ static void *delivery_main(void *arg)
     return NULL;
 }
 
+/* The node's name for its claims: NODE_FILE in the data directory, made on first start. A node that comes back
+ * after a crash has the same name and releases what it held (ad_webhook_start). */
+static int load_node_name(const char *dir, char out[33], char *err, size_t errlen)
+{
+    char *path = ad_asprintf("%s/" NODE_FILE, dir);
+    int rc = -1;
+    FILE *f = fopen(path, "r");
+    if (f == NULL && errno == ENOENT) {
+        uint8_t raw[16];
+        ad_random_bytes(raw, sizeof(raw));
+        ad_hex_encode(raw, sizeof(raw), out);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 && write(fd, out, 32) == 32 && fsync(fd) == 0)
+            rc = 0;
+        else
+            snprintf(err, errlen, "create %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    } else if (f == NULL) {
+        snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+    } else {
+        rc = fscanf(f, "%32[0-9a-f]", out) == 1 && strlen(out) == 32 ? 0 : -1;
+        if (rc != 0)
+            snprintf(err, errlen, "%s: expected 32 hex digits", path);
+        fclose(f);
+    }
+    free(path);
+    return rc;
+}
+
 int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const char *public_url, char *err,
                      size_t errlen)
 {
@@ -857,6 +892,12 @@ int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const 
     eng.conn = store->ops->connect(store, err, errlen);
     if (eng.conn == NULL)
         return -1;
+    if (store->ops->feed_open != NULL) {
+        if (load_node_name(cfg->data_dir, eng.node, err, errlen) != 0)
+            return -1;
+        /* What this node claimed before it last stopped or died is due again now, not when the claims run out. */
+        store->ops->delivery_release(eng.conn, eng.node, ad_now_ms());
+    }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (eng.multi = curl_multi_init()) == NULL) {
         snprintf(err, errlen, "cannot initialise libcurl");
         return -1;
@@ -889,6 +930,8 @@ void ad_webhook_stop(void)
         ad_delivery_free(eng.flights->d);
         flight_free(eng.flights);
     }
+    /* The transfers just cut: another node may send them at once (outcomes still being committed win). */
+    eng.store->ops->delivery_release(eng.conn, eng.node, ad_now_ms());
     while (eng.nidle > 0)
         curl_easy_cleanup(eng.idle[--eng.nidle]);
     free(eng.idle);

@@ -1,49 +1,17 @@
 // TLS (config `tls: {cert, key}`): the listener speaks HTTPS, offering h2 by ALPN before http/1.1, so a
 // browser gets HTTP/2 and its SSE streams share one connection. The certificate is a throwaway self-signed
-// one made with the openssl command line. The harness's startDaemon expects http://, so this file starts its
-// daemons itself.
+// one made with the openssl command line; requests go through node's https and http2 clients with it.
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http2 from 'node:http2';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { it, standardConfig } from './lib/daemon.mjs';
-import { sleep } from './lib/jobs.mjs';
+import { it, standardConfig, startDaemon } from './lib/daemon.mjs';
 import { openSse2, sseParser } from './lib/sse.mjs';
-
-const BIN = process.env.ACCEPTD_BIN ?? path.resolve('build/acceptd');
-
-/** Start acceptd with config; resolves {url, proc, stop()} once it prints its https:// listening line. */
-function startTls(dir, config) {
-    const cfg = path.join(dir, 'acceptd.yaml');
-    fs.writeFileSync(cfg, config);
-    const proc = spawn(BIN, ['serve', '--listen', '127.0.0.1:0', '--data', path.join(dir, 'data'), '--config', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal, err })));
-    proc.stderr.on('data', (c) => {
-        err += c;
-    });
-    return new Promise((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`no listening line: ${out} ${err}`)), 10_000);
-        proc.stdout.on('data', (c) => {
-            out += c;
-            const m = /listening on (\S+)/.exec(out);
-            if (m) {
-                clearTimeout(t);
-                resolve({ url: m[1], proc, exited, stop: () => (proc.kill('SIGTERM'), exited) });
-            }
-        });
-        exited.then((r) => {
-            clearTimeout(t);
-            reject(Object.assign(new Error(`exited: ${JSON.stringify(r)}`), { result: r }));
-        });
-    });
-}
 
 /** JSON request over https (HTTP/1.1) with the test CA. */
 function req(url, method, p, { key, body, ca }) {
@@ -73,10 +41,10 @@ describe('TLS with h2 by ALPN', () => {
             '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-subj', '/CN=127.0.0.1',
             '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
         ca = fs.readFileSync(path.join(dir, 'cert.pem'));
-        d = await startTls(dir, `${standardConfig()}sse: { heartbeat: 300ms, retry: 200ms }\ntls: { cert: ${dir}/cert.pem, key: ${dir}/key.pem }\n`);
+        d = await startDaemon({ config: `${standardConfig()}sse: { heartbeat: 300ms, retry: 200ms }\ntls: { cert: ${dir}/cert.pem, key: ${dir}/key.pem }\n` });
     });
     after(async () => {
-        if (d) assert.equal((await d.stop()).code, 0);
+        if (d) assert.deepEqual(await d.stop(), { code: 0, signal: null });
         if (dir) fs.rmSync(dir, { recursive: true, force: true });
     });
 
@@ -131,8 +99,7 @@ describe('TLS with h2 by ALPN', () => {
 
     it('refuses to start with a key but no certificate, or an unreadable certificate', async () => {
         for (const tls of [`{ key: ${dir}/key.pem }`, `{ cert: ${dir}/nope.pem, key: ${dir}/key.pem }`]) {
-            const sub = fs.mkdtempSync(path.join(dir, 'bad-'));
-            const e = await startTls(sub, `tls: ${tls}\n`).then(
+            const e = await startDaemon({ config: `tls: ${tls}\n` }).then(
                 async (x) => {
                     await x.stop();
                     return null;
@@ -140,9 +107,9 @@ describe('TLS with h2 by ALPN', () => {
                 (err) => err,
             );
             assert.ok(e !== null, `started with tls ${tls}`);
-            assert.equal(e.result.code, 1);
-            assert.match(e.result.err, /tls: /);
-            await sleep(10);
+            // The harness's error: why it failed, the command, then the daemon's stdout and stderr.
+            assert.match(e.message, /^acceptd exited before listening \(code 1, signal null\)/, e.message);
+            assert.match(e.message.slice(e.message.indexOf('--- stderr ---')), /tls: /, e.message);
         }
     });
 });

@@ -1,12 +1,12 @@
 // Webhooks: endpoints and their filters, the job's callbackUrl, both signature schemes checked with the npm
 // packages receivers use (`stripe` constructEvent with the whole whsec_ string, `standardwebhooks`), secret
-// rotation, and secrets that never show after creation (not in lists, logs or the database file).
+// rotation, and secrets that never show after creation (not in lists, logs or the store at rest).
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { it, startDaemon, tenant } from './lib/daemon.mjs';
+import { it, startDaemon, storeContents, tenant } from './lib/daemon.mjs';
 import {
     assertProblem, complete, expectStatus, heartbeat, runToCancelled, runToFailure, runToSuccess, show, sleep, submit,
     submitAndLease,
@@ -127,7 +127,7 @@ describe('webhooks', () => {
         assert.equal(verifies(during, (await createEndpoint(t.c, `${rx.url}/x`)).secret), false);
     });
 
-    it('never shows a secret again: not in lists, reads, logs or the database file', async () => {
+    it('never shows a secret again: not in lists, reads, logs or the store at rest', async () => {
         const t = tenant(d);
         const hook = await createEndpoint(t.c, `${rx.url}/secret`);
         const list = expectStatus(await t.c.get('/v1/webhooks'), 200);
@@ -139,10 +139,13 @@ describe('webhooks', () => {
         await submit(t.c);
         await rx.waitFor(() => at('/secret').length >= 1);
         const raw = hook.secret.slice('whsec_'.length);
-        for (const f of fs.readdirSync(d.dataDir)) {
-            const bytes = fs.readFileSync(path.join(d.dataDir, f));
-            assert.ok(!bytes.includes(raw), `${f} holds the secret in plain text`);
-            assert.ok(!bytes.includes(raw.slice(0, 20)), `${f} holds part of the secret`);
+        // The data dir's files (the SQLite database among them) and, on PostgreSQL, a dump of the database,
+        // which shows bytea in hex.
+        const hex = [Buffer.from(raw).toString('hex'), Buffer.from(raw, 'base64').toString('hex')];
+        for (const { name, bytes } of storeContents(d)) {
+            assert.ok(!bytes.includes(raw), `${name} holds the secret in plain text`);
+            assert.ok(!bytes.includes(raw.slice(0, 20)), `${name} holds part of the secret`);
+            for (const h of hex) assert.ok(!bytes.includes(h.slice(0, 40)), `${name} holds the secret in hex`);
         }
         assert.ok(!d.stderr.includes(raw.slice(0, 20)), 'the log shows the secret');
         const key = fs.statSync(path.join(d.dataDir, 'webhook-secrets.key'));

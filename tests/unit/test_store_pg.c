@@ -1180,18 +1180,31 @@ static void test_delivery_claim(void **state)
 
     struct ad_store *s2 = open_store(f);
     struct ad_conn *other = connect_conn(s2);
-    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0 - 1, T0 + 60000), AD_E_NOT_FOUND); /* not due yet */
-    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0, T0 + 60000), AD_E_OK);
-    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 1, T0 + 60000), AD_E_NOT_FOUND);
+    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0 - 1, T0 + 60000, "n1"), AD_E_NOT_FOUND); /* not due yet */
+    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0, T0 + 60000, "n1"), AD_E_OK);
+    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 1, T0 + 60000, "n2"), AD_E_NOT_FOUND);
     struct ad_delivery *got = NULL;
     assert_int_equal(ops->delivery_get(other, NULL, NULL, d.seq, &got), AD_E_OK);
     assert_int_equal(got->next_at, T0 + 60000);
     ad_delivery_free(got);
-    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 60000, T0 + 120000), AD_E_OK);
+    /* Another node's release leaves n1's claim alone; n1's own (after a restart) makes it due again. */
+    assert_int_equal(ops->delivery_release(other, "n2", T0 + 5), AD_E_OK);
+    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 5, T0 + 60000, "n2"), AD_E_NOT_FOUND);
+    assert_int_equal(ops->delivery_release(f->c, "n1", T0 + 5), AD_E_OK);
+    assert_int_equal(ops->delivery_get(other, NULL, NULL, d.seq, &got), AD_E_OK);
+    assert_int_equal(got->next_at, T0 + 5);
+    ad_delivery_free(got);
+    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 5, T0 + 60000, "n2"), AD_E_OK);
+    assert_int_equal(ops->delivery_claim(other, d.seq, T0 + 60000, T0 + 120000, "n2"), AD_E_OK);
     d.state = AD_DLV_DELIVERED;
     assert_int_equal(ops->delivery_update(f->c, &d), AD_E_OK);
-    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0 + 999999, T0 + 9999999), AD_E_NOT_FOUND);
-    assert_int_equal(ops->delivery_claim(f->c, 424242, T0, T0 + 1), AD_E_NOT_FOUND);
+    assert_int_equal(ops->delivery_claim(f->c, d.seq, T0 + 999999, T0 + 9999999, "n1"), AD_E_NOT_FOUND);
+    assert_int_equal(ops->delivery_claim(f->c, 424242, T0, T0 + 1, "n1"), AD_E_NOT_FOUND);
+    /* Released only while pending: a delivered row keeps its state. */
+    assert_int_equal(ops->delivery_release(other, "n2", T0), AD_E_OK);
+    assert_int_equal(ops->delivery_get(other, NULL, NULL, d.seq, &got), AD_E_OK);
+    assert_int_equal(got->state, AD_DLV_DELIVERED);
+    ad_delivery_free(got);
     ops->disconnect(other);
     s2->ops->close(s2);
 }

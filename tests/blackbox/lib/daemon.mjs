@@ -3,8 +3,11 @@
 //
 //   ACCEPTD_BIN        binary to run (default: <repo>/build/acceptd)
 //   ACCEPTD_KEEP_TMP=1 keep the temp dirs (config + data) after the run, for post-mortems
+//   ACCEPTD_TEST_PG    a postgresql:// URL of a database on a server the tests may create databases on
+//                      (`make blackbox-pg` starts one with scripts/pg.sh): every daemon then gets the
+//                      PostgreSQL store, in a fresh database of its own. Unset: the SQLite store in the data dir.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +17,7 @@ import * as nodeTest from 'node:test';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
-const LISTENING = /acceptd: listening on (http:\/\/\S+)/;
+const LISTENING = /acceptd: listening on (https?:\/\/\S+)/;
 const START_LIMIT_MS = 10_000;
 const STOP_LIMIT_MS = 10_000;
 const LOG_CAP = 1 << 20; // keep the last 1 MiB of each stream
@@ -48,11 +51,101 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
         process.exit(130);
     });
 }
+// A daemon nobody stopped (a test failed between start and stop, or a start that should have failed did not)
+// would keep this process, and so the whole run, alive forever. This hook runs before the file's own
+// top-level after hooks, so it only arms a timer that does not itself hold the process: those hooks still
+// stop their daemons cleanly, and whatever is left once they are done is killed.
+nodeTest.after(() => {
+    setTimeout(() => {
+        if (live.size === 0) return;
+        process.stderr.write(`acceptd blackbox: killing ${live.size} daemon(s) still running after the last test\n`);
+        killAllSync();
+    }, STOP_LIMIT_MS).unref();
+});
 
 function appendCapped(buf, chunk) {
     const s = buf + chunk;
     return s.length > LOG_CAP ? s.slice(s.length - LOG_CAP) : s;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Store backend
+
+const PG_URL = process.env.ACCEPTD_TEST_PG || null;
+
+/** The store backend the daemons of this run use: 'postgres' when ACCEPTD_TEST_PG is set, else 'sqlite'. */
+export const backend = PG_URL ? 'postgres' : 'sqlite';
+
+const PG_URL_RE = /^(postgres(?:ql)?:\/\/[^/?#]*)(\/[^?#]*)?(.*)$/s;
+
+/** url with its database name replaced by db (libpq URLs do not all parse as WHATWG URLs). */
+function withDatabase(url, db) {
+    const m = PG_URL_RE.exec(url);
+    if (!m) throw new Error(`ACCEPTD_TEST_PG is not a postgresql:// URL: ${url}`);
+    return `${m[1]}/${encodeURIComponent(db)}${m[3]}`;
+}
+
+/** The database name in a postgresql:// URL. */
+function databaseOf(url) {
+    const m = PG_URL_RE.exec(url);
+    return m && m[2] && m[2].length > 1 ? decodeURIComponent(m[2].slice(1)) : 'postgres';
+}
+
+/** A PostgreSQL client program: from the newest /usr/lib/postgresql/N/bin (Debian), else from PATH. */
+function pgProgram(name) {
+    let versions = [];
+    try {
+        versions = fs.readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    } catch {
+        /* not Debian's layout */
+    }
+    for (const v of versions) {
+        const p = `/usr/lib/postgresql/${v}/bin/${name}`;
+        if (fs.existsSync(p)) return p;
+    }
+    return name;
+}
+
+function pg(program, args) {
+    try {
+        return execFileSync(pgProgram(program), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (e) {
+        throw new Error(`${program} ${args.join(' ')} failed: ${e.stderr?.toString() || e.message}`);
+    }
+}
+
+// Unique across the test files running at once and across runs on a long-lived server.
+const dbPrefix = `acceptd_bb_${process.pid}_${Date.now().toString(36)}`;
+let dbCount = 0;
+
+/**
+ * A new, empty store for startDaemon({store}), for several daemons that share one store (a cluster):
+ * on PostgreSQL the URL of a fresh database; on SQLite null, as a SQLite store lives in one daemon's data
+ * dir and cannot be shared (check `backend` first in a test that needs a shared store).
+ */
+export function freshStore() {
+    if (!PG_URL) return null;
+    const db = `${dbPrefix}_${++dbCount}`;
+    pg('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', PG_URL, '-c', `CREATE DATABASE "${db}"`]);
+    return withDatabase(PG_URL, db);
+}
+
+/**
+ * Everything a daemon has at rest, for tests that look for what must not be stored in the clear:
+ * [{name, bytes}] for each file in its data dir (the SQLite database among them) and, on PostgreSQL, a
+ * pg_dump of its database (named "pg_dump <db>").
+ */
+export function storeContents(d) {
+    const out = [];
+    for (const f of fs.readdirSync(d.dataDir)) {
+        const p = path.join(d.dataDir, f);
+        if (fs.statSync(p).isFile()) out.push({ name: f, bytes: fs.readFileSync(p) });
+    }
+    if (d.store) out.push({ name: `pg_dump ${databaseOf(d.store)}`, bytes: pg('pg_dump', ['--no-owner', '-d', d.store]) });
+    return out;
+}
+
+const storeOfDataDir = new Map(); // data dir -> the store its daemon used, so that reusing a dir reuses its state
 
 // Spawn the binary and resolve once it prints its listening line. Rejects (with its output) if it
 // exits first or takes longer than START_LIMIT_MS.
@@ -61,6 +154,7 @@ function spawnDaemon(state) {
         return Promise.reject(new Error(`acceptd binary not found at ${BIN}: build it or set ACCEPTD_BIN`));
     }
     const args = ['serve', '--listen', '127.0.0.1:0', '--data', state.dataDir, '--config', state.configFile];
+    if (state.store) args.push('--store', state.store);
     const proc = spawn(BIN, args, { env: { ...process.env, ...state.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(proc);
     state.proc = proc;
@@ -110,24 +204,33 @@ function spawnDaemon(state) {
 
 /**
  * Start a daemon. config: the YAML text; env: extra environment; dataDir: reuse a data dir.
- * Returns {url, proc, dataDir, configFile, stop(), kill9(), waitExit(), restart(), stderr, stdout, alive}.
- * restart() starts a new process on the same data dir and config and updates url/proc in place.
+ * store: a postgresql:// URL (from freshStore() or another daemon's .store) to share a store with other
+ * daemons; null for the SQLite store in the data dir whatever the run's backend; omitted, the run's
+ * backend: SQLite in the data dir, or on PostgreSQL a fresh database of its own (the one of the daemon
+ * that used dataDir before, when a data dir is reused).
+ * Returns {url, proc, dataDir, store, configFile, stop(), kill9(), waitExit(), restart(), stderr, stdout,
+ * alive}; store is the URL passed as --store, or null. restart() starts a new process on the same data dir,
+ * store and config and updates url/proc in place.
  */
-export async function startDaemon({ config = standardConfig(), env = {}, dataDir } = {}) {
+export async function startDaemon({ config = standardConfig(), env = {}, dataDir, store } = {}) {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'acceptd-bb-'));
     tmpDirs.add(tmp);
     const configFile = path.join(tmp, 'acceptd.yaml');
     fs.writeFileSync(configFile, config);
     const dir = dataDir ?? path.join(tmp, 'data');
     fs.mkdirSync(dir, { recursive: true });
+    const key = path.resolve(dir);
+    if (store === undefined) store = storeOfDataDir.has(key) ? storeOfDataDir.get(key) : freshStore();
+    storeOfDataDir.set(key, store);
 
-    const state = { tmp, configFile, dataDir: dir, env, proc: null, exited: null, stdoutText: '', stderrText: '' };
+    const state = { tmp, configFile, dataDir: dir, store, env, proc: null, exited: null, stdoutText: '', stderrText: '' };
     const d = {
         url: '',
         get proc() {
             return state.proc;
         },
         dataDir: dir,
+        store,
         configFile,
         get stderr() {
             return state.stderrText;
@@ -163,7 +266,7 @@ export async function startDaemon({ config = standardConfig(), env = {}, dataDir
             state.proc.kill('SIGKILL');
             return state.exited;
         },
-        /** Start again on the same data dir and config (stops a running one first). */
+        /** Start again on the same data dir, store and config (stops a running one first). */
         async restart() {
             if (d.alive) await d.stop();
             d.url = await spawnDaemon(state);
