@@ -42,7 +42,7 @@ BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
 PG_UNITS = $(filter test_store_pg,$(UNIT_NAMES))
 PG_DIR := /tmp/acceptd-pg-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 PG_PORT = 55433
-FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c)
+FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h)
 
 .PHONY: all deps unit unit-asan blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all

@@ -30,46 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * The columns of the jobs table that mirror struct ad_job, in the order they are selected and bound, with
- * their parameter number in the insert and the update; seq and cseq follow them and are handled by hand.
- * Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). The select
- * list, the insert, the update, the binder and the row reader are all generated from this list.
- */
-#define PG_JOB_COLUMNS(XX)                                                                                             \
-    XX(id, TEXT, 1)                                                                                                    \
-    XX(tenant, TEXT, 2)                                                                                                \
-    XX(type, TEXT, 3)                                                                                                  \
-    XX(status, INT, 4)                                                                                                 \
-    XX(progress, PROG, 5)                                                                                              \
-    XX(priority, INT, 6)                                                                                               \
-    XX(payload, TEXT, 7)                                                                                               \
-    XX(result, TEXT, 8)                                                                                                \
-    XX(result_location, TEXT, 9)                                                                                       \
-    XX(error, TEXT, 10)                                                                                                \
-    XX(message, TEXT, 11)                                                                                              \
-    XX(attempt, INT, 12)                                                                                               \
-    XX(max_attempts, INT, 13)                                                                                          \
-    XX(cancel_requested, INT, 14)                                                                                      \
-    XX(timeout_seconds, INT, 15)                                                                                       \
-    XX(on_complete_redirect, INT, 16)                                                                                  \
-    XX(created_at, TIME, 17)                                                                                           \
-    XX(started_at, TIME, 18)                                                                                           \
-    XX(updated_at, TIME, 19)                                                                                           \
-    XX(finished_at, TIME, 20)                                                                                          \
-    XX(expires_at, TIME, 21)                                                                                           \
-    XX(run_at, TIME, 22)                                                                                               \
-    XX(callback_url, TEXT, 23)                                                                                         \
-    XX(retry_of, TEXT, 24)                                                                                             \
-    XX(resource, TEXT, 25)                                                                                             \
-    XX(lease_id, TEXT, 26)                                                                                             \
-    XX(lease_expires_at, TIME, 27)                                                                                     \
-    XX(worker, TEXT, 28)                                                                                               \
-    XX(tombstoned, INT, 29)
-
 enum pg_col {
 #define PG_COL_ENUM(name, kind, n) COL_##name,
-    PG_JOB_COLUMNS(PG_COL_ENUM)
+    AD_JOB_COLUMNS(PG_COL_ENUM)
 #undef PG_COL_ENUM
         COL_seq,
     COL_cseq
@@ -77,7 +40,7 @@ enum pg_col {
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
 #define PG_COL_CHECK(name, kind, n) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
-PG_JOB_COLUMNS(PG_COL_CHECK)
+AD_JOB_COLUMNS(PG_COL_CHECK)
 #undef PG_COL_CHECK
 #define PG_SEQ_PARAM "$30"
 _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
@@ -85,10 +48,10 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 #define PG_COL_NAME(name, kind, n) #name ", "
 #define PG_COL_PARAM(name, kind, n) "$" #n ", "
 #define PG_COL_SET(name, kind, n) #name " = $" #n ", "
-#define PG_SELECT_JOB "SELECT " PG_JOB_COLUMNS(PG_COL_NAME) "seq, cseq FROM jobs "
+#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq FROM jobs "
 /* The insert's columns and parameters: cseq is the seq of the insert. */
-#define PG_INSERT_COLS PG_JOB_COLUMNS(PG_COL_NAME) "seq, cseq"
-#define PG_INSERT_PARAMS PG_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM
+#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq"
+#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM
 
 /*
  * Migrations, applied in order at open; acceptd_schema holds the numbers applied. Never edit a shipped
@@ -306,7 +269,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_COUNTER_SET] = "UPDATE acceptd_counter SET seq = $1 WHERE id = 1",
     [ST_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
-    [ST_UPDATE] = "UPDATE jobs SET " PG_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM " WHERE id = $1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM " WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_GET_MANY] = PG_SELECT_JOB "WHERE id = ANY ($1::text[])",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
@@ -693,7 +656,7 @@ static void param_TIME(struct pg_params *p, int64_t v)
 static void param_job(struct pg_params *p, const struct ad_job *j, int64_t seq)
 {
 #define PG_PARAM(name, kind, n) param_##kind(p, j->name);
-    PG_JOB_COLUMNS(PG_PARAM)
+    AD_JOB_COLUMNS(PG_PARAM)
 #undef PG_PARAM
     param_INT64(p, seq);
 }
@@ -728,7 +691,7 @@ static struct ad_job *read_job(const PGresult *r, int row)
 {
     struct ad_job *j = ad_job_new();
 #define PG_READ(name, kind, n) j->name = col_##kind(r, row, COL_##name);
-    PG_JOB_COLUMNS(PG_READ)
+    AD_JOB_COLUMNS(PG_READ)
 #undef PG_READ
     j->seq = col_INT64(r, row, COL_seq);
     j->cseq = col_INT64(r, row, COL_cseq);

@@ -19,55 +19,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/*
- * The columns of the jobs table that mirror struct ad_job, in the order they are selected and bound; seq and
- * cseq follow them and are handled by hand. Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown),
- * TIME (NULL = 0 = not reached). The select list, the insert, the update, the binder and the row reader are
- * all generated from this list so they cannot drift apart.
- */
-#define SQ_JOB_COLUMNS(XX)                                                                                             \
-    XX(id, TEXT)                                                                                                       \
-    XX(tenant, TEXT)                                                                                                   \
-    XX(type, TEXT)                                                                                                     \
-    XX(status, INT)                                                                                                    \
-    XX(progress, PROG)                                                                                                 \
-    XX(priority, INT)                                                                                                  \
-    XX(payload, TEXT)                                                                                                  \
-    XX(result, TEXT)                                                                                                   \
-    XX(result_location, TEXT)                                                                                          \
-    XX(error, TEXT)                                                                                                    \
-    XX(message, TEXT)                                                                                                  \
-    XX(attempt, INT)                                                                                                   \
-    XX(max_attempts, INT)                                                                                              \
-    XX(cancel_requested, INT)                                                                                          \
-    XX(timeout_seconds, INT)                                                                                           \
-    XX(on_complete_redirect, INT)                                                                                      \
-    XX(created_at, TIME)                                                                                               \
-    XX(started_at, TIME)                                                                                               \
-    XX(updated_at, TIME)                                                                                               \
-    XX(finished_at, TIME)                                                                                              \
-    XX(expires_at, TIME)                                                                                               \
-    XX(run_at, TIME)                                                                                                   \
-    XX(callback_url, TEXT)                                                                                             \
-    XX(retry_of, TEXT)                                                                                                 \
-    XX(resource, TEXT)                                                                                                 \
-    XX(lease_id, TEXT)                                                                                                 \
-    XX(lease_expires_at, TIME)                                                                                         \
-    XX(worker, TEXT)                                                                                                   \
-    XX(tombstoned, INT)
-
 enum sq_col {
-#define SQ_COL_ENUM(name, kind) COL_##name,
-    SQ_JOB_COLUMNS(SQ_COL_ENUM)
+#define SQ_COL_ENUM(name, kind, n) COL_##name,
+    AD_JOB_COLUMNS(SQ_COL_ENUM)
 #undef SQ_COL_ENUM
         COL_seq,
     COL_cseq
 };
 
-#define SQ_COL_NAME(name, kind) #name ", "
-#define SQ_COL_PARAM(name, kind) "?, "
-#define SQ_COL_SET(name, kind) #name " = ?, "
-#define SQ_SELECT_JOB "SELECT " SQ_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq FROM jobs "
+#define SQ_COL_NAME(name, kind, n) #name ", "
+#define SQ_COL_PARAM(name, kind, n) "?, "
+#define SQ_COL_SET(name, kind, n) #name " = ?, "
+#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq FROM jobs "
 
 /*
  * Migrations, applied in order; schema_version holds the number applied. Never edit a shipped migration:
@@ -279,8 +242,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
     [ST_SWEEP_RELEASE] = "RELEASE sweep",
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
-    [ST_INSERT] = "INSERT INTO jobs (" SQ_JOB_COLUMNS(SQ_COL_NAME) "seq) VALUES (" SQ_JOB_COLUMNS(SQ_COL_PARAM) "?)",
-    [ST_UPDATE] = "UPDATE jobs SET " SQ_JOB_COLUMNS(SQ_COL_SET) "seq = ? WHERE id = ?",
+    [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq) VALUES (" AD_JOB_COLUMNS(SQ_COL_PARAM) "?)",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = ? WHERE id = ?",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_TAIL,
@@ -504,10 +467,10 @@ static int bind_TIME(sqlite3_stmt *st, int i, int64_t v)
 static int bind_job(sqlite3_stmt *st, const struct ad_job *j, int64_t seq)
 {
     int rc = SQLITE_OK;
-#define SQ_BIND(name, kind)                                                                                            \
+#define SQ_BIND(name, kind, n)                                                                                         \
     if (rc == SQLITE_OK)                                                                                               \
         rc = bind_##kind(st, COL_##name + 1, j->name);
-    SQ_JOB_COLUMNS(SQ_BIND)
+    AD_JOB_COLUMNS(SQ_BIND)
 #undef SQ_BIND
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, COL_seq + 1, seq);
@@ -539,8 +502,8 @@ static int64_t read_TIME(sqlite3_stmt *st, int i)
 static struct ad_job *read_job(sqlite3_stmt *st)
 {
     struct ad_job *j = ad_job_new();
-#define SQ_READ(name, kind) j->name = read_##kind(st, COL_##name);
-    SQ_JOB_COLUMNS(SQ_READ)
+#define SQ_READ(name, kind, n) j->name = read_##kind(st, COL_##name);
+    AD_JOB_COLUMNS(SQ_READ)
 #undef SQ_READ
     j->seq = sqlite3_column_int64(st, COL_seq);
     j->cseq = sqlite3_column_int64(st, COL_cseq);

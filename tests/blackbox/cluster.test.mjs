@@ -8,7 +8,7 @@ import { it, startDaemon, api, backend, freshStore } from './lib/daemon.mjs';
 import { openSse, ids } from './lib/sse.mjs';
 import { startReceiver, webhookConfig, createEndpoint, stopClean } from './lib/webhooks.mjs';
 import {
-    TERMINAL, complete, expectStatus, getJob, heartbeat, lease, leaseOne, listAll, show, sleep, submit, waitUntil,
+    TERMINAL, complete, expectStatus, getJob, heartbeat, lease, leaseOne, listAll, mapLimit, show, sleep, submit, waitUntil,
 } from './lib/jobs.mjs';
 
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1;
@@ -38,19 +38,6 @@ async function cluster(config = CONFIG, n = 3) {
         nodes.push(d);
         out.push(d);
     }
-    return out;
-}
-
-/** Run fn over items with at most n at a time; returns the results in order. */
-async function mapLimit(items, n, fn) {
-    const out = new Array(items.length);
-    let next = 0;
-    await Promise.all(Array.from({ length: n }, async () => {
-        while (next < items.length) {
-            const i = next++;
-            out[i] = await fn(items[i], i);
-        }
-    }));
     return out;
 }
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { it, startDaemon, api } from './lib/daemon.mjs';
 import { killWorkers, spawnWorker } from './lib/worker.mjs';
 import {
-    TERMINAL, assertProblem, complete, expectStatus, getJob, heartbeat, lease, listAll, show, sleep, submit, waitUntil,
+    TERMINAL, assertProblem, complete, expectStatus, getJob, heartbeat, lease, listAll, mapLimit, show, sleep, submit, waitUntil,
 } from './lib/jobs.mjs';
 
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1; // the ASan build is slower
@@ -59,19 +59,6 @@ function startWorker(d, { dir, command, name, concurrency = 2, leaseSeconds = 2 
 function readLog(file) {
     if (!fs.existsSync(file)) return [];
     return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0).map((l) => l.split(' '));
-}
-
-/** Run fn over items with at most n at a time; returns the results in order. */
-async function mapLimit(items, n, fn) {
-    const out = new Array(items.length);
-    let next = 0;
-    await Promise.all(Array.from({ length: n }, async () => {
-        while (next < items.length) {
-            const i = next++;
-            out[i] = await fn(items[i], i);
-        }
-    }));
-    return out;
 }
 
 /** Every attempt row of a job, oldest first (asserts 200). */

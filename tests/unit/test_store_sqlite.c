@@ -20,11 +20,10 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "store_test.h"
 
 /* Test hook in store_sqlite.c: the SQL of statement i, NULL past the last one. */
 const char *ad_store_sqlite_stmt_sql(size_t i);
-
-#define T0 INT64_C(1800000000000)
 
 struct fx {
     char dir[64];   /* mkdtemp root, removed at teardown */
@@ -80,30 +79,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void assert_str_eq(const char *a, const char *b, const char *what)
-{
-    if (a == NULL && b == NULL)
-        return;
-    if (a == NULL || b == NULL || strcmp(a, b) != 0)
-        fail_msg("%s: \"%s\" != \"%s\"", what, a != NULL ? a : "(null)", b != NULL ? b : "(null)");
-}
-
-static struct ad_job *new_job(const char *id, const char *tenant, const char *type, enum ad_status status,
-                              enum ad_priority priority)
-{
-    struct ad_job *j = ad_job_new();
-    ad_job_set(&j->id, id);
-    ad_job_set(&j->tenant, tenant);
-    ad_job_set(&j->type, type);
-    ad_job_set(&j->payload, "{\"n\":1}");
-    j->status = status;
-    j->priority = priority;
-    j->max_attempts = 3;
-    j->created_at = T0;
-    j->updated_at = T0;
-    return j;
-}
-
 static void insert(struct fx *f, struct ad_job *j)
 {
     assert_int_equal(f->s->ops->job_insert(f->c, j), AD_E_OK);
@@ -135,15 +110,6 @@ static void assert_not_found(struct fx *f, const char *tenant, const char *id)
 }
 
 /* The ids of a list, comma separated, for one comparison that shows the whole order on failure. */
-static void assert_ids(const struct ad_job_list *l, const char *want)
-{
-    char got[512] = "";
-    size_t len = 0;
-    for (size_t i = 0; i < l->n && len < sizeof(got); i++)
-        len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", i ? "," : "", l->items[i]->id);
-    assert_string_equal(got, want);
-}
-
 static void test_open_creates_private_dir_and_schema(void **state)
 {
     struct fx *f = *state;
@@ -227,35 +193,7 @@ static void test_every_field_round_trips(void **state)
     assert_true(j->cseq > 0);
 
     struct ad_job *g = get(f, "t1", "job_full");
-    assert_str_eq(g->id, j->id, "id");
-    assert_str_eq(g->tenant, j->tenant, "tenant");
-    assert_str_eq(g->type, j->type, "type");
-    assert_int_equal(g->status, AD_RUNNING);
-    assert_int_equal(g->progress, 42);
-    assert_int_equal(g->priority, AD_PRIO_HIGH);
-    assert_str_eq(g->payload, j->payload, "payload");
-    assert_str_eq(g->result, j->result, "result");
-    assert_str_eq(g->result_location, j->result_location, "result_location");
-    assert_str_eq(g->error, j->error, "error");
-    assert_str_eq(g->message, j->message, "message");
-    assert_int_equal(g->attempt, 2);
-    assert_int_equal(g->max_attempts, 5);
-    assert_int_equal(g->cancel_requested, 1);
-    assert_int_equal(g->timeout_seconds, 600);
-    assert_int_equal(g->on_complete_redirect, 1);
-    assert_int_equal(g->created_at, T0 + 1);
-    assert_int_equal(g->started_at, T0 + 2);
-    assert_int_equal(g->updated_at, T0 + 3);
-    assert_int_equal(g->finished_at, T0 + 4);
-    assert_int_equal(g->expires_at, T0 + 5);
-    assert_int_equal(g->run_at, T0 + 6);
-    assert_str_eq(g->callback_url, j->callback_url, "callback_url");
-    assert_str_eq(g->retry_of, j->retry_of, "retry_of");
-    assert_str_eq(g->resource, j->resource, "resource");
-    assert_str_eq(g->lease_id, j->lease_id, "lease_id");
-    assert_int_equal(g->lease_expires_at, T0 + 7);
-    assert_str_eq(g->worker, j->worker, "worker");
-    assert_int_equal(g->tombstoned, 1);
+    assert_job_equal(g, j);
     assert_int_equal(g->seq, j->seq);
     assert_int_equal(g->cseq, j->cseq);
     ad_job_free(g);

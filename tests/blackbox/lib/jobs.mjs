@@ -18,6 +18,20 @@ export const JOB_FIELDS = [
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Run fn over items with at most n at a time; returns the results in order. */
+export async function mapLimit(items, n, fn) {
+    const out = new Array(items.length);
+    let next = 0;
+    await Promise.all(Array.from({ length: n }, async () => {
+        while (next < items.length) {
+            const i = next++;
+            out[i] = await fn(items[i], i);
+        }
+    }));
+    return out;
+}
+
+
 /** A header from a fetch Headers object or a rawRequest() header map. */
 export function hget(res, name) {
     if (typeof res.headers.get === 'function') return res.headers.get(name);
