@@ -30,7 +30,13 @@ struct parked {
     char *worker;
     int64_t deadline; /* monotonic ms */
     int in_flight;    /* a lease op is with the writer */
+    uint64_t kicks;   /* the kick count when the op was issued */
 };
+
+/* Kicks so far. A kick that comes while a request's lease op is with the writer cannot reach it; if work
+ * turned up in between (another node's submit, announced while our op ran), the request must look again
+ * rather than park and miss it. */
+static uint64_t kicks;
 
 static void parked_free(struct parked *p)
 {
@@ -79,6 +85,7 @@ static void lease_issue(struct parked *p)
     x->ctx = p;
     x->op.done = lease_done;
     p->in_flight = 1;
+    p->kicks = kicks;
     ad_writer_submit(&x->op);
 }
 
@@ -110,6 +117,8 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
             ad_http_empty(r->req, 204);
         else
             ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
+    } else if (p->kicks != kicks) {
+        lease_issue(p);
     } else {
         h2o_linklist_insert(&ad_srv.parked, &p->link);
         ad_timer_arm(&p->timer, p->deadline);
@@ -179,6 +188,7 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
 
 void ad_api_leases_kick(const char *tenant, const char *type)
 {
+    kicks++;
     int lease_seconds;
     const char *worker;
     struct parked *p = ad_api_leases_claim(tenant, type, &lease_seconds, &worker);
