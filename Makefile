@@ -128,15 +128,14 @@ blackbox-asan: build/asan/acceptd node_modules/.package-lock.json
 	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 $(ASAN_ENV) \
 		node --test --test-concurrency=2 $(BLACKBOX_TESTS)
 
-# The same files against the PostgreSQL store: a throwaway cluster (scripts/pg.sh) in PG_DIR, stopped and
-# removed at the end whatever the outcome; the harness gives each daemon a fresh database on it
-# (ACCEPTD_TEST_PG, see tests/blackbox/lib/daemon.mjs). The PostgreSQL unit tests (PG_UNITS) run first, plain
-# and under ASan+UBSan, each on a database of its own and killed after 5 minutes (a test stuck on a lock must
-# not hang CI). PG_DIR is
-# per checkout and short (a socket path has at most 107 bytes); the server has no TCP listener, so PG_PORT
-# only names its socket.
-blackbox-pg: build/acceptd $(addprefix build/tests/,$(PG_UNITS)) $(addprefix build/asan/tests/,$(PG_UNITS)) \
-		node_modules/.package-lock.json
+# The same files against the PostgreSQL store, with the plain and then the ASan+UBSan binary, on a throwaway
+# cluster (scripts/pg.sh) in PG_DIR that is stopped and removed at the end whatever the outcome; the harness
+# gives each daemon a fresh database on it (ACCEPTD_TEST_PG, see tests/blackbox/lib/daemon.mjs). The
+# PostgreSQL unit tests (PG_UNITS) run first, plain and under ASan+UBSan, each on a database of its own and
+# killed after 5 minutes (a test stuck on a lock must not hang CI). PG_DIR is per checkout and short (a socket
+# path has at most 107 bytes); the server has no TCP listener, so PG_PORT only names its socket.
+blackbox-pg: build/acceptd build/asan/acceptd $(addprefix build/tests/,$(PG_UNITS)) \
+		$(addprefix build/asan/tests/,$(PG_UNITS)) node_modules/.package-lock.json
 	@url=$$(bash scripts/pg.sh start $(PG_DIR) $(PG_PORT)) || exit 1; \
 	trap 'bash scripts/pg.sh stop $(PG_DIR)' EXIT; trap 'exit 130' INT TERM HUP; \
 	echo "blackbox-pg: PostgreSQL at $$url"; \
@@ -150,6 +149,9 @@ blackbox-pg: build/acceptd $(addprefix build/tests/,$(PG_UNITS)) $(addprefix bui
 	done; \
 	echo "ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 ..."; \
 	ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 $(BLACKBOX_TESTS) || status=1; \
+	echo "ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 ACCEPTD_TEST_PG=$$url node --test ..."; \
+	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 ACCEPTD_TEST_PG=$$url $(ASAN_ENV) \
+		node --test --test-concurrency=2 $(BLACKBOX_TESTS) || status=1; \
 	exit $$status
 endif
 

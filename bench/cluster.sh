@@ -5,8 +5,9 @@
 #   submit-pg1      the same on one node with the PostgreSQL store
 #   submit-pg3      the same spread over three nodes sharing one database: three wrk runs at once, one per
 #                   node, each with a third of the connections; the rates are added
-#   handoff         (measured first, on a quiet server) a worker parked on node B gets a job submitted on node A (bench/workers.mjs handoff with
-#                   BENCH_SUBMIT_URL): p50 and p99 over BENCH_HANDOFF_COUNT jobs (target: p99 <= 10 ms)
+#   handoff         a worker parked on node B gets a job submitted on node A (bench/workers.mjs handoff with
+#                   BENCH_SUBMIT_URL): p50 and p99 over BENCH_HANDOFF_COUNT jobs (target: p99 <= 10 ms);
+#                   measured first, while the server is not busy with the checkpoints the submit runs cause
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_PG_PORT (default 55491) and those of bench/lib.sh.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
