@@ -5,8 +5,8 @@
  * order (store_pg.c). Each node follows that log from the store ("the pump") and publishes what it reads:
  * the cache, long polls, parked lease requests, lease and runAt timers and SSE streams then see other
  * nodes' changes as they see their own. Announcements from other nodes (the store's change feed, heard by
- * a thread of its own) only say when to read; a missed one delays a change by at most a second, never
- * loses it. On a single-node store nothing here runs.
+ * a thread of its own) say when to read, and which parked workers to offer new jobs at once; a missed one
+ * delays a change by at most a second, never loses it. On a single-node store nothing here runs.
  */
 #ifndef AD_CLUSTER_H
 #define AD_CLUSTER_H

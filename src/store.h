@@ -263,13 +263,10 @@ struct ad_store_ops {
     /* Every pending delivery claimed by owner is due again at now (its transfers were cut: a stop, a crash). */
     ad_err (*delivery_release)(struct ad_conn *c, const char *owner, int64_t now);
 
-    /* Several jobs by id, any tenant, in no particular order; absent ids are left out. */
-    ad_err (*job_get_many)(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out);
-
     /*
      * Changes committed by other nodes sharing the store (cluster backends; NULL for single-node ones). Every
-     * commit that inserted or updated jobs announces their ids; feed_wait hears the announcements of every
-     * node but this one. One feed per process, used by one thread.
+     * commit that inserted or updated jobs announces them (struct ad_feed_change); feed_wait hears the
+     * announcements of every node but this one. One feed per process, used by one thread.
      */
     struct ad_feed *(*feed_open)(struct ad_store *s, char *err, size_t errlen);
     /* Wait up to timeout_ms, then call fn(arg, change) for each job another node changed. 0, or -1 when the

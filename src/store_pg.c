@@ -216,7 +216,6 @@ enum pg_stmt {
     ST_INSERT,
     ST_UPDATE,
     ST_GET,
-    ST_GET_MANY,
     ST_LIST,
     ST_LIST_LAST = ST_LIST + PG_LIST_VARIANTS - 1,
     ST_CHANGES,
@@ -271,7 +270,6 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
     [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM " WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
-    [ST_GET_MANY] = PG_SELECT_JOB "WHERE id = ANY ($1::text[])",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
     [ST_LIST + PG_LIST_TYPE] = PG_LIST_HEAD PG_LIST_F_TYPE PG_LIST_TAIL,
@@ -1238,16 +1236,6 @@ static ad_err pg_job_get(struct ad_conn *c, const char *tenant, const char *id, 
     return e;
 }
 
-static ad_err pg_job_get_many(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out)
-{
-    char *arr = text_array(ids, n);
-    struct pg_params p = {0};
-    param_TEXT(&p, arr);
-    ad_err e = fetch_jobs(c, ST_GET_MANY, &p, out, "get jobs");
-    free(arr);
-    return e;
-}
-
 static ad_err pg_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -2013,7 +2001,6 @@ static const struct ad_store_ops pg_ops = {
     .delivery_sweep = pg_delivery_sweep,
     .delivery_claim = pg_delivery_claim,
     .delivery_release = pg_delivery_release,
-    .job_get_many = pg_job_get_many,
     .feed_open = pg_feed_open,
     .feed_wait = pg_feed_wait,
     .feed_close = pg_feed_close,

@@ -709,24 +709,6 @@ static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, 
     return e;
 }
 
-/* Only the cluster feed asks for several jobs at once; one indexed lookup each is as good as it gets here. */
-static ad_err sq_job_get_many(struct ad_conn *c, const char *const *ids, size_t n, struct ad_job_list *out)
-{
-    *out = (struct ad_job_list){0};
-    out->items = ad_calloc(n + 1, sizeof(*out->items));
-    for (size_t i = 0; i < n; i++) {
-        struct ad_job *j;
-        ad_err e = sq_job_get(c, NULL, ids[i], &j);
-        if (e == AD_E_OK)
-            out->items[out->n++] = j;
-        else if (e != AD_E_NOT_FOUND) {
-            ad_job_list_free(out);
-            return e;
-        }
-    }
-    return AD_E_OK;
-}
-
 static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -1364,7 +1346,6 @@ static const struct ad_store_ops sq_ops = {
     .delivery_sweep = sq_delivery_sweep,
     .delivery_claim = sq_delivery_claim,
     .delivery_release = sq_delivery_release,
-    .job_get_many = sq_job_get_many,
     .close = sq_close,
 };
 
