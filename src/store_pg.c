@@ -3,20 +3,20 @@
  *
  * One global write order. Every writer transaction starts by taking one transaction-scoped advisory lock, so
  * write batches of all nodes run one after another and commit in seq order; each batch then reads the seq
- * counter (acceptd_counter), hands out seqs from it locally and writes it back at commit if it moved. An
- * advisory lock writes nothing, so a batch that changed nothing (an idle sweep, a lease request that found no
- * job) commits without a WAL flush. A reader that has seen seq n has therefore seen every
- * change up to n (the changes feed and event ids never skip a late commit), and rows swept away never make
- * seq go back.
+ * counter (acceptd_counter), hands out seqs from it locally and writes it back at commit if it moved. A
+ * reader that has seen seq n has therefore seen every change up to n (the changes feed and event ids never
+ * skip a late commit), and rows swept away never make seq go back. An advisory lock writes nothing, so a
+ * batch that changed nothing (an idle sweep, a lease request that found no job) commits without a WAL flush.
  *
  * One round trip per batch. Every connection is in libpq pipeline mode. Inside a transaction a write is only
- * sent; its result is checked when the next read, or the commit, collects the results in order. A database
+ * sent; its result is checked when the next read, or the commit, collects the results in order. begin only
+ * sends the lock and the counter read: the batch's first read, or its first seq, collects them. A database
  * error anywhere in a batch poisons it: the commit then rolls back and reports the error. Outside a
  * transaction each statement is sent with a sync and awaited, which is plain synchronous execution.
  *
- * The feed. Each store has a random node id; a commit that changed jobs announces their ids with
- * NOTIFY acceptd_changes "<node> <id> <id> ...", and a node's feed connection LISTENs and passes on the ids
- * announced by the other nodes.
+ * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
+ * acceptd_changes "<node>\n<id>\n<id>\t<tenant>\t<type>..." (tenant and type for the jobs that are queued
+ * now), and a node's feed connection LISTENs and passes on what the other nodes announced.
  *
  * Like store_sqlite.c, this file decides nothing about jobs and never logs parameter values (payloads,
  * results, secrets): only the statement's purpose and the server's primary message.
