@@ -196,17 +196,29 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     return e;
 }
 
-/* Fetch a job for a change; tombstoned and expired jobs are gone for every operation. */
-static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_t now, struct ad_job **out)
+/*
+ * The time of a change to j: never before its last change. An operation's now is read when it is made, before
+ * it waits for the write lock, so in a cluster an operation made a moment earlier on another node can be
+ * applied after a later one; the job's times (and its attempt history) still only move forward.
+ */
+static int64_t change_time(const struct ad_job *j, int64_t now)
+{
+    return now > j->updated_at ? now : j->updated_at;
+}
+
+/* Fetch a job for a change at *now (moved up to change_time); tombstoned and expired jobs are gone for every
+ * operation. */
+static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_t *now, struct ad_job **out)
 {
     ad_err e = st->job_get(c, tenant, id, out);
     if (e != AD_E_OK)
         return e;
-    if ((*out)->tombstoned || ((*out)->expires_at != 0 && (*out)->expires_at <= now)) {
+    if ((*out)->tombstoned || ((*out)->expires_at != 0 && (*out)->expires_at <= *now)) {
         ad_job_free(*out);
         *out = NULL;
         return AD_E_GONE;
     }
+    *now = change_time(*out, *now);
     return AD_E_OK;
 }
 
@@ -266,7 +278,7 @@ struct ad_submit_op *ad_submit_op_new(void)
 static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;
-    ad_err e = load(c, x->tenant, x->id, x->now, &x->job);
+    ad_err e = load(c, x->tenant, x->id, &x->now, &x->job);
     if (e != AD_E_OK)
         return e;
     struct ad_transition t;
@@ -311,7 +323,7 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_retry_op *x = (struct ad_retry_op *)op;
     struct ad_job *old;
-    ad_err e = load(c, x->tenant, x->id, x->now, &old);
+    ad_err e = load(c, x->tenant, x->id, &x->now, &old);
     if (e != AD_E_OK)
         return e;
     if (old->status != AD_FAILED && old->status != AD_CANCELLED) {
@@ -365,6 +377,7 @@ struct ad_retry_op *ad_retry_op_new(void)
 /* Lease one queued job to worker: running, a fresh lease id, attempt + 1, a new attempt history row. */
 static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now)
 {
+    now = change_time(j, now);
     struct ad_transition t;
     ad_err e = ad_job_transition(j, AD_EV_LEASE, &t);
     if (e != AD_E_OK)
@@ -416,7 +429,7 @@ struct ad_lease_op *ad_lease_op_new(void)
 static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
-    ad_err e = load(c, x->tenant, x->id, x->now, &x->job);
+    ad_err e = load(c, x->tenant, x->id, &x->now, &x->job);
     if (e != AD_E_OK)
         return e;
     struct ad_job *j = x->job;
@@ -499,6 +512,7 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     if (j->status != AD_RUNNING || j->lease_id == NULL || strcmp(j->lease_id, x->lease_id) != 0 ||
         j->lease_expires_at > x->now)
         return AD_E_OK;
+    x->now = change_time(j, x->now);
     struct ad_transition t;
     e = ad_job_transition(j, AD_EV_LEASE_EXPIRED, &t);
     if (e != AD_E_OK)

@@ -847,6 +847,44 @@ static void test_expire_requeues(void **state)
     free(id);
 }
 
+/* A lease op made (its now read) on another node a moment before the expiry it is applied after: the new
+ * attempt starts no earlier than the old one ended, and the job's times do not go back. */
+static void test_lease_after_a_later_change_keeps_time_moving_forward(void **state)
+{
+    struct fx *f = *state;
+    char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
+    char *lid = lease_one(f, id, T0);
+    struct ad_expire_op *x = expire_op(id, lid, T0 + 30 * SEC);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(x->changed, 1);
+    ad_op_free(&x->op);
+
+    struct ad_lease_op *l = lease_op("t1", "video", 1, 30, T0 + 30 * SEC - 5);
+    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(l->leased.n, 1);
+    assert_int_equal(l->leased.items[0]->started_at, T0 + 30 * SEC);
+    assert_int_equal(l->leased.items[0]->updated_at, T0 + 30 * SEC);
+    assert_int_equal(l->leased.items[0]->lease_expires_at, T0 + 60 * SEC);
+    ad_op_free(&l->op);
+    struct ad_attempt_list a;
+    assert_int_equal(f->s->ops->attempt_list(f->c, id, &a), AD_E_OK);
+    assert_int_equal(a.n, 2);
+    assert_int_equal(a.items[0].ended_at, T0 + 30 * SEC);
+    assert_int_equal(a.items[1].started_at, T0 + 30 * SEC);
+    ad_attempt_list_free(&a);
+
+    /* A report made before the lease was granted is applied at the job's time too. */
+    struct ad_job *j = stored(f, id);
+    struct ad_report_op *r = report_op(AD_EV_HEARTBEAT, id, j->lease_id, T0 + 30 * SEC - 3);
+    ad_job_free(j);
+    r->progress = 10;
+    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(r->job->updated_at, T0 + 30 * SEC);
+    ad_op_free(&r->op);
+    free(lid);
+    free(id);
+}
+
 static void test_expire_fails_without_attempts(void **state)
 {
     struct fx *f = *state;
@@ -1008,6 +1046,7 @@ int main(void)
         T(test_report_fail_retryable_requeues_with_backoff),
         T(test_report_fail_terminal),
         T(test_expire_requeues),
+        T(test_lease_after_a_later_change_keeps_time_moving_forward),
         T(test_expire_fails_without_attempts),
         T(test_expire_cancels_when_requested),
         T(test_retry_failed_creates_new_job),
