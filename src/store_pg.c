@@ -1153,17 +1153,25 @@ static void ids_add(struct ad_conn *c, const struct ad_job *job)
     c->ids[c->nids++] = entry;
 }
 
+/* Start the write of a row that takes the next seq: in the open batch, or in a transaction of its own (*own,
+ * ended with auto_end). */
+static ad_err begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
+{
+    ad_err e = auto_begin(c, own);
+    if (e != AD_E_OK)
+        return e;
+    e = next_seq(c, seq);
+    return e != AD_E_OK ? auto_end(c, *own, e) : AD_E_OK;
+}
+
 /* seq and cseq come from the counter: cseq is the seq of the insert. */
 static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
 {
     int own;
-    ad_err e = auto_begin(c, &own);
+    int64_t seq;
+    ad_err e = begin_seq_write(c, &own, &seq);
     if (e != AD_E_OK)
         return e;
-    int64_t seq;
-    e = next_seq(c, &seq);
-    if (e != AD_E_OK)
-        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_job(&p, job, seq);
     e = send_write(c, ST_INSERT, &p, CHECK_NONE, "insert job");
@@ -1183,13 +1191,10 @@ static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
 static ad_err pg_job_update(struct ad_conn *c, struct ad_job *job)
 {
     int own;
-    ad_err e = auto_begin(c, &own);
+    int64_t seq;
+    ad_err e = begin_seq_write(c, &own, &seq);
     if (e != AD_E_OK)
         return e;
-    int64_t seq;
-    e = next_seq(c, &seq);
-    if (e != AD_E_OK)
-        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_job(&p, job, seq);
     e = send_write(c, ST_UPDATE, &p, CHECK_ROW, "update job");
@@ -1201,21 +1206,38 @@ static ad_err pg_job_update(struct ad_conn *c, struct ad_job *job)
     return e;
 }
 
-/* Run a PG_SELECT_JOB statement and append its rows to out (which the caller has emptied). */
-static ad_err fetch_jobs(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, struct ad_job_list *out,
-                         const char *what)
+/*
+ * Run statement id and read every row of its result into a new array of elem-byte elements at *items (read
+ * fills one from a row), *n of them. The array has room for one more, so it is never empty.
+ */
+static ad_err fetch_rows(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, void *items, size_t *n,
+                         size_t elem, void (*read)(const PGresult *r, int row, void *slot), const char *what)
 {
-    *out = (struct ad_job_list){0};
     PGresult *r;
     ad_err e = query(c, id, p, &r, what);
     if (e != AD_E_OK)
         return e;
-    int n = PQntuples(r);
-    out->items = ad_calloc((size_t)n + 1, sizeof(*out->items));
-    for (int i = 0; i < n; i++)
-        out->items[out->n++] = read_job(r, i);
+    int rows = PQntuples(r);
+    char *arr = ad_calloc((size_t)rows + 1, elem); /* the caller's array: its type is the caller's own */
+    for (int i = 0; i < rows; i++)
+        read(r, i, arr + (size_t)i * elem);
+    memcpy(items, &arr, sizeof(arr));
+    *n = (size_t)rows;
     PQclear(r);
     return AD_E_OK;
+}
+
+static void read_job_slot(const PGresult *r, int row, void *slot)
+{
+    *(struct ad_job **)slot = read_job(r, row);
+}
+
+/* Run a PG_SELECT_JOB statement into out. */
+static ad_err fetch_jobs(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, struct ad_job_list *out,
+                         const char *what)
+{
+    *out = (struct ad_job_list){0};
+    return fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_job_slot, what);
 }
 
 static ad_err pg_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
@@ -1414,27 +1436,22 @@ static ad_err pg_attempt_end(struct ad_conn *c, const char *job_id, int64_t now,
     return write1(c, ST_ATTEMPT_END, &p, CHECK_NONE, "end attempt");
 }
 
+static void read_attempt(const PGresult *r, int row, void *slot)
+{
+    struct ad_attempt *a = slot;
+    a->attempt = col_INT(r, row, 0);
+    a->worker = col_TEXT(r, row, 1);
+    a->started_at = col_INT64(r, row, 2);
+    a->ended_at = col_TIME(r, row, 3);
+    a->outcome = col_TEXT(r, row, 4);
+}
+
 static ad_err pg_attempt_list(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out)
 {
     memset(out, 0, sizeof(*out));
     struct pg_params p = {0};
     param_TEXT(&p, job_id);
-    PGresult *r;
-    ad_err e = query(c, ST_ATTEMPT_LIST, &p, &r, "list attempts");
-    if (e != AD_E_OK)
-        return e;
-    int n = PQntuples(r);
-    out->items = ad_calloc((size_t)n + 1, sizeof(*out->items));
-    for (int i = 0; i < n; i++) {
-        struct ad_attempt *a = &out->items[out->n++];
-        a->attempt = col_INT(r, i, 0);
-        a->worker = col_TEXT(r, i, 1);
-        a->started_at = col_INT64(r, i, 2);
-        a->ended_at = col_TIME(r, i, 3);
-        a->outcome = col_TEXT(r, i, 4);
-    }
-    PQclear(r);
-    return AD_E_OK;
+    return fetch_rows(c, ST_ATTEMPT_LIST, &p, &out->items, &out->n, sizeof(*out->items), read_attempt, "list attempts");
 }
 
 /* ---- job events ---- */
@@ -1449,6 +1466,14 @@ static ad_err pg_event_append(struct ad_conn *c, const char *job_id, int64_t seq
     return write1(c, ST_EVENT_APPEND, &p, CHECK_NONE, "append job event");
 }
 
+static void read_event(const PGresult *r, int row, void *slot)
+{
+    struct ad_event *ev = slot;
+    ev->seq = col_INT64(r, row, 0);
+    ev->kind = col_TEXT(r, row, 1);
+    ev->data = col_TEXT(r, row, 2);
+}
+
 static ad_err pg_events_after(struct ad_conn *c, const char *job_id, int64_t after, int limit,
                               struct ad_event_list *out)
 {
@@ -1457,20 +1482,7 @@ static ad_err pg_events_after(struct ad_conn *c, const char *job_id, int64_t aft
     param_TEXT(&p, job_id);
     param_INT64(&p, after);
     param_INT(&p, limit);
-    PGresult *r;
-    ad_err e = query(c, ST_EVENTS_AFTER, &p, &r, "list job events");
-    if (e != AD_E_OK)
-        return e;
-    int n = PQntuples(r);
-    out->items = ad_calloc((size_t)n + 1, sizeof(*out->items));
-    for (int i = 0; i < n; i++) {
-        struct ad_event *ev = &out->items[out->n++];
-        ev->seq = col_INT64(r, i, 0);
-        ev->kind = col_TEXT(r, i, 1);
-        ev->data = col_TEXT(r, i, 2);
-    }
-    PQclear(r);
-    return AD_E_OK;
+    return fetch_rows(c, ST_EVENTS_AFTER, &p, &out->items, &out->n, sizeof(*out->items), read_event, "list job events");
 }
 
 /* ---- webhooks ---- */
@@ -1564,20 +1576,16 @@ static struct ad_webhook *read_webhook(const PGresult *r, int row)
     return w;
 }
 
+static void read_webhook_slot(const PGresult *r, int row, void *slot)
+{
+    *(struct ad_webhook **)slot = read_webhook(r, row);
+}
+
 static ad_err fetch_webhooks(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, struct ad_webhook_list *out,
                              const char *what)
 {
     *out = (struct ad_webhook_list){0};
-    PGresult *r;
-    ad_err e = query(c, id, p, &r, what);
-    if (e != AD_E_OK)
-        return e;
-    int n = PQntuples(r);
-    out->items = ad_calloc((size_t)n + 1, sizeof(*out->items));
-    for (int i = 0; i < n; i++)
-        out->items[out->n++] = read_webhook(r, i);
-    PQclear(r);
-    return AD_E_OK;
+    return fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_webhook_slot, what);
 }
 
 static ad_err pg_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
@@ -1680,33 +1688,26 @@ static struct ad_delivery *read_delivery(const PGresult *r, int row)
     return d;
 }
 
+static void read_delivery_slot(const PGresult *r, int row, void *slot)
+{
+    *(struct ad_delivery **)slot = read_delivery(r, row);
+}
+
 static ad_err fetch_deliveries(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p,
                                struct ad_delivery_list *out, const char *what)
 {
     *out = (struct ad_delivery_list){0};
-    PGresult *r;
-    ad_err e = query(c, id, p, &r, what);
-    if (e != AD_E_OK)
-        return e;
-    int n = PQntuples(r);
-    out->items = ad_calloc((size_t)n + 1, sizeof(*out->items));
-    for (int i = 0; i < n; i++)
-        out->items[out->n++] = read_delivery(r, i);
-    PQclear(r);
-    return AD_E_OK;
+    return fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_delivery_slot, what);
 }
 
 /* The outbox shares the jobs' counter: a delivery's seq is the next seq of the batch that writes it. */
 static ad_err pg_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
 {
     int own;
-    ad_err e = auto_begin(c, &own);
+    int64_t seq;
+    ad_err e = begin_seq_write(c, &own, &seq);
     if (e != AD_E_OK)
         return e;
-    int64_t seq;
-    e = next_seq(c, &seq);
-    if (e != AD_E_OK)
-        return auto_end(c, own, e);
     struct pg_params p = {0};
     param_INT64(&p, seq);
     param_TEXT(&p, d->id);

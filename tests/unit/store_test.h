@@ -41,6 +41,37 @@ static inline struct ad_job *new_job(const char *id, const char *tenant, const c
     return j;
 }
 
+/* job_full of tenant t1: every column set, none to its default, and text that needs quoting. */
+static inline struct ad_job *new_full_job(void)
+{
+    struct ad_job *j = new_job("job_full", "t1", "video.transcode", AD_RUNNING, AD_PRIO_HIGH);
+    j->progress = 42;
+    ad_job_set(&j->payload, "{\"text\":\"caf\xc3\xa9 'quoted' \\\"x\\\" \\\\ {a,b}\"}");
+    ad_job_set(&j->result, "{\"ok\":true}");
+    ad_job_set(&j->result_location, "https://r.example/x");
+    ad_job_set(&j->error, "{\"code\":\"x\"}");
+    ad_job_set(&j->message, "halfway");
+    j->attempt = 2;
+    j->max_attempts = 5;
+    j->cancel_requested = 1;
+    j->timeout_seconds = 600;
+    j->on_complete_redirect = 1;
+    j->created_at = T0 + 1;
+    j->started_at = T0 + 2;
+    j->updated_at = T0 + 3;
+    j->finished_at = T0 + 4;
+    j->expires_at = T0 + 5;
+    j->run_at = T0 + 6;
+    ad_job_set(&j->callback_url, "https://cb.example/hook");
+    ad_job_set(&j->retry_of, "job_old");
+    ad_job_set(&j->resource, "/v1/videos/job_full");
+    ad_job_set(&j->lease_id, "lse_1");
+    j->lease_expires_at = INT64_C(9007199254740993); /* beyond a double's precision */
+    ad_job_set(&j->worker, "w1");
+    j->tombstoned = 1;
+    return j;
+}
+
 /* The ids of a list, in order, comma separated, are want. */
 static inline void assert_ids(const struct ad_job_list *l, const char *want)
 {

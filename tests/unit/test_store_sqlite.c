@@ -164,30 +164,7 @@ static void test_open_dispatches_postgres_and_rejects_bad_dir(void **state)
 static void test_every_field_round_trips(void **state)
 {
     struct fx *f = *state;
-    struct ad_job *j = new_job("job_full", "t1", "video.transcode", AD_RUNNING, AD_PRIO_HIGH);
-    j->progress = 42;
-    ad_job_set(&j->result, "{\"ok\":true}");
-    ad_job_set(&j->result_location, "https://r.example/x");
-    ad_job_set(&j->error, "{\"code\":\"x\"}");
-    ad_job_set(&j->message, "halfway");
-    j->attempt = 2;
-    j->max_attempts = 5;
-    j->cancel_requested = 1;
-    j->timeout_seconds = 600;
-    j->on_complete_redirect = 1;
-    j->created_at = T0 + 1;
-    j->started_at = T0 + 2;
-    j->updated_at = T0 + 3;
-    j->finished_at = T0 + 4;
-    j->expires_at = T0 + 5;
-    j->run_at = T0 + 6;
-    ad_job_set(&j->callback_url, "https://cb.example/hook");
-    ad_job_set(&j->retry_of, "job_old");
-    ad_job_set(&j->resource, "/v1/videos/job_full");
-    ad_job_set(&j->lease_id, "lse_1");
-    j->lease_expires_at = T0 + 7;
-    ad_job_set(&j->worker, "w1");
-    j->tombstoned = 1;
+    struct ad_job *j = new_full_job();
     insert(f, j);
     assert_true(j->seq > 0);
     assert_true(j->cseq > 0);
