@@ -1331,6 +1331,22 @@ static ad_err sweep_step(struct ad_conn *c, enum pg_stmt id, int64_t cutoff, int
     return e;
 }
 
+/* One sweep statement, in the open batch or in a transaction of its own; *done_out = rows deleted. */
+static ad_err sweep_alone(struct ad_conn *c, enum pg_stmt id, int64_t before, int limit, int *done_out,
+                          const char *what)
+{
+    *done_out = 0;
+    int own;
+    ad_err e = auto_begin(c, &own);
+    if (e != AD_E_OK)
+        return e;
+    int n = 0;
+    e = auto_end(c, own, sweep_step(c, id, before, limit, &n, what));
+    if (e == AD_E_OK)
+        *done_out = n;
+    return e;
+}
+
 /* The trigger jobs_tombstone_events empties the event logs of the jobs tombstoned here; foreign keys take
  * attempts and events away with the deleted jobs. acceptd_counter keeps seq above the deleted rows. */
 static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done_out)
@@ -1403,16 +1419,7 @@ static ad_err pg_idem_put(struct ad_conn *c, const char *tenant, const char *key
 
 static ad_err pg_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
 {
-    *done_out = 0;
-    int own;
-    ad_err e = auto_begin(c, &own);
-    if (e != AD_E_OK)
-        return e;
-    int n = 0;
-    e = auto_end(c, own, sweep_step(c, ST_IDEM_SWEEP, before, limit, &n, "sweep idempotency records"));
-    if (e == AD_E_OK)
-        *done_out = n;
-    return e;
+    return sweep_alone(c, ST_IDEM_SWEEP, before, limit, done_out, "sweep idempotency records");
 }
 
 /* ---- attempts ---- */
@@ -1812,16 +1819,7 @@ static ad_err pg_delivery_abandon(struct ad_conn *c, const char *webhook_id, con
 
 static ad_err pg_delivery_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
 {
-    *done_out = 0;
-    int own;
-    ad_err e = auto_begin(c, &own);
-    if (e != AD_E_OK)
-        return e;
-    int n = 0;
-    e = auto_end(c, own, sweep_step(c, ST_DELIVERY_SWEEP, before, limit, &n, "sweep deliveries"));
-    if (e == AD_E_OK)
-        *done_out = n;
-    return e;
+    return sweep_alone(c, ST_DELIVERY_SWEEP, before, limit, done_out, "sweep deliveries");
 }
 
 /* Several nodes' delivery threads read the same due rows: the one whose update moves next_at sends it. */
