@@ -1164,8 +1164,9 @@ static ad_err begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
     return e != AD_E_OK ? auto_end(c, *own, e) : AD_E_OK;
 }
 
-/* seq and cseq come from the counter: cseq is the seq of the insert. */
-static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
+/* Insert (ST_INSERT) or update (ST_UPDATE) every column of job with the batch's next seq, and remember it for
+ * the commit's announcement. seq and cseq come from the counter: cseq is the seq of the insert. */
+static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
 {
     int own;
     int64_t seq;
@@ -1174,13 +1175,22 @@ static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
         return e;
     struct pg_params p = {0};
     param_job(&p, job, seq);
-    e = send_write(c, ST_INSERT, &p, CHECK_NONE, "insert job");
+    int insert = id == ST_INSERT;
+    e = send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
     e = auto_end(c, own, e);
-    if (e == AD_E_OK)
-        job->seq = job->cseq = seq;
+    if (e == AD_E_OK) {
+        job->seq = seq;
+        if (insert)
+            job->cseq = seq;
+    }
     return e;
+}
+
+static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
+{
+    return write_job(c, job, ST_INSERT);
 }
 
 /*
@@ -1190,20 +1200,7 @@ static ad_err pg_job_insert(struct ad_conn *c, struct ad_job *job)
  */
 static ad_err pg_job_update(struct ad_conn *c, struct ad_job *job)
 {
-    int own;
-    int64_t seq;
-    ad_err e = begin_seq_write(c, &own, &seq);
-    if (e != AD_E_OK)
-        return e;
-    struct pg_params p = {0};
-    param_job(&p, job, seq);
-    e = send_write(c, ST_UPDATE, &p, CHECK_ROW, "update job");
-    if (e == AD_E_OK)
-        ids_add(c, job);
-    e = auto_end(c, own, e);
-    if (e == AD_E_OK)
-        job->seq = seq;
-    return e;
+    return write_job(c, job, ST_UPDATE);
 }
 
 /*

@@ -659,6 +659,22 @@ static void test_error_poisons_the_batch(void **state)
 
 /* ---- two nodes ---- */
 
+/* A pending outbox row for endpoint hook, due at next_at. */
+static struct ad_delivery new_delivery(const char *id, const char *hook, int64_t next_at)
+{
+    return (struct ad_delivery){.id = (char *)id,
+                                .tenant = "t1",
+                                .webhook_id = (char *)hook,
+                                .url = "https://h.example/in",
+                                .event_id = "evt_1",
+                                .event_type = "job.succeeded",
+                                .job_id = "job_1",
+                                .body = "{\"id\":\"evt_1\"}",
+                                .created_at = T0,
+                                .state = AD_DLV_PENDING,
+                                .next_at = next_at};
+}
+
 /* Two stores (two nodes) writing alternately draw seqs from one counter: strictly increasing in commit order. */
 static void test_seq_is_global_across_nodes(void **state)
 {
@@ -679,15 +695,8 @@ static void test_seq_is_global_across_nodes(void **state)
         if (i == 4) {
             struct ad_webhook w = {.id = "whk_1", .tenant = "t1", .url = "https://h.example/", .secret = "s"};
             assert_int_equal(f->ops->webhook_put(c, &w), AD_E_OK);
-            struct ad_delivery d = {.id = "dlv_1",
-                                    .tenant = "t1",
-                                    .webhook_id = "whk_1",
-                                    .url = "u",
-                                    .event_id = "e",
-                                    .event_type = "job.created",
-                                    .job_id = id,
-                                    .body = "{}",
-                                    .created_at = T0};
+            struct ad_delivery d = new_delivery("dlv_1", "whk_1", T0);
+            d.job_id = id;
             assert_int_equal(f->ops->delivery_insert(c, &d), AD_E_OK);
             assert_true(d.seq > seq);
             seq = d.seq;
@@ -892,7 +901,7 @@ static void test_feed_hears_other_nodes_only(void **state)
     assert_int_equal(ops->begin(f->c), AD_E_OK);
     for (int i = 0; i < 400; i++) {
         char id[40];
-        snprintf(id, sizeof(id), "job_many_%04d_xxxxxxxxxxxxxxxxxx", i);
+        snprintf(id, sizeof(id), "job_many_%04d_padded_to_a_real_id_size", i);
         insert_new(f, f->c, id, "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
     }
     assert_int_equal(ops->commit(f->c), AD_E_OK);
@@ -919,21 +928,6 @@ static void test_feed_hears_other_nodes_only(void **state)
 }
 
 /* ---- webhooks and the outbox ---- */
-
-static struct ad_delivery new_delivery(const char *id, const char *hook, int64_t next_at)
-{
-    return (struct ad_delivery){.id = (char *)id,
-                                .tenant = "t1",
-                                .webhook_id = (char *)hook,
-                                .url = "https://h.example/in",
-                                .event_id = "evt_1",
-                                .event_type = "job.succeeded",
-                                .job_id = "job_1",
-                                .body = "{\"id\":\"evt_1\"}",
-                                .created_at = T0,
-                                .state = AD_DLV_PENDING,
-                                .next_at = next_at};
-}
 
 static void test_webhooks_and_deliveries(void **state)
 {
