@@ -901,7 +901,7 @@ static void test_feed_hears_other_nodes_only(void **state)
     assert_int_equal(ops->begin(f->c), AD_E_OK);
     for (int i = 0; i < 400; i++) {
         char id[40];
-        snprintf(id, sizeof(id), "job_many_%04d_padded_to_a_real_id_size", i);
+        snprintf(id, sizeof(id), "job_many_%04d_padded_to_id_sizes", i);
         insert_new(f, f->c, id, "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
     }
     assert_int_equal(ops->commit(f->c), AD_E_OK);
