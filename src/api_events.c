@@ -389,7 +389,8 @@ int ad_api_sign(struct ad_request *r)
             return ad_verr_send(&v, r);
         }
     }
-    int64_t exp = ad_now_ms() / 1000 + ttl;
+    /* Rounded up: the URL lives at least ttl seconds, never a fraction of the first one less. */
+    int64_t exp = (ad_now_ms() + 999) / 1000 + ttl;
     char sig[AD_VALET_SIG_LEN + 1], expires[40];
     ad_valet_sign(r->id, exp, sig);
     ad_time_rfc3339(exp * 1000, expires, sizeof(expires));
