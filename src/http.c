@@ -152,7 +152,15 @@ static int send_body(h2o_req_t *req, int status, const char *content_type, const
         ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
     if (status != 204 && status != 304)
         req->res.content_length = len;
-    h2o_send_inline(req, body, len);
+    if (len != 0) {
+        h2o_send_inline(req, body, len);
+        return 0;
+    }
+    /* No zero-length buffer: libh2o's evloop counts one as unwritten, waits for the socket to become
+     * writable and writes it in a second writev, with an epoll_ctl pair per request (a 304 costs 20% more). */
+    static h2o_generator_t generator = {NULL, NULL};
+    h2o_start_response(req, &generator);
+    h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
     return 0;
 }
 
