@@ -54,7 +54,14 @@ int ad_mkdir_p(const char *dir);
  * with the process however it ends, or with close() of the returned fd. -1 with errno set when held or on
  * error. */
 int ad_lock_dir(const char *dir);
-/* A new opaque id: prefix followed by 128 random bits in base64url (22 chars). The caller frees. */
+/* An id is prefix + AD_ID_CHARS characters: the creation time in milliseconds, written by ad_id_time, then
+ * AD_ID_RANDOM_BYTES (120 bits) from the CSPRNG in base64url. */
+#define AD_ID_TIME_CHARS 8
+#define AD_ID_RANDOM_BYTES 15
+#define AD_ID_CHARS (AD_ID_TIME_CHARS + AD_ID_RANDOM_BYTES * 4 / 3)
+/* 48 bits of ms in the base64url characters taken in ASCII order: the strings compare as the times do. */
+void ad_id_time(int64_t ms, char out[AD_ID_TIME_CHARS]);
+/* A new id (see above). The caller frees. */
 char *ad_new_id(const char *prefix);
 
 /* Parse a duration: bare seconds ("30") or a number with a unit ms|s|m|h|d ("500ms", "30d").

@@ -172,14 +172,19 @@ describe('submit', () => {
         }
     });
 
-    it('gives 50 jobs 50 distinct, random-looking ids', async () => {
+    it('gives 50 jobs 50 distinct ids: creation time first, then random bits', async () => {
         const { c } = tenant(d);
         const res = await Promise.all(Array.from({ length: 50 }, (_, i) => submit(c, { type: 'report.export', payload: { i } })));
         const ids = res.map((r) => r.json.id);
         for (const id of ids) assert.match(id, JOB_ID);
         assert.equal(new Set(ids).size, 50, 'duplicate ids');
-        const prefixes = new Set(ids.map((id) => id.slice(4, 12)));
-        assert.equal(prefixes.size, 50, 'ids share 48-bit prefixes: they are not 128 random bits');
+        // After the 8 time characters come 120 random bits: no two ids share even the first 48 of them.
+        const randoms = new Set(ids.map((id) => id.slice(12, 20)));
+        assert.equal(randoms.size, 50, 'ids share 48 bits after the time: they are not 120 random bits');
+        // The time characters sort as the creation times do.
+        const byId = [...res].sort((a, b) => (a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0));
+        const created = byId.map((r) => Date.parse(r.json.createdAt));
+        assert.deepEqual(created, [...created].sort((a, b) => a - b), 'ids do not sort by creation time');
         const listed = (await listAll(c)).map((j) => j.id).sort();
         assert.deepEqual(listed, [...ids].sort());
         for (let i = 0; i < 50; i++) assert.deepEqual(res[i].json.payload, { i });

@@ -519,7 +519,7 @@ static void test_lease(void **state)
     assert_int_equal(j->updated_at, now);
     assert_non_null(j->lease_id);
     assert_int_equal(strncmp(j->lease_id, "lse_", 4), 0);
-    assert_int_equal(strlen(j->lease_id), 4 + 22);
+    assert_int_equal(strlen(j->lease_id), 4 + AD_ID_CHARS);
     assert_int_equal(j->lease_expires_at, now + 30 * SEC);
     assert_string_equal(j->worker, "w1");
     char *lid = ad_strdup(j->lease_id);

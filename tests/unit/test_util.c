@@ -262,17 +262,38 @@ static void test_random_and_ids(void **state)
     ad_random_bytes(NULL, 0);
 
     char *x = ad_new_id("job_"), *y = ad_new_id("job_");
-    assert_int_equal(strlen(x), 4 + 22);
+    assert_int_equal(strlen(x), 4 + AD_ID_CHARS);
+    assert_int_equal(AD_ID_CHARS, 28);
     assert_memory_equal(x, "job_", 4);
     assert_string_not_equal(x, y);
-    uint8_t raw[17];
-    assert_int_equal(ad_b64url_decode(x + 4, 22, raw), 16);
+    uint8_t raw[AD_ID_RANDOM_BYTES + 1];
+    assert_int_equal(ad_b64url_decode(x + 4 + AD_ID_TIME_CHARS, AD_ID_CHARS - AD_ID_TIME_CHARS, raw),
+                     AD_ID_RANDOM_BYTES);
     free(x);
     free(y);
 
-    char *bare = ad_new_id("");
-    assert_int_equal(strlen(bare), 22);
-    free(bare);
+    /* The time digits compare as the times do, across a carry in every digit. */
+    int64_t times[2 * AD_ID_TIME_CHARS + 1] = {0, 1};
+    size_t n = 2;
+    for (int d = 1; d < AD_ID_TIME_CHARS; d++) {
+        times[n++] = ((int64_t)1 << (6 * d)) - 1;
+        times[n++] = (int64_t)1 << (6 * d);
+    }
+    times[n++] = ((int64_t)1 << (6 * AD_ID_TIME_CHARS)) - 1;
+    char prev[AD_ID_TIME_CHARS], next[AD_ID_TIME_CHARS];
+    for (size_t i = 0; i < n; i++) {
+        ad_id_time(times[i], next);
+        if (i > 0)
+            assert_true(memcmp(prev, next, AD_ID_TIME_CHARS) < 0);
+        memcpy(prev, next, sizeof prev);
+    }
+    /* And an id starts with the time it was made. */
+    ad_id_time(ad_now_ms(), prev);
+    x = ad_new_id("");
+    ad_id_time(ad_now_ms(), next);
+    assert_int_equal(strlen(x), AD_ID_CHARS);
+    assert_true(memcmp(prev, x, AD_ID_TIME_CHARS) <= 0 && memcmp(x, next, AD_ID_TIME_CHARS) <= 0);
+    free(x);
 }
 
 static void test_parse_duration(void **state)

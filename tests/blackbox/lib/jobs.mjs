@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 
 export const PROBLEM_BASE = 'https://acceptd.dev/problems/';
-export const JOB_ID = /^job_[A-Za-z0-9_-]{22}$/;
+export const JOB_ID = /^job_[A-Za-z0-9_-]{28}$/;
 export const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 export const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 export const STRONG_ETAG = /^"[\x21\x23-\x7e\x80-\xff]*"$/;

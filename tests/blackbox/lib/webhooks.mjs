@@ -138,7 +138,7 @@ export function verifies(req, secret) {
 export function assertDelivery(req, secret, { type, jobUrl } = {}) {
     const ev = verifyDelivery(req, secret);
     assert.deepEqual(Object.keys(ev).sort(), ['createdAt', 'data', 'id', 'type'], req.body);
-    assert.match(ev.id, /^evt_[A-Za-z0-9_-]{22}$/, req.body);
+    assert.match(ev.id, /^evt_[A-Za-z0-9_-]{28}$/, req.body);
     assert.equal(req.headers['webhook-id'], ev.id);
     assert.equal(req.headers['idempotency-key'], ev.id);
     assert.match(req.headers['content-type'], /^application\/json/);
