@@ -573,7 +573,7 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
     sqlite3_extended_result_codes(c->db, 1);
     static const char pragmas[] = "PRAGMA journal_mode = WAL;"
                                   "PRAGMA synchronous = FULL;"
-                                  "PRAGMA cache_size = -65536;"
+                                  "PRAGMA cache_size = -16384;" /* 16 MiB, not 2: the hot pages of every index */
                                   "PRAGMA busy_timeout = 5000;"
                                   "PRAGMA foreign_keys = ON;";
     char *msg = NULL;
