@@ -574,6 +574,7 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
     static const char pragmas[] = "PRAGMA journal_mode = WAL;"
                                   "PRAGMA synchronous = FULL;"
                                   "PRAGMA cache_size = -16384;" /* 16 MiB, not 2: the hot pages of every index */
+                                  "PRAGMA temp_store = MEMORY;"
                                   "PRAGMA busy_timeout = 5000;"
                                   "PRAGMA foreign_keys = ON;";
     char *msg = NULL;
