@@ -181,10 +181,16 @@ describe('submit', () => {
         // After the 8 time characters come 120 random bits: no two ids share even the first 48 of them.
         const randoms = new Set(ids.map((id) => id.slice(12, 20)));
         assert.equal(randoms.size, 50, 'ids share 48 bits after the time: they are not 120 random bits');
-        // The time characters sort as the creation times do.
-        const byId = [...res].sort((a, b) => (a.json.id < b.json.id ? -1 : a.json.id > b.json.id ? 1 : 0));
-        const created = byId.map((r) => Date.parse(r.json.createdAt));
-        assert.deepEqual(created, [...created].sort((a, b) => a - b), 'ids do not sort by creation time');
+        // The 8 time characters are the creation time in ms, base64url digits taken in ASCII order, so ids
+        // sort as their times do.
+        const DIGITS = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+        const idTime = (id) => [...id.slice(4, 12)].reduce((t, ch) => t * 64 + DIGITS.indexOf(ch), 0);
+        for (const r of res) {
+            const skew = idTime(r.json.id) - Date.parse(r.json.createdAt);
+            assert.ok(Math.abs(skew) < 60_000, `${r.json.id} says ${idTime(r.json.id)}, createdAt ${r.json.createdAt}`);
+        }
+        const times = [...ids].sort().map(idTime);
+        assert.deepEqual(times, [...times].sort((a, b) => a - b), 'ids do not sort by their time');
         const listed = (await listAll(c)).map((j) => j.id).sort();
         assert.deepEqual(listed, [...ids].sort());
         for (let i = 0; i < 50; i++) assert.deepEqual(res[i].json.payload, { i });

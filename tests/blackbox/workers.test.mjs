@@ -3,6 +3,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     TIMESTAMP, assertJobShape, assertProblem, complete, expectStatus, fail, getJob, heartbeat, hget, lease, leaseOne,
@@ -141,6 +142,27 @@ describe('leasing', () => {
         assert.equal(res.status, 200, res.text);
         assert.equal(res.json.leases[0].job.id, id);
         assert.ok(res.ms < 2500, `the parked lease answered after ${res.ms.toFixed(0)} ms of a 5 s wait`);
+    });
+
+    it('a worker that hung up while parked is passed over: the job goes to the next one', async () => {
+        const { c, w, keys } = tenant(d);
+        // The first in line: a raw HTTP/1.1 lease request whose connection closes while it waits.
+        const body = JSON.stringify({ types: ['report.export'], wait: 5 });
+        const sock = net.connect({ host: '127.0.0.1', port: Number(new URL(d.url).port) });
+        await new Promise((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+        sock.write(`POST /v1/leases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${keys.w}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        await sleep(300);
+        sock.destroy();
+        const parked = lease(w, 'report.export', { wait: 5 });
+        await sleep(300);
+        const id = (await submit(c)).json.id;
+        // Handed to the first, the job would sit leased to nobody: this one would get 204 after 5 s.
+        const res = await parked;
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.leases[0].job.id, id);
+        const attempts = expectStatus(await c.get(`/v1/jobs/${id}/attempts`), 200).json;
+        assert.equal(attempts.attempts.length, 1, JSON.stringify(attempts));
     });
 });
 
