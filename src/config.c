@@ -654,6 +654,7 @@ static const struct field webhooks_fields[] = {
     {"retrySchedule", F_FN, 0, 0, 0, NULL, webhooks_schedule},
     {"timeoutSeconds", F_INT, offsetof(struct ad_webhooks_conf, timeout_seconds), 1, 300, NULL, NULL},
     {"concurrency", F_INT, offsetof(struct ad_webhooks_conf, concurrency), 1, 1024, NULL, NULL},
+    {"perEndpoint", F_INT, offsetof(struct ad_webhooks_conf, per_endpoint), 1, 1024, NULL, NULL},
     {"secretKey", F_FN, 0, 0, 0, NULL, webhooks_secret_key},
     {"keepDeliveries", F_DURATION, offsetof(struct ad_webhooks_conf, keep_ms), 1, MAX_DURATION_MS, NULL, NULL},
     {"rotationGrace", F_DURATION, offsetof(struct ad_webhooks_conf, rotation_grace_ms), 0, 7 * 86400 * (int64_t)1000,
@@ -849,6 +850,7 @@ void ad_config_defaults(struct ad_config *cfg)
         cfg->webhooks.retry_schedule_ms[i] = schedule_s[i] * 1000;
     cfg->webhooks.timeout_seconds = 10;
     cfg->webhooks.concurrency = 64;
+    cfg->webhooks.per_endpoint = 16;
     cfg->webhooks.keep_ms = 30 * day;
     cfg->webhooks.rotation_grace_ms = day;
     cfg->sse = (struct ad_sse_conf){15000, 2000, 30000, 1024 * 1024, 50000, 20000};

@@ -52,6 +52,7 @@ struct ad_webhooks_conf {
     size_t nretry_schedule;
     int timeout_seconds;       /* a delivery must answer 2xx within this: default 10 */
     int concurrency;           /* deliveries in flight at once: default 64 */
+    int per_endpoint;          /* of those, to one endpoint (a tenant's job callbacks are one): default 16 */
     char *secret_key;          /* base64 of 32 bytes sealing stored secrets; NULL = key file in the data dir */
     int64_t keep_ms;           /* delivered and dead deliveries are kept this long: default 30d */
     int64_t rotation_grace_ms; /* the previous secret keeps signing this long after a rotation: default 24h */

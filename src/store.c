@@ -81,6 +81,16 @@ void ad_webhook_list_free(struct ad_webhook_list *l)
     l->n = 0;
 }
 
+void ad_due_set_webhook(struct ad_due *d, const char *id)
+{
+    size_t n = id != NULL ? strlen(id) : 0;
+    if (n >= sizeof(d->webhook_id))
+        n = 0;
+    if (n > 0)
+        memcpy(d->webhook_id, id, n);
+    d->webhook_id[n] = '\0';
+}
+
 void ad_delivery_free(struct ad_delivery *d)
 {
     if (d == NULL)

@@ -152,11 +152,17 @@ struct ad_delivery_list {
 void ad_delivery_free(struct ad_delivery *d);
 void ad_delivery_list_free(struct ad_delivery_list *l);
 
-/* An entry of the due queue: a pending delivery and when it is due. */
+/* An entry of the due queue: a pending delivery, when it is due, and its endpoint. */
+#define AD_DUE_ID_MAX 48
 struct ad_due {
     int64_t seq;
     int64_t next_at;
+    char webhook_id[AD_DUE_ID_MAX]; /* "" if longer (acceptd's own ids are 32 characters) */
 };
+/* Copy an endpoint id into d (the backends' rows). */
+void ad_due_set_webhook(struct ad_due *d, const char *id);
+/* How many endpoints delivery_due can leave out. */
+#define AD_DUE_EXCLUDE_MAX 16
 
 /* A job another node changed, as its commit announced it (store.h feed_wait). tenant and type are set only when
  * the job is queued now, i.e. when workers waiting for that tenant and type may want it. */
@@ -245,8 +251,10 @@ struct ad_store_ops {
     /* By id within tenant, or (id NULL) by seq. AD_E_NOT_FOUND when absent. */
     ad_err (*delivery_get)(struct ad_conn *c, const char *tenant, const char *id, int64_t seq,
                            struct ad_delivery **out);
-    /* Pending deliveries soonest first, as (seq, next_at) only: at most limit into out, count in *n. */
-    ad_err (*delivery_due)(struct ad_conn *c, int limit, struct ad_due *out, size_t *n);
+    /* Pending deliveries soonest first, none of the nexclude (<= AD_DUE_EXCLUDE_MAX) endpoints in exclude (their
+     * webhook ids): at most limit into out, count in *n. */
+    ad_err (*delivery_due)(struct ad_conn *c, const char *const *exclude, size_t nexclude, int limit,
+                           struct ad_due *out, size_t *n);
     /* An endpoint's deliveries, newest first: seq < before (0 = from the newest), state -1 = any, at most limit. */
     ad_err (*delivery_list)(struct ad_conn *c, const char *webhook_id, int state, int64_t before, int limit,
                             struct ad_delivery_list *out);

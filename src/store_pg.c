@@ -319,7 +319,8 @@ static const char *const stmt_sql[ST__COUNT] = {
                            " last_status = $6, last_error = $7 WHERE seq = $1",
     [ST_DELIVERY_GET] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE id = $1 AND tenant = $2",
     [ST_DELIVERY_GET_SEQ] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE seq = $1",
-    [ST_DELIVERY_DUE] = "SELECT seq, next_at FROM deliveries WHERE state = 0 ORDER BY next_at, seq LIMIT $1",
+    [ST_DELIVERY_DUE] = "SELECT seq, next_at, webhook_id FROM deliveries WHERE state = 0"
+                        " AND webhook_id <> ALL ($2::text[]) ORDER BY next_at, seq LIMIT $1",
     [ST_DELIVERY_LIST] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1 AND seq < $2"
                          " ORDER BY seq DESC LIMIT $3",
     [ST_DELIVERY_LIST_STATE] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1"
@@ -1776,18 +1777,23 @@ static ad_err pg_delivery_get(struct ad_conn *c, const char *tenant, const char 
     return e;
 }
 
-static ad_err pg_delivery_due(struct ad_conn *c, int limit, struct ad_due *out, size_t *n)
+static ad_err pg_delivery_due(struct ad_conn *c, const char *const *exclude, size_t nexclude, int limit,
+                              struct ad_due *out, size_t *n)
 {
     *n = 0;
     struct pg_params p = {0};
     param_INT(&p, limit);
+    char *arr = text_array(exclude, nexclude);
+    param_TEXT(&p, arr);
     PGresult *r;
     ad_err e = query(c, ST_DELIVERY_DUE, &p, &r, "due deliveries");
+    free(arr);
     if (e != AD_E_OK)
         return e;
     for (int i = 0; i < PQntuples(r) && *n < (size_t)limit; i++) {
         out[*n].seq = col_INT64(r, i, 0);
         out[*n].next_at = col_INT64(r, i, 1);
+        ad_due_set_webhook(&out[*n], PQgetvalue(r, i, 2));
         (*n)++;
     }
     PQclear(r);

@@ -297,7 +297,10 @@ static const char *const stmt_sql[ST__COUNT] = {
                            " last_status = ?6, last_error = ?7 WHERE seq = ?1",
     [ST_DELIVERY_GET] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE id = ?1 AND tenant = ?2",
     [ST_DELIVERY_GET_SEQ] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE seq = ?1",
-    [ST_DELIVERY_DUE] = "SELECT seq, next_at FROM deliveries WHERE state = 0 ORDER BY next_at, seq LIMIT ?1",
+    /* ?2..?17: the endpoints left out (AD_DUE_EXCLUDE_MAX); the slots not needed are bound to "". */
+    [ST_DELIVERY_DUE] = "SELECT seq, next_at, webhook_id FROM deliveries WHERE state = 0 AND webhook_id NOT IN"
+                        " (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+                        " ORDER BY next_at, seq LIMIT ?1",
     [ST_DELIVERY_LIST] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1 AND seq < ?2"
                          " ORDER BY seq DESC LIMIT ?3",
     [ST_DELIVERY_LIST_STATE] = "SELECT seq, " SQ_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1"
@@ -1230,17 +1233,21 @@ static ad_err sq_delivery_get(struct ad_conn *c, const char *tenant, const char 
     return e;
 }
 
-static ad_err sq_delivery_due(struct ad_conn *c, int limit, struct ad_due *out, size_t *n)
+static ad_err sq_delivery_due(struct ad_conn *c, const char *const *exclude, size_t nexclude, int limit,
+                              struct ad_due *out, size_t *n)
 {
     *n = 0;
     sqlite3_stmt *st = stmt(c, ST_DELIVERY_DUE);
     if (st == NULL)
         return AD_E_INTERNAL;
     sqlite3_bind_int(st, 1, limit);
+    for (int i = 0; i < AD_DUE_EXCLUDE_MAX; i++)
+        bind_TEXT(st, 2 + i, (size_t)i < nexclude ? exclude[i] : "");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < (size_t)limit) {
         out[*n].seq = sqlite3_column_int64(st, 0);
         out[*n].next_at = sqlite3_column_int64(st, 1);
+        ad_due_set_webhook(&out[*n], (const char *)sqlite3_column_text(st, 2));
         (*n)++;
     }
     ad_err e = rc == SQLITE_DONE || rc == SQLITE_ROW ? AD_E_OK : fail(c, rc, "due deliveries");

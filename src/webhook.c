@@ -27,6 +27,7 @@
 #define SWEEP_BATCH 5000
 #define SWEEP_PERIOD_MS 60000
 #define RETRY_AFTER_MAX_S 86400
+#define FAIR_SCAN_MS 100 /* at most this often, a read of the due rows past endpoints at their share */
 #define CONNECT_TIMEOUT_MS 10000
 #define USER_AGENT "acceptd-webhooks"
 #define CLAIM_MARGIN_MS 30000
@@ -765,13 +766,77 @@ static int reap(void)
     return n;
 }
 
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Transfers in flight to one endpoint (a tenant's job callbacks count as one). */
+static size_t endpoint_inflight(const char *webhook_id)
+{
+    size_t n = 0;
+    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
+        n += strcmp(f->d->webhook_id, webhook_id) == 0;
+    return n;
+}
+
+/* The endpoints with per transfers or more in flight, at most AD_DUE_EXCLUDE_MAX, into out (pointers into
+ * the flights). */
+static size_t full_endpoints(size_t per, const char **out)
+{
+    if (eng.inflight < per)
+        return 0;
+    const char **ids = ad_malloc(eng.inflight * sizeof(*ids));
+    size_t n = 0, nout = 0;
+    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
+        ids[n++] = f->d->webhook_id;
+    qsort(ids, n, sizeof(*ids), id_cmp);
+    for (size_t i = 0, run = 1; i < n && nout < AD_DUE_EXCLUDE_MAX; i++, run++) {
+        if (i + 1 < n && strcmp(ids[i], ids[i + 1]) == 0)
+            continue;
+        if (run >= per)
+            out[nout++] = ids[i];
+        run = 0;
+    }
+    free(ids);
+    return nout;
+}
+
+/* Start the due deliveries among the n in due that are not in flight, while there is room, skipping those of
+ * endpoints that have their share in flight. Returns whether it skipped any for that reason. */
+static int start_due(struct scan_state *ss, const struct ad_due *due, size_t n)
+{
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency, per = (size_t)eng.cfg->webhooks.per_endpoint;
+    int skipped = 0;
+    for (size_t i = 0; i < n && eng.inflight < conc; i++) {
+        if (due[i].next_at > ss->now) {
+            if (due[i].next_at < eng.next_due)
+                eng.next_due = due[i].next_at;
+            break;
+        }
+        if (bsearch(&due[i].seq, ss->busy, ss->nbusy, sizeof(*ss->busy), seq_cmp) != NULL)
+            continue;
+        if (endpoint_inflight(due[i].webhook_id) >= per)
+            skipped = 1;
+        else
+            start(ss, due[i].seq);
+    }
+    return skipped;
+}
+
 /*
  * Start what is due, up to the concurrency, and note when the next delivery falls due. The busy set is copied
  * before the snapshot is taken: a delivery that left it later had its outcome committed after the snapshot,
  * so it is still in the copy and skipped, and every other row the snapshot shows is current.
+ *
+ * Fairness: an endpoint has at most perEndpoint transfers in flight, so a slow one cannot take every slot
+ * from the others. The soonest due rows are read as they come, skipping endpoints at their share. When that
+ * skipped some and left room, the others' rows may lie behind a long backlog of those endpoints; reading
+ * past it walks the whole backlog, so that second read, without them, runs at most every FAIR_SCAN_MS.
  */
 static void scan(int64_t now)
 {
+    static int64_t next_fair;
     size_t conc = (size_t)eng.cfg->webhooks.concurrency;
     eng.next_due = INT64_MAX;
     if (eng.inflight >= conc)
@@ -784,18 +849,22 @@ static void scan(int64_t now)
         memcpy(ss.busy, eng.busy, ss.nbusy * sizeof(*ss.busy));
     pthread_mutex_unlock(&eng.mu);
     qsort(ss.busy, ss.nbusy, sizeof(*ss.busy), seq_cmp);
-    size_t limit = ss.nbusy + (conc - eng.inflight), n = 0;
+    size_t limit = ss.nbusy + conc - eng.inflight, n = 0;
     struct ad_due *due = ad_malloc(limit * sizeof(*due));
     const struct ad_store_ops *st = setup.st;
-    if (st->snapshot_begin(eng.conn) != AD_E_OK || st->delivery_due(eng.conn, (int)limit, due, &n) != AD_E_OK)
+    if (st->snapshot_begin(eng.conn) != AD_E_OK ||
+        st->delivery_due(eng.conn, NULL, 0, (int)limit, due, &n) != AD_E_OK) {
         eng.next_due = now + 1000; /* the store is in trouble (logged): look again in a second */
-    for (size_t i = 0; i < n && eng.inflight < conc; i++) {
-        if (due[i].next_at > now) {
-            eng.next_due = due[i].next_at;
-            break;
+    } else if (start_due(&ss, due, n) && eng.inflight < conc) {
+        if (now >= next_fair) {
+            next_fair = now + FAIR_SCAN_MS;
+            const char *full[AD_DUE_EXCLUDE_MAX];
+            size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full);
+            if (st->delivery_due(eng.conn, full, nfull, (int)limit, due, &n) == AD_E_OK)
+                start_due(&ss, due, n);
+        } else if (next_fair < eng.next_due) {
+            eng.next_due = next_fair;
         }
-        if (bsearch(&due[i].seq, ss.busy, ss.nbusy, sizeof(*ss.busy), seq_cmp) == NULL)
-            start(&ss, due[i].seq);
     }
     st->snapshot_end(eng.conn);
     if (st->feed_open != NULL && eng.next_due > now + CLUSTER_SCAN_MS)

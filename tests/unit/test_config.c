@@ -692,6 +692,8 @@ static void test_webhooks(void **state)
     assert_int_equal(cfg.webhooks.retry_schedule_ms[0], 0);
     assert_int_equal(cfg.webhooks.retry_schedule_ms[9], 86400 * SEC);
     assert_int_equal(cfg.webhooks.timeout_seconds, 10);
+    assert_int_equal(cfg.webhooks.concurrency, 64);
+    assert_int_equal(cfg.webhooks.per_endpoint, 16);
     assert_null(cfg.webhooks.secret_key);
     ad_config_free(&cfg);
 
@@ -701,6 +703,7 @@ static void test_webhooks(void **state)
                           "  retrySchedule: [0, 500ms, 2, 5m]\n"
                           "  timeoutSeconds: 3\n"
                           "  concurrency: 8\n"
+                          "  perEndpoint: 2\n"
                           "  secretKey: AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
                           "  keepDeliveries: 7d\n"
                           "  rotationGrace: 0\n",
@@ -714,6 +717,7 @@ static void test_webhooks(void **state)
     assert_int_equal(cfg.webhooks.retry_schedule_ms[3], 300 * SEC);
     assert_int_equal(cfg.webhooks.timeout_seconds, 3);
     assert_int_equal(cfg.webhooks.concurrency, 8);
+    assert_int_equal(cfg.webhooks.per_endpoint, 2);
     assert_non_null(cfg.webhooks.secret_key);
     assert_int_equal(cfg.webhooks.keep_ms, 7 * DAY);
     assert_int_equal(cfg.webhooks.rotation_grace_ms, 0);
@@ -727,6 +731,7 @@ static void test_webhooks(void **state)
     expect_error("webhooks: { retrySchedule: [8d] }\n", "webhooks.retrySchedule[0]");
     expect_error("webhooks: { timeoutSeconds: 0 }\n", "webhooks.timeoutSeconds");
     expect_error("webhooks: { concurrency: 0 }\n", "webhooks.concurrency");
+    expect_error("webhooks: { perEndpoint: 0 }\n", "webhooks.perEndpoint");
     expect_error("webhooks: { retries: 3 }\n", "unknown key 'retries' in webhooks");
     /* A bad key is described, never quoted. */
     expect_error("webhooks: { secretKey: c2VjcmV0LXZhbHVl }\n", "webhooks.secretKey: expected base64 of 32 bytes");

@@ -1004,13 +1004,20 @@ static void test_webhooks_and_deliveries(void **state)
     assert_true(d1.seq > 0 && d2.seq > d1.seq && d3.seq > d2.seq);
     struct ad_due due[8];
     size_t n = 0;
-    assert_int_equal(ops->delivery_due(f->c, 8, due, &n), AD_E_OK);
+    assert_int_equal(ops->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
     assert_int_equal(n, 3);
     assert_int_equal(due[0].seq, d2.seq);
     assert_int_equal(due[0].next_at, T0 + 10);
     assert_int_equal(due[2].seq, d3.seq);
-    assert_int_equal(ops->delivery_due(f->c, 1, due, &n), AD_E_OK);
+    assert_string_equal(due[0].webhook_id, "whk_2");
+    assert_string_equal(due[1].webhook_id, "whk_1");
+    assert_int_equal(ops->delivery_due(f->c, NULL, 0, 1, due, &n), AD_E_OK);
     assert_int_equal(n, 1);
+    /* An endpoint left out (it has its share in flight): only the other's deliveries. */
+    const char *full[] = {"whk_2", "whk_9"};
+    assert_int_equal(ops->delivery_due(f->c, full, 2, 8, due, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(due[0].seq, d1.seq);
 
     d2.state = AD_DLV_DELIVERED;
     d2.attempts = 1;

@@ -452,7 +452,7 @@ static void test_redeliver_and_delete(void **state)
     ad_delivery_list_free(&dead);
     struct ad_due due[4];
     size_t n;
-    assert_int_equal(f->st->delivery_due(f->c, 4, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 4, due, &n), AD_E_OK);
     assert_int_equal(n, 0);
     x = ad_webhook_op_new(AD_WHOP_REDELIVER);
     x->tenant = strdup("b");
@@ -468,7 +468,7 @@ static void test_redeliver_and_delete(void **state)
     assert_int_equal(x->delivery->attempts, 0);
     assert_string_equal(x->delivery->event_id, d->event_id); /* the same event, the same Idempotency-Key */
     ad_op_free(&x->op);
-    assert_int_equal(f->st->delivery_due(f->c, 4, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 4, due, &n), AD_E_OK);
     assert_int_equal(n, 1);
     assert_int_equal(due[0].seq, d->seq);
     assert_int_equal(due[0].next_at, T0 + 60000);
@@ -480,7 +480,7 @@ static void test_redeliver_and_delete(void **state)
     x->id = strdup(hook);
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
-    assert_int_equal(f->st->delivery_due(f->c, 4, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 4, due, &n), AD_E_OK);
     assert_int_equal(n, 0);
     x = ad_webhook_op_new(AD_WHOP_DELETE);
     x->tenant = strdup("a");
@@ -489,6 +489,34 @@ static void test_redeliver_and_delete(void **state)
     ad_op_free(&x->op);
     ad_job_free(j);
     free(hook);
+}
+
+static void test_due_leaves_out_full_endpoints(void **state)
+{
+    struct fx *f = *state;
+    char *ha = create_hook(f, "a", "https://a.example/all", AD_WHE_DEFAULT, NULL);
+    char *hb = create_hook(f, "b", "https://b.example/all", AD_WHE_DEFAULT, NULL);
+    const char *tenants[] = {"a", "b", "a"};
+    for (int i = 0; i < 3; i++) {
+        struct ad_job *j = job_in(tenants[i], AD_QUEUED, -1, NULL);
+        j->updated_at = T0 + i;
+        outbox(f, AD_STATUS__COUNT, -1, j);
+        ad_job_free(j);
+    }
+    struct ad_due due[8];
+    size_t n;
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(due[0].webhook_id, ha);
+    assert_string_equal(due[1].webhook_id, hb);
+    assert_string_equal(due[2].webhook_id, ha);
+    /* a has its share in flight: only b's delivery, even though a's come first. */
+    const char *full[] = {ha};
+    assert_int_equal(f->st->delivery_due(f->c, full, 1, 8, due, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(due[0].webhook_id, hb);
+    free(ha);
+    free(hb);
 }
 
 static void test_due_order_abandon_and_sweep(void **state)
@@ -505,18 +533,18 @@ static void test_due_order_abandon_and_sweep(void **state)
     }
     struct ad_due due[8];
     size_t n;
-    assert_int_equal(f->st->delivery_due(f->c, 8, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
     assert_int_equal(n, 3);
     assert_int_equal(due[0].next_at, T0 + 1000);
     assert_int_equal(due[1].next_at, T0 + 2000);
     assert_int_equal(due[2].next_at, T0 + 3000);
-    assert_int_equal(f->st->delivery_due(f->c, 2, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 2, due, &n), AD_E_OK);
     assert_int_equal(n, 2);
     /* Abandoning an endpoint's deliveries makes them dead letters with the reason. */
     assert_int_equal(f->st->begin(f->c), AD_E_OK);
     assert_int_equal(f->st->delivery_abandon(f->c, hook, "not sent: the endpoint was disabled"), AD_E_OK);
     assert_int_equal(f->st->commit(f->c), AD_E_OK);
-    assert_int_equal(f->st->delivery_due(f->c, 8, due, &n), AD_E_OK);
+    assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
     assert_int_equal(n, 0);
     struct ad_delivery_list l;
     assert_int_equal(f->st->delivery_list(f->c, hook, AD_DLV_DEAD, 0, 10, &l), AD_E_OK);
@@ -622,6 +650,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_schedule_and_outcomes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_rotation_keeps_the_old_secret_signing, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_redeliver_and_delete, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_due_leaves_out_full_endpoints, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_due_order_abandon_and_sweep, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_outcomes_follow_the_endpoint, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_endpoint_limit, fx_setup, fx_teardown),
