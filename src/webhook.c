@@ -856,7 +856,7 @@ static void scan(int64_t now)
         st->delivery_due(eng.conn, NULL, 0, (int)limit, due, &n) != AD_E_OK) {
         eng.next_due = now + 1000; /* the store is in trouble (logged): look again in a second */
     } else if (start_due(&ss, due, n) && eng.inflight < conc) {
-        if (now >= next_fair) {
+        if (now >= next_fair || next_fair - now > FAIR_SCAN_MS) { /* (the clock may have been set back) */
             next_fair = now + FAIR_SCAN_MS;
             const char *full[AD_DUE_EXCLUDE_MAX];
             size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full);
