@@ -491,18 +491,23 @@ static void test_redeliver_and_delete(void **state)
     free(hook);
 }
 
+/* A job of tenant changed at `at`: the outbox rows of its event. */
+static void event_at(struct fx *f, const char *tenant, int64_t at)
+{
+    struct ad_job *j = job_in(tenant, AD_QUEUED, -1, NULL);
+    j->updated_at = at;
+    outbox(f, AD_STATUS__COUNT, -1, j);
+    ad_job_free(j);
+}
+
 static void test_due_leaves_out_full_endpoints(void **state)
 {
     struct fx *f = *state;
     char *ha = create_hook(f, "a", "https://a.example/all", AD_WHE_DEFAULT, NULL);
     char *hb = create_hook(f, "b", "https://b.example/all", AD_WHE_DEFAULT, NULL);
-    const char *tenants[] = {"a", "b", "a"};
-    for (int i = 0; i < 3; i++) {
-        struct ad_job *j = job_in(tenants[i], AD_QUEUED, -1, NULL);
-        j->updated_at = T0 + i;
-        outbox(f, AD_STATUS__COUNT, -1, j);
-        ad_job_free(j);
-    }
+    event_at(f, "a", T0);
+    event_at(f, "b", T0 + 1);
+    event_at(f, "a", T0 + 2);
     struct ad_due due[8];
     size_t n;
     assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
@@ -524,13 +529,9 @@ static void test_due_order_abandon_and_sweep(void **state)
     struct fx *f = *state;
     char *hook = create_hook(f, "a", "https://a.example/all", AD_WHE_DEFAULT, NULL);
     /* Three events at different times: due soonest first. */
-    int64_t at[] = {T0 + 3000, T0 + 1000, T0 + 2000};
-    for (int i = 0; i < 3; i++) {
-        struct ad_job *j = job_in("a", AD_QUEUED, -1, NULL);
-        j->updated_at = at[i];
-        outbox(f, AD_STATUS__COUNT, -1, j);
-        ad_job_free(j);
-    }
+    event_at(f, "a", T0 + 3000);
+    event_at(f, "a", T0 + 1000);
+    event_at(f, "a", T0 + 2000);
     struct ad_due due[8];
     size_t n;
     assert_int_equal(f->st->delivery_due(f->c, NULL, 0, 8, due, &n), AD_E_OK);
