@@ -10,10 +10,8 @@
 #include "timer.h"
 #include "writer.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #define AD_LEASE_DEFAULT_SECONDS 30
 #define AD_LEASE_MAX_SECONDS 3600
@@ -62,12 +60,18 @@ static void parked_gone(struct ad_pending *pd)
     }
 }
 
-static void parked_timeout(struct ad_timer *t)
+/* End p's wait with 204 (nothing for you). */
+static void parked_end(struct parked *p)
 {
-    struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, timer, t);
     h2o_req_t *req = ad_pending_take(p->pend);
     parked_free(p);
-    ad_http_empty(req, 204);
+    if (req != NULL)
+        ad_http_empty(req, 204);
+}
+
+static void parked_timeout(struct ad_timer *t)
+{
+    parked_end(H2O_STRUCT_FROM_MEMBER(struct parked, timer, t));
 }
 
 static void lease_done(struct ad_op *op);
@@ -145,23 +149,6 @@ static void lease_done(struct ad_op *op)
     ad_op_free(op);
 }
 
-/* libh2o 2.2 stops reading an HTTP/1 connection while its request is handled, so a worker that went away
- * while parked is not noticed before its wait ends, and a job handed to it would sit leased to nobody until
- * its lease ran out. So look before handing out work: a client that closed its side reads as end of file.
- * (An HTTP/2 connection is always read; h2o notices there.) */
-static int client_gone(const struct parked *p)
-{
-    h2o_req_t *req = p->pend->req;
-    if (req == NULL)
-        return 1;
-    h2o_socket_t *sock = req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
-    if (sock == NULL)
-        return 0;
-    char c;
-    ssize_t n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker)
 {
     h2o_linklist_t *next;
@@ -175,12 +162,10 @@ void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_secon
             i++;
         if (i == p->ntypes)
             continue;
-        if (client_gone(p)) {
-            /* Answered all the same, so that h2o finds the connection closed and lets it go. */
-            h2o_req_t *req = ad_pending_take(p->pend);
-            parked_free(p);
-            if (req != NULL)
-                ad_http_empty(req, 204);
+        if (ad_pending_gone(p->pend)) {
+            /* A worker that hung up is passed over, or the job would sit leased to nobody until its lease ran
+             * out. It is answered all the same, so that h2o finds the connection closed and lets it go. */
+            parked_end(p);
             continue;
         }
         h2o_linklist_unlink(&p->link);

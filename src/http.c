@@ -7,9 +7,11 @@
 #include "http.h"
 #include "job.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static int is_id_char(int c)
 {
@@ -403,6 +405,21 @@ struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(s
     p->link = h2o_mem_alloc_shared(&req->pool, sizeof(*p->link), pending_dispose);
     p->link->p = p;
     return p;
+}
+
+int ad_pending_gone(const struct ad_pending *p)
+{
+    h2o_req_t *req = p->req;
+    if (req == NULL)
+        return 1;
+    /* libh2o 2.2 stops reading an HTTP/1 connection while its request is handled, so it has not seen a
+     * client that left: look at the socket. An HTTP/2 connection is always read, and h2o notices there. */
+    h2o_socket_t *sock = req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    if (sock == NULL)
+        return 0;
+    char c;
+    ssize_t n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 h2o_req_t *ad_pending_take(struct ad_pending *p)

@@ -82,6 +82,9 @@ struct ad_pending {
     struct ad_pending_link *link; /* in the request's pool while the request lives */
 };
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p));
+/* Whether the client of a pending request has gone, as far as can be told without reading: h2o disposed of
+ * the request, or its HTTP/1 peer closed its side of the connection. */
+int ad_pending_gone(const struct ad_pending *p);
 /* Free p and return the request to answer, or NULL when the client went away. */
 h2o_req_t *ad_pending_take(struct ad_pending *p);
 
