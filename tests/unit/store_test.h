@@ -73,6 +73,27 @@ static inline struct ad_job *new_full_job(void)
 }
 
 /* The ids of a list, in order, comma separated, are want. */
+/* A job stored with only its required fields reads back with every optional field empty. */
+static inline void assert_job_minimal(const struct ad_job *g)
+{
+    assert_int_equal(g->progress, -1);
+    assert_null(g->result);
+    assert_null(g->result_location);
+    assert_null(g->error);
+    assert_null(g->message);
+    assert_null(g->callback_url);
+    assert_null(g->retry_of);
+    assert_null(g->resource);
+    assert_null(g->lease_id);
+    assert_null(g->worker);
+    assert_int_equal(g->created_at, 0);
+    assert_int_equal(g->started_at, 0);
+    assert_int_equal(g->finished_at, 0);
+    assert_int_equal(g->expires_at, 0);
+    assert_int_equal(g->run_at, 0);
+    assert_int_equal(g->lease_expires_at, 0);
+}
+
 static inline void assert_ids(const struct ad_job_list *l, const char *want)
 {
     char got[1024] = "";

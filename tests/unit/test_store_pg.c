@@ -63,6 +63,27 @@ static const char *raw_exec(PGconn *pg, const char *sql, char *buf, size_t size)
     return buf;
 }
 
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Kill the server connections (other than its own) that match `where` on pg_stat_activity, then give
+ * them a moment to go; returns how many. */
+static long terminate_backends(const char *where)
+{
+    PGconn *pg = raw_connect(base_url);
+    char sql[256], buf[64];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE %s AND pid <> pg_backend_pid()",
+             where);
+    long n = strtol(raw_exec(pg, sql, buf, sizeof(buf)), NULL, 10);
+    PQfinish(pg);
+    sleep_ms(100);
+    return n;
+}
+
 /* A raw connection inside this test's schema. */
 static PGconn *raw_schema(struct fx *f)
 {
@@ -168,12 +189,6 @@ static void assert_id_set(const struct ad_job_list *l, const char *want)
                 l->items[k] = t;
             }
     assert_ids(l, want);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* ---- migrations ---- */
@@ -305,23 +320,8 @@ static void test_absent_fields_read_back_absent(void **state)
     ad_job_free(j);
 
     struct ad_job *g = get(f, f->c, "t1", "job_min");
-    assert_int_equal(g->progress, -1);
+    assert_job_minimal(g);
     assert_null(g->payload);
-    assert_null(g->result);
-    assert_null(g->result_location);
-    assert_null(g->error);
-    assert_null(g->message);
-    assert_null(g->callback_url);
-    assert_null(g->retry_of);
-    assert_null(g->resource);
-    assert_null(g->lease_id);
-    assert_null(g->worker);
-    assert_int_equal(g->created_at, 0);
-    assert_int_equal(g->started_at, 0);
-    assert_int_equal(g->finished_at, 0);
-    assert_int_equal(g->expires_at, 0);
-    assert_int_equal(g->run_at, 0);
-    assert_int_equal(g->lease_expires_at, 0);
     ad_job_free(g);
     PGconn *pg = raw_schema(f);
     char buf[64];
@@ -910,13 +910,7 @@ static void test_feed_hears_other_nodes_only(void **state)
     assert_int_equal(h.total, 400);
 
     /* The feed says so when its connection is gone. */
-    PGconn *pg = raw_connect(base_url);
-    char buf[64];
-    raw_exec(pg,
-             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-             " WHERE query = 'LISTEN acceptd_changes' AND pid <> pg_backend_pid()",
-             buf, sizeof(buf));
-    PQfinish(pg);
+    terminate_backends("query = 'LISTEN acceptd_changes'");
     int rc = 0;
     for (int i = 0; i < 20 && rc == 0; i++)
         rc = ops->feed_wait(theirs, 100, on_heard, &h);
@@ -1259,14 +1253,7 @@ static void test_reconnects_after_connections_are_dropped(void **state)
     struct ad_job *g = get(f, r, "t1", "before"); /* both connections have prepared statements now */
     ad_job_free(g);
 
-    PGconn *pg = raw_connect(base_url);
-    char buf[64];
-    raw_exec(pg,
-             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-             " WHERE application_name = 'acceptd' AND pid <> pg_backend_pid()",
-             buf, sizeof(buf));
-    assert_true(strtol(buf, NULL, 10) >= 2);
-    sleep_ms(100);
+    assert_true(terminate_backends("application_name = 'acceptd'") >= 2);
 
     g = get(f, r, "t1", "before");
     ad_job_free(g);
@@ -1279,18 +1266,13 @@ static void test_reconnects_after_connections_are_dropped(void **state)
     /* Dropped in the middle of a batch: the batch fails as unavailable, the next one works. */
     assert_int_equal(ops->begin(f->c), AD_E_OK);
     insert_new(f, f->c, "lost", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
-    raw_exec(pg,
-             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-             " WHERE application_name = 'acceptd' AND pid <> pg_backend_pid()",
-             buf, sizeof(buf));
-    sleep_ms(100);
+    assert_true(terminate_backends("application_name = 'acceptd'") >= 1);
     assert_int_equal(ops->commit(f->c), AD_E_UNAVAILABLE);
     ops->rollback(f->c);
     assert_not_found(f, r, NULL, "lost");
     insert_new(f, f->c, "again", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
     g = get(f, r, "t1", "again");
     ad_job_free(g);
-    PQfinish(pg);
     ops->disconnect(r);
 }
 

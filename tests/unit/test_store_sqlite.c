@@ -189,22 +189,7 @@ static void test_absent_fields_read_back_absent(void **state)
     ad_job_free(j);
 
     struct ad_job *g = get(f, "t1", "job_min");
-    assert_int_equal(g->progress, -1);
-    assert_null(g->result);
-    assert_null(g->result_location);
-    assert_null(g->error);
-    assert_null(g->message);
-    assert_null(g->callback_url);
-    assert_null(g->retry_of);
-    assert_null(g->resource);
-    assert_null(g->lease_id);
-    assert_null(g->worker);
-    assert_int_equal(g->created_at, 0);
-    assert_int_equal(g->started_at, 0);
-    assert_int_equal(g->finished_at, 0);
-    assert_int_equal(g->expires_at, 0);
-    assert_int_equal(g->run_at, 0);
-    assert_int_equal(g->lease_expires_at, 0);
+    assert_job_minimal(g);
     ad_job_free(g);
 }
 
