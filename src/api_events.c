@@ -291,25 +291,30 @@ static const struct ad_sse_callbacks feed_callbacks = {feed_close, feed_drain};
 
 void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len)
 {
-    struct ad_sse_chunk *frame = NULL; /* framed once, on the first stream that wants it, then shared */
-    h2o_linklist_t *node = feeds.next;
-    while (node != &feeds) {
+    static struct ad_sse **match; /* the streams that want j; reused, grows to the most streams ever open */
+    static size_t cap;
+    size_t n = 0;
+    for (h2o_linklist_t *node = feeds.next; node != &feeds; node = node->next) {
         struct feed_stream *fs = H2O_STRUCT_FROM_MEMBER(struct feed_stream, link, node);
-        node = node->next; /* a stream cut off below leaves the list */
         if (fs->replaying || j->seq <= fs->last || !feed_match(fs, j))
             continue;
-        if (frame == NULL) {
-            struct ad_buf b;
-            ad_buf_init(&b, SIZE_MAX);
-            ad_sse_frame(&b, j->seq, "job", body, len);
-            frame = ad_sse_chunk_new(b.data, b.len);
-            ad_buf_free(&b);
+        if (n == cap) {
+            cap = cap != 0 ? 2 * cap : 64;
+            match = ad_realloc(match, cap * sizeof(*match));
         }
         fs->last = j->seq;
-        ad_sse_write_chunk(&fs->sse, frame);
+        match[n++] = &fs->sse;
     }
-    if (frame != NULL)
-        ad_sse_chunk_release(frame);
+    if (n == 0)
+        return;
+    /* Framed once and shared by every stream. */
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_sse_frame(&b, j->seq, "job", body, len);
+    struct ad_sse_chunk *frame = ad_sse_chunk_new(b.data, b.len);
+    ad_buf_free(&b);
+    ad_sse_write_many(match, n, frame);
+    ad_sse_chunk_release(frame);
 }
 
 int ad_api_events(struct ad_request *r)

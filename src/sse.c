@@ -13,16 +13,30 @@
  * HTTP/1 the socket is shut down, which makes h2o fail the write and dispose of the request. On HTTP/2 the
  * connection may carry other, healthy streams, so a stalled stream is left to HTTP/2 flow control; its
  * memory is bounded by the backlog cap either way.
+ *
+ * Fan-out (ad_sse_write_many): with 10,000 HTTP/1.1 streams, one event is 10,000 socket writes, and nearly
+ * all of a write's cost is the kernel's. Through h2o each is a writev plus h2o's bookkeeping and a proceed
+ * callback in the next loop turn. An idle stream (no write in flight, nothing queued) has no state in h2o's
+ * writer, so its chunk can instead go straight to the socket with one send(): the same bytes h2o's chunked
+ * encoder would write. From 512 such streams on, a sender thread writes half of them while the loop thread
+ * writes the other half; the loop thread waits for it, so h2o never runs while another thread writes to its
+ * sockets. A send that takes nothing falls back to the queue; one that takes part of the chunk leaves the
+ * rest as the stream's tail, written raw when h2o says the socket is writable, before anything queued.
+ * Measured in bench/sse.sh (10,000 streams): the last subscriber got an event after 90-98 ms through h2o,
+ * 85-87 ms with direct writes on one thread, and 69-81 ms on two.
  */
 #include "sse.h"
 #include "timer.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
-#define AD_SSE_MAX_IOV 256 /* chunks handed to h2o in one write */
+#define AD_SSE_MAX_IOV 256   /* chunks handed to h2o in one write */
+#define AD_SSE_SPLIT_MIN 512 /* direct writes in one fan-out from which the sender thread takes half */
 
 static int64_t heartbeat_ms = 15000;
 static size_t backlog_max = 1024 * 1024;
@@ -31,6 +45,7 @@ static h2o_linklist_t streams = {&streams, &streams}; /* every stream until its 
 static size_t nstreams;
 static struct ad_timer heartbeat_timer;
 static struct ad_sse_chunk heartbeat_chunk = {UINT32_MAX, 3, ":\n\n"};
+static h2o_linklist_t tails = {&tails, &tails}; /* streams with a tail to write */
 
 static void heartbeat_fire(struct ad_timer *t);
 
@@ -177,6 +192,11 @@ static void on_dispose(void *p)
     s->req = NULL;
     end(s);
     h2o_linklist_unlink(&s->all);
+    if (s->tail != NULL) {
+        h2o_linklist_unlink(&s->tail_link);
+        ad_sse_chunk_release(s->tail);
+        s->tail = NULL;
+    }
     queue_clear(&s->out);
     queue_clear(&s->sent);
     nstreams--;
@@ -271,6 +291,193 @@ int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
     if (!s->in_proceed)
         flush(s);
     return 0;
+}
+
+/* ---- fan-out: direct writes ---- */
+
+/* The socket of s when a chunk may go straight to it: HTTP/1.x without TLS, nothing in flight or queued. */
+static h2o_socket_t *direct_socket(const struct ad_sse *s)
+{
+    if (s->req == NULL || s->req->version >= 0x200 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
+        return NULL;
+    h2o_socket_t *sock = s->req->conn->callbacks->get_socket(s->req->conn);
+    return sock != NULL && sock->ssl == NULL ? sock : NULL;
+}
+
+/* Write buf to fds[from, to) without blocking; res[i] = bytes taken (0 on any error: h2o meets it later). */
+static void send_range(const int *fds, size_t *res, size_t from, size_t to, const char *buf, size_t len)
+{
+    for (size_t i = from; i < to; i++) {
+        ssize_t w = send(fds[i], buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        res[i] = w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* The sender thread: one job at a time, handed over and waited for by the loop thread. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, busy;
+    const int *fds;
+    size_t *res;
+    size_t from, to;
+    const char *buf;
+    size_t len;
+} sender = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&sender.mu);
+    for (;;) {
+        while (!sender.busy)
+            pthread_cond_wait(&sender.cv, &sender.mu);
+        pthread_mutex_unlock(&sender.mu);
+        send_range(sender.fds, sender.res, sender.from, sender.to, sender.buf, sender.len);
+        pthread_mutex_lock(&sender.mu);
+        sender.busy = 0;
+        pthread_cond_broadcast(&sender.cv);
+    }
+    return NULL;
+}
+
+/* Hand fds[from, to) to the sender thread; 0, or -1 when it cannot run (the caller writes them itself). */
+static int sender_start(const int *fds, size_t *res, size_t from, size_t to, const char *buf, size_t len)
+{
+    pthread_mutex_lock(&sender.mu);
+    if (!sender.started) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, sender_main, NULL) != 0) {
+            pthread_mutex_unlock(&sender.mu);
+            return -1;
+        }
+        pthread_detach(t);
+        sender.started = 1;
+    }
+    sender.fds = fds;
+    sender.res = res;
+    sender.from = from;
+    sender.to = to;
+    sender.buf = buf;
+    sender.len = len;
+    sender.busy = 1;
+    pthread_cond_broadcast(&sender.cv);
+    pthread_mutex_unlock(&sender.mu);
+    return 0;
+}
+
+static void sender_wait(void)
+{
+    pthread_mutex_lock(&sender.mu);
+    while (sender.busy)
+        pthread_cond_wait(&sender.cv, &sender.mu);
+    pthread_mutex_unlock(&sender.mu);
+}
+
+static void on_tail_writable(h2o_socket_t *sock, const char *err);
+
+/* The tail was written, or the socket failed (failed != 0): back to h2o's writes. On failure a heartbeat is
+ * queued if nothing else is, so that h2o's write fails too and it disposes of the request. */
+static void tail_end(struct ad_sse *s, int failed)
+{
+    h2o_linklist_unlink(&s->tail_link);
+    ad_sse_chunk_release(s->tail);
+    s->tail = NULL;
+    s->sending = 0;
+    if (failed && !s->closing && s->out.n == 0)
+        queue_push(&s->out, &heartbeat_chunk);
+    flush(s);
+}
+
+static void tail_wait(struct ad_sse *s)
+{
+    s->send_at = ad_mono_ms();
+    h2o_socket_notify_write(s->tail_sock, on_tail_writable);
+}
+
+static void on_tail_writable(h2o_socket_t *sock, const char *err)
+{
+    struct ad_sse *s = NULL;
+    for (h2o_linklist_t *node = tails.next; node != &tails && s == NULL; node = node->next) {
+        struct ad_sse *t = H2O_STRUCT_FROM_MEMBER(struct ad_sse, tail_link, node);
+        if (t->tail_sock == sock)
+            s = t;
+    }
+    if (s == NULL)
+        return;
+    if (err != NULL) {
+        tail_end(s, 1);
+        return;
+    }
+    ssize_t w = send(h2o_socket_get_fd(sock), s->tail->data + s->tail_off, s->tail->len - s->tail_off,
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w > 0)
+        s->tail_off += (uint32_t)w;
+    if (w > 0 ? s->tail_off < s->tail->len : errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        tail_wait(s);
+    else
+        tail_end(s, w <= 0);
+}
+
+void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c)
+{
+    /* Reused from one fan-out to the next: they only grow to the most streams ever written at once. */
+    static struct ad_sse **dv;
+    static h2o_socket_t **dsock;
+    static int *dfd;
+    static size_t *dres, cap;
+    if (n > cap) {
+        cap = n;
+        dv = ad_realloc(dv, cap * sizeof(*dv));
+        dsock = ad_realloc(dsock, cap * sizeof(*dsock));
+        dfd = ad_realloc(dfd, cap * sizeof(*dfd));
+        dres = ad_realloc(dres, cap * sizeof(*dres));
+    }
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        h2o_socket_t *sock = direct_socket(v[i]);
+        if (sock == NULL) {
+            ad_sse_write_chunk(v[i], c);
+            continue;
+        }
+        dv[nd] = v[i];
+        dsock[nd] = sock;
+        dfd[nd] = h2o_socket_get_fd(sock);
+        nd++;
+    }
+    if (nd == 0)
+        return;
+    /* h2o's chunked framing: size in hex, CRLF, the data, CRLF. */
+    char *buf = ad_malloc((size_t)c->len + 24);
+    size_t len = (size_t)snprintf(buf, 24, "%x\r\n", (unsigned)c->len);
+    memcpy(buf + len, c->data, c->len);
+    len += c->len;
+    memcpy(buf + len, "\r\n", 2);
+    len += 2;
+    size_t split = nd >= AD_SSE_SPLIT_MIN ? nd / 2 : nd;
+    if (split < nd && sender_start(dfd, dres, split, nd, buf, len) != 0)
+        split = nd;
+    send_range(dfd, dres, 0, split, buf, len);
+    if (split < nd)
+        sender_wait();
+    int64_t now = ad_mono_ms();
+    for (size_t i = 0; i < nd; i++) {
+        struct ad_sse *s = dv[i];
+        if (dres[i] == len) {
+            s->last_write = now;
+        } else if (dres[i] == 0) {
+            ad_sse_write_chunk(s, c);
+        } else {
+            s->tail = ad_sse_chunk_new(buf + dres[i], len - dres[i]);
+            s->tail_off = 0;
+            s->tail_sock = dsock[i];
+            s->sending = 1;
+            s->last_write = now;
+            h2o_linklist_insert(&tails, &s->tail_link);
+            tail_wait(s);
+        }
+    }
+    free(buf);
 }
 
 int ad_sse_write(struct ad_sse *s, const char *frame, size_t len)

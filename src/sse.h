@@ -61,6 +61,12 @@ struct ad_sse {
     int64_t last_write; /* monotonic ms of the last write queued */
     int64_t send_at;    /* monotonic ms when the write in flight was handed to h2o */
     h2o_linklist_t all; /* every stream, for heartbeats and shutdown */
+    /* The rest of a chunk that a direct write (ad_sse_write_many) put only partly on the socket: it goes out
+     * raw, before anything else, when the socket is writable again. NULL when there is none. */
+    struct ad_sse_chunk *tail;
+    uint32_t tail_off;
+    h2o_socket_t *tail_sock;
+    h2o_linklist_t tail_link; /* in the list of streams waiting to write a tail */
 };
 
 /* Settings for every stream: comment heartbeat period, backlog cap in bytes, and the retry hint a stream that
@@ -78,6 +84,10 @@ void ad_sse_chunk_release(struct ad_sse_chunk *c);
 /* Queue a chunk of whole events (taking a reference). Returns 0, or -1 when the stream is closing or was
  * cut off because the backlog would pass its cap (on_close has run then). */
 int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c);
+/* Queue c on each of the n streams of v, as ad_sse_write_chunk does one by one (a stream may be cut off).
+ * A fan-out's fast path: an idle HTTP/1.x cleartext stream gets c written straight to its socket, with the
+ * chunked framing h2o would add, and with many such streams a second thread writes half of them. */
+void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c);
 /* Queue a copy of bytes (whole events); as ad_sse_write_chunk. */
 int ad_sse_write(struct ad_sse *s, const char *frame, size_t len);
 /* Frame and queue one event; as ad_sse_write_chunk. */

@@ -1,0 +1,60 @@
+// Fan-out on /v1/events over HTTP/1.1: with hundreds of streams open, a change is written straight to the idle
+// streams' sockets, half of them by a second thread (src/sse.c, ad_sse_write_many). Every stream must still get
+// every change exactly once, in order, in valid chunked framing (node:http parses it strictly), while streams
+// that are not idle (a replay in progress, a stream over HTTP/2) take the ordinary path beside them.
+
+import { describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http2 from 'node:http2';
+import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { expectStatus, submit } from './lib/jobs.mjs';
+import { eventually, openSse, openSse2 } from './lib/sse.mjs';
+
+const STREAMS = 600; // above the 512 direct writes from which the sender thread takes half
+const CHANGES = 5;
+const auth = (key) => ({ authorization: `Bearer ${key}` });
+
+describe('fan-out to many /v1/events streams', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({
+            config: standardConfig() + `sse: { heartbeat: 60s, maxStreams: 5000, maxStreamsPerTenant: 5000 }\n`,
+        });
+    });
+    after(() => d?.stop());
+
+    it(`delivers every change once and in order to ${STREAMS} HTTP/1.1 streams and to an HTTP/2 one`, async () => {
+        const t = tenant(d);
+        const streams = [];
+        for (let i = 0; i < STREAMS; i += 100) {
+            const batch = [];
+            for (let k = i; k < Math.min(STREAMS, i + 100); k++) batch.push(openSse(`${d.url}/v1/events`, { headers: auth(t.keys.c) }));
+            streams.push(...(await Promise.all(batch)));
+        }
+        for (const s of streams) assert.equal(s.status, 200);
+        const session = http2.connect(d.url);
+        const h2 = await openSse2(session, '/v1/events', { headers: auth(t.keys.c) });
+        assert.equal(h2.status, 200);
+        try {
+            const submitted = [];
+            for (let k = 0; k < CHANGES; k++) {
+                // Payloads of different sizes give chunks of different lengths (the framing carries the size).
+                const res = expectStatus(await submit(t.c, { type: 'report.export', payload: { k, pad: 'x'.repeat(k * 700) } }), 202);
+                submitted.push(res.json.id);
+                await eventually(() => streams.every((s) => s.events.length > k) && h2.events.length > k, 20_000,
+                    `change ${k + 1} on every stream`);
+            }
+            for (const s of [...streams, h2]) {
+                assert.equal(s.error, null, `a stream failed: ${s.error}`);
+                assert.equal(s.ended, false, 'a stream ended');
+                const got = s.events.map((e) => JSON.parse(e.data).id);
+                assert.deepEqual(got, submitted, 'a stream missed, repeated or reordered a change');
+                assert.deepEqual(s.events.map((e) => e.event), Array(CHANGES).fill('job'));
+            }
+        } finally {
+            for (const s of streams) s.close();
+            h2.close();
+            session.close();
+        }
+    });
+});
