@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -249,6 +250,44 @@ static void test_hex(void **state)
     assert_string_equal(out, "0001abff7f");
     ad_hex_encode(in, 0, out);
     assert_string_equal(out, "");
+}
+
+static int cmp_draw(const void *a, const void *b)
+{
+    return memcmp(a, b, 15);
+}
+
+/* Draws come from a per-thread pool: across several refills no two draws are equal, and a forked child never
+ * hands out the bytes its parent has yet to. */
+static void test_random_pool(void **state)
+{
+    (void)state;
+    enum { DRAWS = 1000 }; /* 15,000 bytes: the pool is refilled a few times on the way */
+    static uint8_t draws[DRAWS][15];
+    for (int i = 0; i < DRAWS; i++)
+        ad_random_bytes(draws[i], 15);
+    qsort(draws, DRAWS, 15, cmp_draw);
+    for (int i = 1; i < DRAWS; i++)
+        assert_memory_not_equal(draws[i - 1], draws[i], 15);
+
+    uint8_t mine[15], theirs[15] = {0};
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        uint8_t child[15];
+        ad_random_bytes(child, sizeof child);
+        _exit(write(fds[1], child, sizeof child) == (ssize_t)sizeof child ? 0 : 1);
+    }
+    ad_random_bytes(mine, sizeof mine);
+    assert_int_equal(read(fds[0], theirs, sizeof theirs), (ssize_t)sizeof theirs);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_memory_not_equal(mine, theirs, sizeof mine);
+    close(fds[0]);
+    close(fds[1]);
 }
 
 static void test_random_and_ids(void **state)
@@ -598,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_b64url_decode_errors),
         cmocka_unit_test(test_hex),
         cmocka_unit_test(test_random_and_ids),
+        cmocka_unit_test(test_random_pool),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_int),
         cmocka_unit_test(test_ct_equal),
