@@ -16,9 +16,9 @@
  *
  * Fan-out (ad_sse_write_many): with 10,000 HTTP/1.1 streams, one event is 10,000 socket writes, and nearly
  * all of a write's cost is the kernel's. Through h2o each is a writev plus h2o's bookkeeping and a proceed
- * callback in the next loop turn. An idle stream (no write in flight, nothing queued) has no state in h2o's
- * writer, so its chunk can instead go straight to the socket with one send(): the same bytes h2o's chunked
- * encoder would write. From 512 such streams on, a sender thread writes half of them while the loop thread
+ * callback in the next loop turn. An idle HTTP/1.1 stream (no write in flight, nothing queued) has no state
+ * in h2o's writer, so its chunk can instead go straight to the socket with one send(): the same bytes h2o's
+ * chunked encoder would write. From 512 such streams on, a sender thread writes half of them while the loop thread
  * writes the other half; the loop thread waits for it, so h2o never runs while another thread writes to its
  * sockets. A send that takes nothing falls back to the queue; one that takes part of the chunk leaves the
  * rest as the stream's tail, written raw when h2o says the socket is writable, before anything queued.
@@ -295,10 +295,11 @@ int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
 
 /* ---- fan-out: direct writes ---- */
 
-/* The socket of s when a chunk may go straight to it: HTTP/1.x without TLS, nothing in flight or queued. */
+/* The socket of s when a chunk may go straight to it: HTTP/1.1 (chunked; an HTTP/1.0 body is not) without
+ * TLS, nothing in flight or queued. */
 static h2o_socket_t *direct_socket(const struct ad_sse *s)
 {
-    if (s->req == NULL || s->req->version >= 0x200 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
+    if (s->req == NULL || s->req->version != 0x101 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
         return NULL;
     h2o_socket_t *sock = s->req->conn->callbacks->get_socket(s->req->conn);
     return sock != NULL && sock->ssl == NULL ? sock : NULL;

@@ -85,7 +85,7 @@ void ad_sse_chunk_release(struct ad_sse_chunk *c);
  * cut off because the backlog would pass its cap (on_close has run then). */
 int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c);
 /* Queue c on each of the n streams of v, as ad_sse_write_chunk does one by one (a stream may be cut off).
- * A fan-out's fast path: an idle HTTP/1.x cleartext stream gets c written straight to its socket, with the
+ * A fan-out's fast path: an idle HTTP/1.1 cleartext stream gets c written straight to its socket, with the
  * chunked framing h2o would add, and with many such streams a second thread writes half of them. */
 void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c);
 /* Queue a copy of bytes (whole events); as ad_sse_write_chunk. */

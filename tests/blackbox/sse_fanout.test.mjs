@@ -6,6 +6,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
+import net from 'node:net';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { expectStatus, submit } from './lib/jobs.mjs';
 import { eventually, openSse, openSse2 } from './lib/sse.mjs';
@@ -55,6 +56,30 @@ describe('fan-out to many /v1/events streams', () => {
             for (const s of streams) s.close();
             h2.close();
             session.close();
+        }
+    });
+
+    it('sends an HTTP/1.0 stream its events without chunked framing', async () => {
+        const t = tenant(d);
+        const u = new URL(d.url);
+        const sock = net.connect({ host: u.hostname, port: Number(u.port) });
+        let data = '';
+        sock.setEncoding('latin1');
+        sock.on('data', (c) => {
+            data += c;
+        });
+        sock.on('error', () => {});
+        sock.write(`GET /v1/events HTTP/1.0\r\nHost: ${u.host}\r\nAuthorization: Bearer ${t.keys.c}\r\nAccept: text/event-stream\r\n\r\n`);
+        try {
+            await eventually(() => data.includes('\r\n\r\nretry: '), 5000, 'the stream to open');
+            assert.match(data, /^HTTP\/1\.[01] 200 /);
+            assert.doesNotMatch(data, /transfer-encoding/i);
+            const id = expectStatus(await submit(t.c, { type: 'report.export', payload: {} }), 202).json.id;
+            await eventually(() => data.includes(id), 5000, 'the event');
+            const body = data.slice(data.indexOf('\r\n\r\n') + 4);
+            assert.match(body, /^retry: \d+\n\nid: \d+\nevent: job\ndata: \{/, `not a plain event stream:\n${body.slice(0, 200)}`);
+        } finally {
+            sock.destroy();
         }
     });
 });
