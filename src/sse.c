@@ -18,10 +18,10 @@
  * all of a write's cost is the kernel's. Through h2o each is a writev plus h2o's bookkeeping and a proceed
  * callback in the next loop turn. An idle HTTP/1.1 stream (no write in flight, nothing queued) has no state
  * in h2o's writer, so its chunk can instead go straight to the socket with one send(): the same bytes h2o's
- * chunked encoder would write. From 512 such streams on, a sender thread writes half of them while the loop thread
- * writes the other half; the loop thread waits for it, so h2o never runs while another thread writes to its
- * sockets. A send that takes nothing falls back to the queue; one that takes part of the chunk leaves the
- * rest as the stream's tail, written raw when h2o says the socket is writable, before anything queued.
+ * chunked encoder would write. From 512 such streams on, a sender thread writes half of them while the loop
+ * thread writes the other half; the loop thread waits for it, so h2o never runs while another thread writes
+ * to its sockets. A send that takes nothing falls back to the queue; one that takes part of the chunk leaves
+ * the rest as the stream's tail, written raw when h2o says the socket is writable, before anything queued.
  * Measured in bench/sse.sh (10,000 streams): the last subscriber got an event after 90-98 ms through h2o,
  * 85-87 ms with direct writes on one thread, and 69-81 ms on two.
  */
