@@ -59,6 +59,31 @@ describe('fan-out to many /v1/events streams', () => {
         }
     });
 
+    it(`keeps serving the others when half of ${STREAMS} streams vanish just before a fan-out`, async () => {
+        const t = tenant(d);
+        const streams = [];
+        for (let i = 0; i < STREAMS; i += 100) {
+            const batch = [];
+            for (let k = i; k < Math.min(STREAMS, i + 100); k++) batch.push(openSse(`${d.url}/v1/events`, { headers: auth(t.keys.c) }));
+            streams.push(...(await Promise.all(batch)));
+        }
+        // Every other client resets its connection: the daemon learns of it only when it writes.
+        const gone = streams.filter((_, i) => i % 2 === 0);
+        const kept = streams.filter((_, i) => i % 2 === 1);
+        for (const s of gone) s.req.socket.resetAndDestroy();
+        try {
+            const ids = [];
+            for (let k = 0; k < 3; k++) {
+                ids.push(expectStatus(await submit(t.c, { type: 'report.export', payload: { k } }), 202).json.id);
+                await eventually(() => kept.every((s) => s.events.length > k), 20_000, `change ${k + 1} on every kept stream`);
+            }
+            for (const s of kept) assert.deepEqual(s.events.map((e) => JSON.parse(e.data).id), ids);
+            expectStatus(await t.c.get('/v1/jobs?limit=1'), 200);
+        } finally {
+            for (const s of kept) s.close();
+        }
+    });
+
     it('sends an HTTP/1.0 stream its events without chunked framing', async () => {
         const t = tenant(d);
         const u = new URL(d.url);
