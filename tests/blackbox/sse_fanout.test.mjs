@@ -15,6 +15,17 @@ const STREAMS = 600; // above the 512 direct writes from which the sender thread
 const CHANGES = 5;
 const auth = (key) => ({ authorization: `Bearer ${key}` });
 
+/** STREAMS /v1/events streams over HTTP/1.1 with key, opened 100 at a time. */
+async function openMany(d, key) {
+    const streams = [];
+    for (let i = 0; i < STREAMS; i += 100) {
+        const batch = [];
+        for (let k = i; k < Math.min(STREAMS, i + 100); k++) batch.push(openSse(`${d.url}/v1/events`, { headers: auth(key) }));
+        streams.push(...(await Promise.all(batch)));
+    }
+    return streams;
+}
+
 describe('fan-out to many /v1/events streams', () => {
     let d;
     before(async () => {
@@ -26,12 +37,7 @@ describe('fan-out to many /v1/events streams', () => {
 
     it(`delivers every change once and in order to ${STREAMS} HTTP/1.1 streams and to an HTTP/2 one`, async () => {
         const t = tenant(d);
-        const streams = [];
-        for (let i = 0; i < STREAMS; i += 100) {
-            const batch = [];
-            for (let k = i; k < Math.min(STREAMS, i + 100); k++) batch.push(openSse(`${d.url}/v1/events`, { headers: auth(t.keys.c) }));
-            streams.push(...(await Promise.all(batch)));
-        }
+        const streams = await openMany(d, t.keys.c);
         for (const s of streams) assert.equal(s.status, 200);
         const session = http2.connect(d.url);
         const h2 = await openSse2(session, '/v1/events', { headers: auth(t.keys.c) });
@@ -61,12 +67,7 @@ describe('fan-out to many /v1/events streams', () => {
 
     it(`keeps serving the others when half of ${STREAMS} streams vanish just before a fan-out`, async () => {
         const t = tenant(d);
-        const streams = [];
-        for (let i = 0; i < STREAMS; i += 100) {
-            const batch = [];
-            for (let k = i; k < Math.min(STREAMS, i + 100); k++) batch.push(openSse(`${d.url}/v1/events`, { headers: auth(t.keys.c) }));
-            streams.push(...(await Promise.all(batch)));
-        }
+        const streams = await openMany(d, t.keys.c);
         // Every other client resets its connection: the daemon learns of it only when it writes.
         const gone = streams.filter((_, i) => i % 2 === 0);
         const kept = streams.filter((_, i) => i % 2 === 1);
