@@ -17,7 +17,7 @@
 CC = cc
 AR = ar
 
-PKGS = libh2o-evloop jansson sqlite3 yaml-0.1 libcrypto libssl libcurl libpq
+PKGS = libh2o-evloop jansson sqlite3 yaml-0.1 libcrypto libssl libcurl libpq liburing
 # Expanded once, on first use (not at parse time): `make test` runs deps.sh before anything compiles.
 PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
 PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)

@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
     build-essential pkg-config
     libh2o-evloop-dev libjansson-dev libsqlite3-dev libyaml-dev libssl-dev libcurl4-openssl-dev libpq-dev
+    liburing-dev
     libcmocka-dev
     postgresql
     wrk nginx-light nghttp2-client

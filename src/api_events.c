@@ -63,7 +63,7 @@ static int overloaded(const char *tenant)
 int ad_api_events_init(char *err, size_t errlen)
 {
     conf = &ad_srv.cfg->sse;
-    ad_sse_configure(conf->heartbeat_ms, conf->backlog_bytes, conf->retry_ms);
+    ad_sse_configure(conf->heartbeat_ms, conf->backlog_bytes, conf->retry_ms, conf->io_uring);
     return ad_valet_init(ad_srv.cfg->signing_key, ad_srv.cfg->data_dir, err, errlen);
 }
 

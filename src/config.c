@@ -669,6 +669,7 @@ static const struct field sse_fields[] = {
     {"backlogBytes", F_SIZE, offsetof(struct ad_sse_conf, backlog_bytes), 1024, 64 << 20, NULL, NULL},
     {"maxStreams", F_INT, offsetof(struct ad_sse_conf, max_streams), 0, 10000000, NULL, NULL},
     {"maxStreamsPerTenant", F_INT, offsetof(struct ad_sse_conf, max_streams_per_tenant), 0, 10000000, NULL, NULL},
+    {"ioUring", F_BOOL, offsetof(struct ad_sse_conf, io_uring), 0, 0, NULL, NULL},
     {NULL},
 };
 
@@ -853,7 +854,7 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->webhooks.per_endpoint = 16;
     cfg->webhooks.keep_ms = 30 * day;
     cfg->webhooks.rotation_grace_ms = day;
-    cfg->sse = (struct ad_sse_conf){15000, 2000, 30000, 1024 * 1024, 50000, 20000};
+    cfg->sse = (struct ad_sse_conf){15000, 2000, 30000, 1024 * 1024, 50000, 20000, 1};
 }
 
 int ad_config_set_listen(struct ad_config *cfg, const char *hostport)

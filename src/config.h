@@ -66,6 +66,7 @@ struct ad_sse_conf {
     size_t backlog_bytes;       /* queued bytes per stream before a slow consumer is cut off: default 1 MiB */
     int max_streams;            /* open streams per daemon: default 50000 */
     int max_streams_per_tenant; /* default 20000 */
+    int io_uring;               /* fan-out writes through io_uring where the kernel allows it: default true */
 };
 
 /* tls: HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plain HTTP on the listener. */

@@ -69,9 +69,9 @@ struct ad_sse {
     h2o_linklist_t tail_link; /* in the list of streams waiting to write a tail */
 };
 
-/* Settings for every stream: comment heartbeat period, backlog cap in bytes, and the retry hint a stream that
- * is cut off ends with. */
-void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes, int64_t cutoff_retry_ms);
+/* Settings for every stream: comment heartbeat period, backlog cap in bytes, the retry hint a stream that is
+ * cut off ends with, and whether fan-out writes go through io_uring (when the kernel allows it). */
+void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes, int64_t cutoff_retry_ms, int io_uring);
 
 /* Start a 200 text/event-stream answer on req whose first line is "retry: <retry_ms>". The stream object is
  * size bytes (a caller's struct starting with struct ad_sse), zeroed, owned by the request's pool. */

@@ -26,11 +26,12 @@ async function openMany(d, key) {
     return streams;
 }
 
-describe('fan-out to many /v1/events streams', () => {
+// Direct writes go through io_uring where the kernel allows it (sse.ioUring, the default), else send().
+for (const ioUring of [true, false]) describe(`fan-out to many /v1/events streams (ioUring: ${ioUring})`, () => {
     let d;
     before(async () => {
         d = await startDaemon({
-            config: standardConfig() + `sse: { heartbeat: 60s, maxStreams: 5000, maxStreamsPerTenant: 5000 }\n`,
+            config: standardConfig() + `sse: { heartbeat: 60s, maxStreams: 5000, maxStreamsPerTenant: 5000, ioUring: ${ioUring} }\n`,
         });
     });
     after(() => d?.stop());

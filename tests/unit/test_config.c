@@ -272,12 +272,13 @@ static void test_sse_tls_signing(void **state)
     assert_int_equal(cfg.sse.backlog_bytes, 1024 * 1024);
     assert_int_equal(cfg.sse.max_streams, 50000);
     assert_int_equal(cfg.sse.max_streams_per_tenant, 20000);
+    assert_int_equal(cfg.sse.io_uring, 1);
     assert_null(cfg.tls.cert);
     assert_null(cfg.signing_key);
     ad_config_free(&cfg);
 
     const char *yaml = "sse: { heartbeat: 5s, retry: 500ms, overloadRetry: 1m, backlogBytes: 4096, maxStreams: 7,"
-                       " maxStreamsPerTenant: 3 }\n"
+                       " maxStreamsPerTenant: 3, ioUring: false }\n"
                        "tls: { cert: /etc/c.pem, key: /etc/k.pem }\n"
                        "signingKey: 0123456789abcdef0123456789abcdef\n";
     assert_int_equal(load(&cfg, yaml, err, sizeof err), 0);
@@ -287,6 +288,7 @@ static void test_sse_tls_signing(void **state)
     assert_int_equal(cfg.sse.backlog_bytes, 4096);
     assert_int_equal(cfg.sse.max_streams, 7);
     assert_int_equal(cfg.sse.max_streams_per_tenant, 3);
+    assert_int_equal(cfg.sse.io_uring, 0);
     assert_string_equal(cfg.tls.cert, "/etc/c.pem");
     assert_string_equal(cfg.tls.key, "/etc/k.pem");
     assert_string_equal(cfg.signing_key, "0123456789abcdef0123456789abcdef");
