@@ -196,6 +196,9 @@ if (proto === 'h2') {
 const openMs = performance.now() - t0open;
 await new Promise((r) => setTimeout(r, 1000));
 const rss1 = rssKiB();
+// The poll rate with the streams open (and idle), measured right after the rate with none: the nearer the two
+// runs, the less the host's own drift (other guests on a shared machine) weighs on their ratio.
+const poll1 = await wrk(jobPath, await etagNow());
 
 // Fan-out latency, in ms: of the last subscriber per update (p50, p99) and of every delivery (p50, p99).
 let fan;
@@ -226,7 +229,6 @@ if (h1 !== null) {
     fan = { last50: pct(lasts, 50), last99: pct(lasts, 99), each50: pct(all, 50), each99: pct(all, 99) };
 }
 
-const poll1 = await wrk(jobPath, await etagNow());
 for (const s of socks) s.destroy();
 h1?.end();
 agent.destroy();
