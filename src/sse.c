@@ -227,6 +227,12 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
     queue_push(&s->out, c);
 }
 
+/* The socket of an HTTP/1.x request (a stream has the connection to itself); NULL for HTTP/2 or none. */
+static h2o_socket_t *http1_socket(h2o_req_t *req)
+{
+    return req != NULL && req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+}
+
 /* An HTTP/1.x connection keeps the bytes of its request, in an 8 KiB input buffer, until the response ends:
  * 4 KiB of resident memory for each open stream. Once the headers are out nothing reads them any more (the
  * handler copied what it needed into the request's pool), so give the buffer back to h2o's recycler. h2o
@@ -235,9 +241,7 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
  * from 9.5 to 5.4 KiB in the 10,000-stream bench. */
 static void release_request_bytes(h2o_req_t *req)
 {
-    if (req->version >= 0x200)
-        return;
-    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    h2o_socket_t *sock = http1_socket(req);
     if (sock != NULL && sock->input->size != 0)
         h2o_buffer_consume(&sock->input, sock->input->size);
 }
@@ -306,7 +310,7 @@ static h2o_socket_t *direct_socket(const struct ad_sse *s)
 {
     if (s->req == NULL || s->req->version != 0x101 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
         return NULL;
-    h2o_socket_t *sock = s->req->conn->callbacks->get_socket(s->req->conn);
+    h2o_socket_t *sock = http1_socket(s->req);
     return sock != NULL && sock->ssl == NULL ? sock : NULL;
 }
 
@@ -317,10 +321,15 @@ static __thread int ring_state;
 static int ring_ready(void)
 {
     if (ring_state == 0) {
+        static int said; /* atomic: the loop and the sender thread both set up a ring */
         int rc = ring_wanted ? io_uring_queue_init(AD_SSE_RING, &ring, 0) : -1;
         ring_state = rc == 0 ? 1 : -1;
-        if (rc < -1)
-            ad_warn("sse: io_uring is not available (%s); fan-out writes use send()", strerror(-rc));
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+            if (rc == 0)
+                ad_info("sse: fan-out writes go through io_uring");
+            else if (rc < -1)
+                ad_warn("sse: io_uring is not available (%s); fan-out writes use send()", strerror(-rc));
+        }
     }
     return ring_state == 1;
 }
@@ -447,7 +456,7 @@ static void tail_end(struct ad_sse *s, int failed)
 static void tail_wait(struct ad_sse *s)
 {
     s->send_at = ad_mono_ms();
-    h2o_socket_notify_write(s->tail_sock, on_tail_writable);
+    h2o_socket_notify_write(http1_socket(s->req), on_tail_writable);
 }
 
 static void on_tail_writable(h2o_socket_t *sock, const char *err)
@@ -455,7 +464,7 @@ static void on_tail_writable(h2o_socket_t *sock, const char *err)
     struct ad_sse *s = NULL;
     for (h2o_linklist_t *node = tails.next; node != &tails && s == NULL; node = node->next) {
         struct ad_sse *t = H2O_STRUCT_FROM_MEMBER(struct ad_sse, tail_link, node);
-        if (t->tail_sock == sock)
+        if (http1_socket(t->req) == sock)
             s = t;
     }
     if (s == NULL)
@@ -478,13 +487,11 @@ void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c
 {
     /* Reused from one fan-out to the next: they only grow to the most streams ever written at once. */
     static struct ad_sse **dv;
-    static h2o_socket_t **dsock;
     static int *dfd;
     static size_t *dres, cap;
     if (n > cap) {
         cap = n;
         dv = ad_realloc(dv, cap * sizeof(*dv));
-        dsock = ad_realloc(dsock, cap * sizeof(*dsock));
         dfd = ad_realloc(dfd, cap * sizeof(*dfd));
         dres = ad_realloc(dres, cap * sizeof(*dres));
     }
@@ -496,7 +503,6 @@ void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c
             continue;
         }
         dv[nd] = v[i];
-        dsock[nd] = sock;
         dfd[nd] = h2o_socket_get_fd(sock);
         nd++;
     }
@@ -525,7 +531,6 @@ void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c
         } else {
             s->tail = ad_sse_chunk_new(buf + dres[i], len - dres[i]);
             s->tail_off = 0;
-            s->tail_sock = dsock[i];
             s->sending = 1;
             s->last_write = now;
             h2o_linklist_insert(&tails, &s->tail_link);
@@ -592,9 +597,7 @@ void ad_sse_close_all(int64_t retry_ms)
 /* A client that has not taken a write for this long is not coming back for it. */
 static void kill_stalled(struct ad_sse *s)
 {
-    if (s->req == NULL || s->req->version >= 0x200)
-        return;
-    h2o_socket_t *sock = s->req->conn->callbacks->get_socket(s->req->conn);
+    h2o_socket_t *sock = http1_socket(s->req);
     if (sock != NULL)
         shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
 }

@@ -65,7 +65,6 @@ struct ad_sse {
      * raw, before anything else, when the socket is writable again. NULL when there is none. */
     struct ad_sse_chunk *tail;
     uint32_t tail_off;
-    h2o_socket_t *tail_sock;
     h2o_linklist_t tail_link; /* in the list of streams waiting to write a tail */
 };
 

@@ -59,6 +59,10 @@ for (const ioUring of [true, false]) describe(`fan-out to many /v1/events stream
                 assert.deepEqual(got, submitted, 'a stream missed, repeated or reordered a change');
                 assert.deepEqual(s.events.map((e) => e.event), Array(CHANGES).fill('job'));
             }
+            // The daemon says once how its fan-out writes went out: through io_uring unless told not to.
+            const said = d.stderr + d.stdout;
+            if (ioUring) assert.match(said, /sse: fan-out writes go through io_uring/, 'io_uring was not used (kernel.io_uring_disabled?)');
+            else assert.doesNotMatch(said, /io_uring/);
         } finally {
             for (const s of streams) s.close();
             h2.close();
