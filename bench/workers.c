@@ -1,0 +1,279 @@
+/*
+ * workers.c - the worker side of acceptd measured from a C client (built and run by bench/workers.sh).
+ * The same rounds as bench/workers.mjs, without a JavaScript runtime between the daemon and the clock:
+ *
+ *   workers HOST PORT handoff COUNT
+ *       A worker connection parks POST /v1/leases {"types":["bench.handoff"],"wait":30}; 2 ms later one
+ *       job is submitted on a second connection. Latency: from just before the submit is written to the
+ *       lease answer fully read. The worker then completes the job. COUNT rounds, one after the other.
+ *       Prints handoff-n, handoff-p50, handoff-p99, handoff-max (ms).
+ *   workers HOST PORT e2e JOBS SUBMITTERS WORKERS
+ *       JOBS submitted over SUBMITTERS connections (one request in flight on each) while WORKERS connections
+ *       each lease (max 1, wait 5) and complete, one job at a time. Rate: completed jobs per second from the
+ *       first submit to the last completion. Prints e2e-n and e2e (jobs/s).
+ *
+ * Every connection is keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY. handoff uses blocking sockets;
+ * e2e drives all of its connections from one thread with epoll, as wrk does. Any unexpected answer stops
+ * the run with a message and exit status 1.
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HANDOFF_TYPE "bench.handoff"
+#define E2E_TYPE "bench.e2e"
+
+struct conn {
+    int fd;
+    int worker;      /* e2e: a worker connection (else a submitter) */
+    int completing;  /* e2e worker: the request in flight is a complete */
+    char buf[65536]; /* answer bytes read so far */
+    size_t len;
+};
+
+static const char *host;
+static int port;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench/workers.c: %s\n", what);
+    exit(1);
+}
+
+static void dial(struct conn *c)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        die("HOST must be an IPv4 address");
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0)
+        die("connect");
+    c->len = 0;
+}
+
+static void post(struct conn *c, const char *path, const char *body)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     path, strlen(body), body);
+    /* A request this small goes out whole on a connection with nothing else in flight. */
+    if (n <= 0 || (size_t)n >= sizeof req || write(c->fd, req, (size_t)n) != n)
+        die("write");
+}
+
+/* If c->buf holds one whole answer, return its status and point *body at its NUL-terminated body (valid
+ * until the next read on c); else 0. */
+static int parse(struct conn *c, char **body)
+{
+    c->buf[c->len] = '\0';
+    char *end = strstr(c->buf, "\r\n\r\n");
+    if (end == NULL)
+        return 0;
+    const char *cl = strcasestr(c->buf, "\r\ncontent-length:");
+    size_t need = (size_t)(end + 4 - c->buf) + (cl != NULL && cl < end ? strtoul(cl + 17, NULL, 10) : 0);
+    if (c->len < need)
+        return 0;
+    if (c->len > need)
+        die("bytes after an answer (none was asked for)");
+    *body = end + 4;
+    c->len = 0;
+    return atoi(c->buf + 9);
+}
+
+/* Read what is there (blocking or not); 0 when a non-blocking socket has nothing. */
+static int fill(struct conn *c)
+{
+    if (c->len + 1 >= sizeof c->buf)
+        die("answer too big");
+    ssize_t n = read(c->fd, c->buf + c->len, sizeof c->buf - 1 - c->len);
+    if (n == 0)
+        die("connection closed by the daemon");
+    if (n < 0)
+        return 0;
+    c->len += (size_t)n;
+    return 1;
+}
+
+/* Blocking: read one whole answer. */
+static int answer(struct conn *c, char **body)
+{
+    int status;
+    while ((status = parse(c, body)) == 0)
+        fill(c);
+    return status;
+}
+
+/* Copy the string value of the first "key":"..." in s to out. */
+static void field(const char *s, const char *key, char *out, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(s, pat);
+    if (p == NULL)
+        die(key);
+    p += strlen(pat);
+    size_t n = strcspn(p, "\"");
+    if (n >= cap)
+        die(key);
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+/* Answer a lease with a complete of the leased job, on the same connection. */
+static void complete(struct conn *c, const char *lease_body)
+{
+    char job[128], lease[128], path[256], req[512];
+    field(lease_body, "id", job, sizeof job);
+    field(lease_body, "leaseId", lease, sizeof lease);
+    snprintf(path, sizeof path, "/v1/jobs/%s:complete", job);
+    snprintf(req, sizeof req, "{\"leaseId\":\"%s\",\"result\":{\"ok\":true}}", lease);
+    post(c, path, req);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void handoff(int count)
+{
+    static struct conn worker, submitter;
+    dial(&worker);
+    dial(&submitter);
+    double *lat = calloc((size_t)count, sizeof *lat);
+    char *body, job[128], sub[128], req[256];
+    post(&worker, "/v1/leases", "{\"types\":[\"" HANDOFF_TYPE "\"],\"max\":1,\"wait\":0}");
+    if (answer(&worker, &body) != 204)
+        die("warm-up lease: want 204 (nothing of type " HANDOFF_TYPE " may be queued)");
+    for (int i = 0; i < count; i++) {
+        post(&worker, "/v1/leases",
+             "{\"types\":[\"" HANDOFF_TYPE "\"],\"max\":1,\"wait\":30,\"leaseSeconds\":60,\"worker\":\"bench\"}");
+        nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL); /* let the lease request park */
+        snprintf(req, sizeof req, "{\"type\":\"" HANDOFF_TYPE "\",\"payload\":{\"i\":%d}}", i);
+        double t0 = now_ms();
+        post(&submitter, "/v1/jobs", req);
+        int status = answer(&worker, &body);
+        lat[i] = now_ms() - t0;
+        if (status != 200)
+            die("lease: want 200");
+        field(body, "id", job, sizeof job);
+        complete(&worker, body);
+        if (answer(&submitter, &body) != 202)
+            die("submit: want 202");
+        field(body, "id", sub, sizeof sub);
+        if (strcmp(sub, job) != 0)
+            die("the worker leased another job than the one submitted");
+        if (answer(&worker, &body) != 200)
+            die("complete: want 200");
+    }
+    qsort(lat, (size_t)count, sizeof *lat, cmp);
+    printf("handoff-n %d\n", count);
+    printf("handoff-p50 %.3f\n", lat[(count + 1) / 2 - 1]);
+    printf("handoff-p99 %.3f\n", lat[(count * 99 + 99) / 100 - 1]);
+    printf("handoff-max %.3f\n", lat[count - 1]);
+}
+
+static int submitted;
+
+static void submit_next(struct conn *c)
+{
+    char req[128];
+    snprintf(req, sizeof req, "{\"type\":\"" E2E_TYPE "\",\"payload\":{\"n\":%d}}", submitted++);
+    post(c, "/v1/jobs", req);
+}
+
+static void lease_next(struct conn *c)
+{
+    post(c, "/v1/leases", "{\"types\":[\"" E2E_TYPE "\"],\"max\":1,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}");
+    c->completing = 0;
+}
+
+static void e2e(int jobs, int submitters, int workers)
+{
+    int n = submitters + workers, ep = epoll_create1(0), completed = 0;
+    struct conn *conns = calloc((size_t)n, sizeof *conns);
+    for (int i = 0; i < n; i++) {
+        dial(&conns[i]);
+        conns[i].worker = i >= submitters;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &conns[i]};
+        epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
+    }
+    double t0 = now_ms(), deadline = t0 + 60000;
+    for (int i = 0; i < n; i++) {
+        if (conns[i].worker)
+            lease_next(&conns[i]);
+        else if (submitted < jobs)
+            submit_next(&conns[i]);
+    }
+    struct epoll_event evs[64];
+    while (completed < jobs) {
+        if (now_ms() > deadline)
+            die("e2e: not done within 60 s");
+        int k = epoll_wait(ep, evs, 64, 1000);
+        for (int e = 0; e < k; e++) {
+            struct conn *c = evs[e].data.ptr;
+            char *body;
+            int status;
+            fill(c);
+            if ((status = parse(c, &body)) == 0)
+                continue;
+            if (!c->worker) {
+                if (status != 202)
+                    die("submit: want 202");
+                if (submitted < jobs)
+                    submit_next(c);
+            } else if (c->completing) {
+                if (status != 200)
+                    die("complete: want 200");
+                if (++completed < jobs)
+                    lease_next(c);
+            } else if (status == 200) {
+                complete(c, body);
+                c->completing = 1;
+            } else if (status == 204) {
+                lease_next(c);
+            } else {
+                die("lease: want 200 or 204");
+            }
+        }
+    }
+    double s = (now_ms() - t0) / 1000;
+    printf("e2e-n %d\n", completed);
+    printf("e2e %.0f\n", completed / s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5)
+        die("usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS");
+    host = argv[1];
+    port = atoi(argv[2]);
+    int a = atoi(argv[4]);
+    if (strcmp(argv[3], "handoff") == 0 && argc == 5 && a > 0) {
+        handoff(a);
+    } else if (strcmp(argv[3], "e2e") == 0 && argc == 7 && a > 0 && atoi(argv[5]) > 0 && atoi(argv[6]) > 0) {
+        e2e(a, atoi(argv[5]), atoi(argv[6]));
+    } else {
+        die("usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS");
+    }
+    return 0;
+}
