@@ -71,9 +71,10 @@ static void dial(struct conn *c)
 static void post(struct conn *c, const char *path, const char *body)
 {
     char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                     path, strlen(body), body);
+    int n =
+        snprintf(req, sizeof req,
+                 "POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 path, strlen(body), body);
     /* A request this small goes out whole on a connection with nothing else in flight. */
     if (n <= 0 || (size_t)n >= sizeof req || write(c->fd, req, (size_t)n) != n)
         die("write");
@@ -203,7 +204,8 @@ static void submit_next(struct conn *c)
 
 static void lease_next(struct conn *c)
 {
-    post(c, "/v1/leases", "{\"types\":[\"" E2E_TYPE "\"],\"max\":1,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}");
+    post(c, "/v1/leases",
+         "{\"types\":[\"" E2E_TYPE "\"],\"max\":1,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}");
     c->completing = 0;
 }
 
