@@ -195,8 +195,14 @@ static void handoff(int count)
 
 static int submitted;
 
-static void submit_next(struct conn *c)
+/* Submit the next job on c, or close c when all are submitted: idle, the daemon's keep-alive timeout
+ * would close it. */
+static void submit_next(struct conn *c, int jobs)
 {
+    if (submitted >= jobs) {
+        close(c->fd);
+        return;
+    }
     char req[128];
     snprintf(req, sizeof req, "{\"type\":\"" E2E_TYPE "\",\"payload\":{\"n\":%d}}", submitted++);
     post(c, "/v1/jobs", req);
@@ -223,8 +229,8 @@ static void e2e(int jobs, int submitters, int workers)
     for (int i = 0; i < n; i++) {
         if (conns[i].worker)
             lease_next(&conns[i]);
-        else if (submitted < jobs)
-            submit_next(&conns[i]);
+        else
+            submit_next(&conns[i], jobs);
     }
     struct epoll_event evs[64];
     while (completed < jobs) {
@@ -241,8 +247,7 @@ static void e2e(int jobs, int submitters, int workers)
             if (!c->worker) {
                 if (status != 202)
                     die("submit: want 202");
-                if (submitted < jobs)
-                    submit_next(c);
+                submit_next(c, jobs);
             } else if (c->completing) {
                 if (status != 200)
                     die("complete: want 200");
