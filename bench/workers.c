@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define HANDOFF_TYPE "bench.handoff"
-#define E2E_TYPE "bench.e2e"
+#define E2E_TYPE "bench.e2e-c" /* not bench.e2e: the node run after it starts from an empty queue */
 
 struct conn {
     int fd;
