@@ -8,6 +8,7 @@
  * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
  */
 #include "store.h"
+#include "walbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -567,13 +568,16 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
     struct sq_store *ss = (struct sq_store *)s;
     struct ad_conn *c = ad_calloc(1, sizeof(*c));
     /* NOMUTEX: a connection is used by exactly one thread. */
-    int rc = sqlite3_open_v2(ss->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = ad_walbuf_register();
+    if (rc == SQLITE_OK)
+        rc = sqlite3_open_v2(ss->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, AD_WALBUF_VFS);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "open %s: %s", ss->path, c->db != NULL ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
         sq_disconnect(c);
         return NULL;
     }
     sqlite3_extended_result_codes(c->db, 1);
+    /* synchronous=FULL makes a commit durable, and walbuf.c relies on it. */
     static const char pragmas[] = "PRAGMA journal_mode = WAL;"
                                   "PRAGMA synchronous = FULL;"
                                   "PRAGMA cache_size = -16384;" /* 16 MiB, not 2: the hot pages of every index */
