@@ -3,6 +3,7 @@
 # Two build trees with the same layout:
 #   build/       -O2            build/libacceptd.a, build/acceptd, build/tests/test_X
 #   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/test_X
+# and a third, built by clang for libFuzzer: build/fuzz/libacceptd.a and build/fuzz/fuzz_X (fuzz/fuzz_X.c).
 # Everything in src/ except main.c goes into libacceptd.a; acceptd is main.c plus the library, and each
 # tests/unit/test_X.c is linked with the library and cmocka.
 #
@@ -42,9 +43,14 @@ BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
 PG_UNITS = $(filter test_store_pg,$(UNIT_NAMES))
 PG_DIR := /tmp/acceptd-pg-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 PG_PORT = 55433
-FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h)
+FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c)
+FUZZ_NAMES = $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_CC = clang
+FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
+FUZZ_SECONDS ?= 20
 
-.PHONY: all deps unit unit-asan blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
+.PHONY: all deps unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -89,7 +95,24 @@ endef
 $(eval $(call build_tree,build,$(OPT_FLAGS)))
 $(eval $(call build_tree,build/asan,$(ASAN_FLAGS)))
 
--include $(wildcard build/obj/*.d build/tests/*.d build/asan/obj/*.d build/asan/tests/*.d)
+# The library for the fuzz targets: instrumented for libFuzzer's coverage, linked with its driver.
+build/fuzz/obj/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(say) "  CLANG   $@"
+	$(Q)$(FUZZ_CC) $(CPPFLAGS) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+
+build/fuzz/libacceptd.a: $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRCS))
+	@rm -f $@
+	$(say) "  AR      $@"
+	$(Q)$(AR) rcs $@ $^
+
+$(addprefix build/fuzz/,$(FUZZ_NAMES)): build/fuzz/%: fuzz/%.c build/fuzz/libacceptd.a
+	$(say) "  LINK    $@"
+	$(Q)$(FUZZ_CC) $(CPPFLAGS) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
+		build/fuzz/libacceptd.a $(LIBS)
+
+-include $(wildcard build/obj/*.d build/tests/*.d build/asan/obj/*.d build/asan/tests/*.d build/fuzz/obj/*.d \
+	build/fuzz/*.d)
 
 deps:
 	bash scripts/deps.sh
@@ -113,6 +136,24 @@ unit: $(addprefix build/tests/,$(UNIT_NAMES))
 
 unit-asan: $(addprefix build/asan/tests/,$(UNIT_NAMES))
 	$(call run_units,build/asan,$(ASAN_ENV))
+
+# Each fuzz target runs FUZZ_SECONDS from its seeds in fuzz/corpus/NAME/, copied to a temporary directory so
+# that what it learns does not touch the checkout. A crash, leak or failed check fails the target; its input is
+# kept as build/fuzz/NAME-crash-* and the end of the log is printed.
+fuzz: $(addprefix build/fuzz/,$(FUZZ_NAMES))
+	@fail=0; \
+	for t in $(FUZZ_NAMES); do \
+		corpus=$$(mktemp -d); cp fuzz/corpus/$${t#fuzz_}/* $$corpus/; \
+		if $(ASAN_ENV) build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix=build/fuzz/$$t- $$corpus >build/fuzz/$$t.log 2>&1; then \
+			echo "fuzz: $$t: $$(grep -o '^Done [0-9]* runs' build/fuzz/$$t.log | cut -d' ' -f2) runs," \
+				"$$(ls $$corpus | wc -l) inputs in its corpus"; \
+		else \
+			tail -40 build/fuzz/$$t.log; echo "fuzz: $$t FAILED (log: build/fuzz/$$t.log)"; fail=1; \
+		fi; \
+		rm -rf $$corpus; \
+	done; \
+	[ $$fail -eq 0 ]
 
 # Node 20's `node --test DIR` does not treat DIR as a folder of tests, so the files are listed.
 # Test files read ACCEPTD_BIN (absolute path of the binary under test); ACCEPTD_SANITIZED=1 tells them the
@@ -164,6 +205,7 @@ test:
 	$(MAKE) format-check
 	$(MAKE) -j2 unit
 	$(MAKE) -j2 unit-asan
+	$(MAKE) -j2 fuzz
 	$(MAKE) -j2 blackbox
 	$(MAKE) -j2 blackbox-asan
 	$(MAKE) -j2 blackbox-pg

@@ -16,6 +16,7 @@ PACKAGES=(
     postgresql
     wrk nginx-light nghttp2-client
     clang-format
+    clang libclang-rt-14-dev
     chromium
 )
 # The machine image may ship Node.js from elsewhere (with its own npm); Debian's nodejs/npm would clash.
