@@ -655,7 +655,7 @@ static long write_calls(void)
 static void test_commit_writes_the_wal_at_once(void **state)
 {
     struct fx *f = *state;
-    char *payload = ad_malloc(3002), id[16];
+    char *payload = ad_malloc(3002), id[32];
     memset(payload, 'x', 3002);
     payload[0] = payload[3000] = '"';
     payload[3001] = '\0';
