@@ -21,6 +21,7 @@
 
 #include "store.h"
 #include "store_test.h"
+#include "write_calls.h"
 
 /* Test hook in store_sqlite.c: the SQL of statement i, NULL past the last one. */
 const char *ad_store_sqlite_stmt_sql(size_t i);
@@ -633,21 +634,6 @@ static void test_reopen_keeps_data_and_seq_moves_on(void **state)
     assert_true(c->cseq > a->cseq);
     ad_job_free(c);
     ad_job_free(a);
-}
-
-/* Write system calls this process has made so far, from /proc/self/io. */
-static long write_calls(void)
-{
-    FILE *fp = fopen("/proc/self/io", "r");
-    assert_non_null(fp);
-    char line[128];
-    long n = -1;
-    while (fgets(line, sizeof(line), fp) != NULL)
-        if (sscanf(line, "syscw: %ld", &n) == 1)
-            break;
-    fclose(fp);
-    assert_true(n >= 0);
-    return n;
 }
 
 /* The store opens its database through walbuf.c: a commit of some 30 pages leaves in a few write calls

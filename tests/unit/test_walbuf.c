@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "walbuf.h"
+#include "write_calls.h"
 
 struct fixture {
     char dir[64];
@@ -72,21 +73,6 @@ static sqlite3_int64 scalar(sqlite3 *db, const char *sql)
     sqlite3_int64 v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
-}
-
-/* Write system calls this process has made so far (pwrite counts), from /proc/self/io. */
-static long write_calls(void)
-{
-    FILE *fp = fopen("/proc/self/io", "r");
-    assert_non_null(fp);
-    char line[128];
-    long n = -1;
-    while (fgets(line, sizeof line, fp) != NULL)
-        if (sscanf(line, "syscw: %ld", &n) == 1)
-            break;
-    fclose(fp);
-    assert_true(n >= 0);
-    return n;
 }
 
 /* Insert rows keys [from, from + n) of 3,000-byte blobs in one transaction; return its write calls. */
