@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "tmpdir.h"
 
 #define SEC INT64_C(1000)
 #define HOUR (3600 * SEC)
@@ -34,8 +34,7 @@ struct fx {
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/acceptd-core-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
+    if (tmpdir_make(f->dir, sizeof(f->dir), "core") != 0)
         return -1;
     snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
     ad_config_defaults(&f->cfg);
@@ -55,18 +54,13 @@ static int setup(void **state)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     struct fx *f = *state;
     f->s->ops->disconnect(f->c);
     f->s->ops->close(f->s);
     ad_config_free(&f->cfg);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(f->dir);
     free(f);
     return 0;
 }

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "sign.h"
+#include "tmpdir.h"
 
 /* The Standard Webhooks specification's test vector. */
 #define SW_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -143,15 +143,10 @@ static void test_seal_round_trip_and_tamper(void **state)
     free(again);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static void test_key_file_and_config_key(void **state)
 {
-    char dir[] = "/tmp/acceptd-sign-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(tmpdir_make(dir, sizeof(dir), "sign"), 0);
     uint8_t k1[AD_SEAL_KEY_BYTES], k2[AD_SEAL_KEY_BYTES];
     char err[256] = "";
     assert_int_equal(ad_seal_key_load(NULL, dir, k1, err, sizeof(err)), 0);
@@ -172,7 +167,7 @@ static void test_key_file_and_config_key(void **state)
     fputs("garbage\n", f);
     fclose(f);
     assert_int_equal(ad_seal_key_load(NULL, dir, k2, err, sizeof(err)), -1);
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(dir);
 }
 
 int main(void)

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 
 #include "store.h"
 #include "store_test.h"
+#include "tmpdir.h"
 #include "write_calls.h"
 
 /* Test hook in store_sqlite.c: the SQL of statement i, NULL past the last one. */
@@ -57,8 +57,7 @@ static void close_store(struct fx *f)
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/acceptd-store-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
+    if (tmpdir_make(f->dir, sizeof(f->dir), "store") != 0)
         return -1;
     snprintf(f->data, sizeof(f->data), "%s/a/data", f->dir);
     open_store(f);
@@ -66,16 +65,11 @@ static int setup(void **state)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int teardown(void **state)
 {
     struct fx *f = *state;
     close_store(f);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(f->dir);
     free(f);
     return 0;
 }

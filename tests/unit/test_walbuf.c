@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
 #include "walbuf.h"
 #include "write_calls.h"
 
@@ -26,8 +27,7 @@ struct fixture {
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof f->dir, "/tmp/acceptd-walbuf-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
+    if (tmpdir_make(f->dir, sizeof(f->dir), "walbuf") != 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
     *state = f;
@@ -37,10 +37,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    if (system(cmd) != 0)
-        return -1;
+    tmpdir_remove(f->dir);
     free(f);
     return 0;
 }

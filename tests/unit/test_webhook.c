@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "core.h"
+#include "tmpdir.h"
 /* The .c itself, to reach the outcome operation of the delivery thread (see the Makefile's note). */
 #include "../../src/webhook.c"
 
@@ -39,8 +39,7 @@ struct fx {
 static int fx_setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/acceptd-webhook-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
+    if (tmpdir_make(f->dir, sizeof(f->dir), "webhook") != 0)
         return -1;
     snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
     ad_config_defaults(&f->cfg);
@@ -65,18 +64,13 @@ static int fx_setup(void **state)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static int fx_teardown(void **state)
 {
     struct fx *f = *state;
     f->st->disconnect(f->c);
     f->st->close(f->s);
     ad_config_free(&f->cfg);
-    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(f->dir);
     free(f);
     return 0;
 }
