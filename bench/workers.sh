@@ -19,7 +19,7 @@ set -euo pipefail
 : "${BENCH_E2E_JOBS:=10000}"
 SUBMITTERS=32
 WORKER_LOOPS=8
-NODE_LIMIT=120 # seconds for one node run; bench/workers.mjs stops itself after 60
+RUN_LIMIT=120 # seconds before one client run is killed
 
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
 [ -d "$BENCH_ROOT/node_modules/undici" ] || bench_die "undici not installed (run scripts/deps.sh)"
@@ -31,28 +31,28 @@ WORKERS_C="$BENCH_TMP/workers"
 cc -O2 -Wall -Wextra -o "$WORKERS_C" "$BENCH_DIR/workers.c" || bench_die "cannot build bench/workers.c"
 start_acceptd
 
-# node_run MODE ARGS...: run bench/workers.mjs against the daemon; its "name value" lines go to NODE_OUT.
+# node_run MODE ARGS...: run bench/workers.mjs against the daemon; its "name value" lines go to RUN_OUT.
 node_run()
 {
     local out="$BENCH_TMP/node-$1.out"
-    timeout -k 5 "$NODE_LIMIT" node "$BENCH_DIR/workers.mjs" "$ACCEPTD_URL" "$@" >"$out" ||
+    timeout -k 5 "$RUN_LIMIT" node "$BENCH_DIR/workers.mjs" "$ACCEPTD_URL" "$@" >"$out" ||
         bench_die "bench/workers.mjs $1 failed (see above)"
-    NODE_OUT=$(cat "$out")
-    grep '^partial ' <<<"$NODE_OUT" | sed 's/^/workers: /' >&2 || true
+    RUN_OUT=$(cat "$out")
+    grep '^partial ' <<<"$RUN_OUT" | sed 's/^/workers: /' >&2 || true
 }
 
-# c_run MODE ARGS...: the same with bench/workers.c; its lines go to NODE_OUT too.
+# c_run MODE ARGS...: the same with bench/workers.c; its lines go to RUN_OUT too.
 c_run()
 {
     local hostport=${ACCEPTD_URL#http://}
-    NODE_OUT=$(timeout -k 5 "$NODE_LIMIT" "$WORKERS_C" "${hostport%:*}" "${hostport##*:}" "$@") ||
+    RUN_OUT=$(timeout -k 5 "$RUN_LIMIT" "$WORKERS_C" "${hostport%:*}" "${hostport##*:}" "$@") ||
         bench_die "bench/workers.c $1 failed (see above)"
 }
 
-# value NAME: the value of NAME in NODE_OUT.
+# value NAME: the value of NAME in RUN_OUT.
 value()
 {
-    awk -v n="$1" '$1 == n { print $2; exit }' <<<"$NODE_OUT"
+    awk -v n="$1" '$1 == n { print $2; exit }' <<<"$RUN_OUT"
 }
 
 # record NAME RATE: keep a rate like wrk_rate does (BENCH_RATE, BENCH_RESULTS).
