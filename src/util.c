@@ -114,27 +114,71 @@ int64_t ad_mono_ms(void)
     return clock_ms(CLOCK_MONOTONIC);
 }
 
-/* Split ms into whole seconds and a 0..999 remainder, rounding toward negative infinity. */
-static void split_ms(int64_t ms, time_t *sec, int *frac)
+/* The UTC calendar fields of ms. Not gmtime_r: glibc's takes the time zone lock on every call, and every
+ * job rendered calls this six times. The date is Howard Hinnant's days-to-civil algorithm
+ * (https://howardhinnant.github.io/date_algorithms.html#civil_from_days), exact for any int64 ms. */
+struct utc {
+    int64_t year;
+    int mon, mday, wday, hour, min, sec, ms; /* mon 1-12, wday 0 = Sunday */
+};
+
+static struct utc utc_of(int64_t ms)
 {
-    int64_t s = ms / 1000, r = ms % 1000;
-    if (r < 0) {
-        r += 1000;
-        s -= 1;
+    struct utc u;
+    int64_t day = ms / 86400000, in_day = ms % 86400000;
+    if (in_day < 0) {
+        in_day += 86400000;
+        day--;
     }
-    *sec = (time_t)s;
-    *frac = (int)r;
+    u.ms = (int)(in_day % 1000);
+    u.sec = (int)(in_day / 1000 % 60);
+    u.min = (int)(in_day / 60000 % 60);
+    u.hour = (int)(in_day / 3600000);
+    u.wday = (int)((day % 7 + 11) % 7); /* 1970-01-01 was a Thursday */
+    int64_t z = day + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;                                      /* [0, 146096] */
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365], from March 1 */
+    int64_t mp = (5 * doy + 2) / 153;                                    /* [0, 11], March = 0 */
+    u.mday = (int)(doy - (153 * mp + 2) / 5 + 1);
+    u.mon = (int)(mp < 10 ? mp + 3 : mp - 9);
+    u.year = yoe + era * 400 + (u.mon <= 2);
+    return u;
+}
+
+/* Write v as exactly n digits at p (v >= 0); returns p + n. */
+static char *digits(char *p, int64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + n;
 }
 
 void ad_time_rfc3339(int64_t ms, char *buf, size_t size)
 {
-    time_t sec;
-    int frac;
-    struct tm tm;
-    split_ms(ms, &sec, &frac);
-    gmtime_r(&sec, &tm);
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, frac);
+    struct utc u = utc_of(ms);
+    if (u.year < 0 || u.year > 9999) {
+        snprintf(buf, size, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)u.year, u.mon, u.mday, u.hour, u.min,
+                 u.sec, u.ms);
+        return;
+    }
+    char t[AD_RFC3339_LEN + 1], *p = t;
+    p = digits(p, u.year, 4);
+    *p++ = '-';
+    p = digits(p, u.mon, 2);
+    *p++ = '-';
+    p = digits(p, u.mday, 2);
+    *p++ = 'T';
+    p = digits(p, u.hour, 2);
+    *p++ = ':';
+    p = digits(p, u.min, 2);
+    *p++ = ':';
+    p = digits(p, u.sec, 2);
+    *p++ = '.';
+    p = digits(p, u.ms, 3);
+    *p++ = 'Z';
+    *p = '\0';
+    snprintf(buf, size, "%s", t);
 }
 
 /* Exactly n digits at s, as a number; -1 when any is not a digit. */
@@ -214,13 +258,9 @@ void ad_time_http(int64_t ms, char *buf, size_t size)
     static const char wday[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
     static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    time_t sec;
-    int frac;
-    struct tm tm;
-    split_ms(ms, &sec, &frac);
-    gmtime_r(&sec, &tm);
-    snprintf(buf, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", wday[tm.tm_wday], tm.tm_mday, month[tm.tm_mon],
-             tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    struct utc u = utc_of(ms);
+    snprintf(buf, size, "%s, %02d %s %04lld %02d:%02d:%02d GMT", wday[u.wday], u.mday, month[u.mon - 1],
+             (long long)u.year, u.hour, u.min, u.sec);
 }
 
 static const char b64url_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -529,10 +569,18 @@ int ad_buf_append(struct ad_buf *b, const void *p, size_t n)
 
 int ad_buf_printf(struct ad_buf *b, const char *fmt, ...)
 {
+    /* Format once into the room there is; only text that does not fit is formatted a second time. */
+    size_t room = b->cap - b->len; /* 0 before the first byte: cap and len are both 0 */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(room > 0 ? b->data + b->len : NULL, room, fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n < room) {
+        b->len += (size_t)n;
+        return 0;
+    }
+    if (room > 0)
+        b->data[b->len] = '\0'; /* the cut-off attempt wrote over the terminator */
     if (n < 0 || buf_reserve(b, (size_t)n) < 0)
         return -1;
     va_start(ap, fmt);

@@ -30,6 +30,7 @@ int64_t ad_now_ms(void);
 /* Monotonic clock in milliseconds. */
 int64_t ad_mono_ms(void);
 
+#define AD_RFC3339_LEN 24 /* 2026-11-30T18:11:40.123Z, for years 0000-9999 */
 /* Format ms-since-epoch as RFC 3339 UTC with milliseconds ("2026-11-30T18:11:40.123Z") into buf (>= 32 bytes). */
 void ad_time_rfc3339(int64_t ms, char *buf, size_t size);
 /* Parse RFC 3339 (Z or +hh:mm offset, optional fraction). Returns 0 and sets *ms, or -1. */

@@ -175,6 +175,34 @@ static void test_time_http(void **state)
     assert_string_equal(buf, "Thu, 29 Feb 2024 12:00:00 GMT");
 }
 
+/* The calendar arithmetic against the C library's, for every day of years 0000-9999 at a time of day that
+ * moves with the day, before 1970 too. */
+static void test_time_matches_gmtime(void **state)
+{
+    (void)state;
+    static const char wday[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char month[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    const int64_t first_day = -719528, last_day = 2932896;      /* 0000-01-01, 9999-12-31 */
+    for (int64_t day = first_day; day <= last_day; day += 11) { /* 11: every weekday and day of the month */
+        int64_t ms = day * 86400000 + (day * 7919 % 86400000 + 86400000) % 86400000;
+        time_t sec = (time_t)(ms / 1000 - (ms % 1000 < 0));
+        struct tm tm;
+        assert_non_null(gmtime_r(&sec, &tm));
+        char want[64], got[64];
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)((ms % 1000 + 1000) % 1000));
+        ad_time_rfc3339(ms, got, sizeof got);
+        if (strcmp(want, got) != 0)
+            fail_msg("ms %lld: want %s, got %s", (long long)ms, want, got);
+        snprintf(want, sizeof want, "%s, %02d %s %04d %02d:%02d:%02d GMT", wday[tm.tm_wday], tm.tm_mday,
+                 month[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        ad_time_http(ms, got, sizeof got);
+        if (strcmp(want, got) != 0)
+            fail_msg("ms %lld: want %s, got %s", (long long)ms, want, got);
+    }
+}
+
 static void test_b64url_vectors(void **state)
 {
     (void)state;
@@ -632,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_time_rfc3339_parse),
         cmocka_unit_test(test_time_rfc3339_round_trip),
         cmocka_unit_test(test_time_http),
+        cmocka_unit_test(test_time_matches_gmtime),
         cmocka_unit_test(test_b64url_vectors),
         cmocka_unit_test(test_b64url_round_trip),
         cmocka_unit_test(test_b64url_decode_errors),
