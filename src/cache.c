@@ -21,10 +21,21 @@ static size_t hash(const char *s)
     return (size_t)h;
 }
 
-static struct ad_entry **find_slot(const char *id)
+/* The chain link pointing at the entry for id (hash h), or at the chain's NULL end. The stored hash spares
+ * a strcmp, and the cache misses of reaching each entry's id, for every other entry in the chain. */
+static struct ad_entry **find_slot(const char *id, size_t h)
 {
-    struct ad_entry **p = &buckets[hash(id) & (nbuckets - 1)];
-    while (*p != NULL && strcmp((*p)->job->id, id) != 0)
+    struct ad_entry **p = &buckets[h & (nbuckets - 1)];
+    while (*p != NULL && ((*p)->hash != h || strcmp((*p)->job->id, id) != 0))
+        p = &(*p)->next;
+    return p;
+}
+
+/* The chain link pointing at e, which is in the table. */
+static struct ad_entry **slot_of(struct ad_entry *e)
+{
+    struct ad_entry **p = &buckets[e->hash & (nbuckets - 1)];
+    while (*p != e)
         p = &(*p)->next;
     return p;
 }
@@ -46,7 +57,7 @@ static void grow(void)
         struct ad_entry *e = old[i];
         while (e != NULL) {
             struct ad_entry *next = e->next;
-            struct ad_entry **slot = &buckets[hash(e->job->id) & (nbuckets - 1)];
+            struct ad_entry **slot = &buckets[e->hash & (nbuckets - 1)];
             e->next = *slot;
             *slot = e;
             e = next;
@@ -104,30 +115,37 @@ static void evict(struct ad_entry *keep)
         node = node->prev;
         if (e == keep || !h2o_linklist_is_empty(&e->waiters))
             continue;
-        unlink_entry(find_slot(e->job->id));
+        unlink_entry(slot_of(e));
         free_entry(e);
     }
 }
 
+/* Mark e most recently used. */
+static void touch(struct ad_entry *e)
+{
+    h2o_linklist_unlink(&e->lru);
+    h2o_linklist_insert(lru.next, &e->lru);
+}
+
 struct ad_entry *ad_cache_get(const char *id)
 {
-    struct ad_entry *e = *find_slot(id);
-    if (e != NULL) {
-        h2o_linklist_unlink(&e->lru);
-        h2o_linklist_insert(lru.next, &e->lru);
-    }
+    struct ad_entry *e = *find_slot(id, hash(id));
+    if (e != NULL)
+        touch(e);
     return e;
 }
 
 struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
 {
-    struct ad_entry **slot = find_slot(job->id);
+    size_t h = hash(job->id);
+    struct ad_entry **slot = find_slot(job->id, h);
     struct ad_entry *e = *slot;
     *changed = 0;
     if (e != NULL) {
         if (e->job->seq >= job->seq) {
             ad_job_free(job);
-            return ad_cache_get(e->job->id);
+            touch(e);
+            return e;
         }
         ad_job_free(e->job);
         e->job = job;
@@ -135,13 +153,14 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
         memcpy(old_etag, e->etag, sizeof(old_etag));
         render(e);
         *changed = 1;
-        ad_cache_get(job->id);
+        touch(e);
         if (strcmp(old_etag, e->etag) != 0)
             wake_all(e, e);
         return e;
     }
     e = ad_calloc(1, sizeof(*e));
     e->job = job;
+    e->hash = h;
     h2o_linklist_init_anchor(&e->waiters);
     render(e);
     e->next = NULL;
@@ -157,7 +176,7 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
 
 void ad_cache_remove(const char *id)
 {
-    struct ad_entry **slot = find_slot(id);
+    struct ad_entry **slot = find_slot(id, hash(id));
     struct ad_entry *e = *slot;
     if (e == NULL)
         return;

@@ -22,6 +22,7 @@ struct ad_entry {
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
     struct ad_entry *next;  /* hash chain */
+    size_t hash;            /* of job->id */
 };
 
 /* Someone waiting for an entry to change; wake is called once, after the waiter is unlinked. */
