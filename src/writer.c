@@ -46,29 +46,95 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
     }
 }
 
-static void run_batch(struct ad_op *batch)
+/* Apply ops (a chain) inside the open transaction, each in its own savepoint. */
+static void apply_ops(struct ad_op *op)
 {
     const struct ad_store_ops *ops = store->ops;
+    for (; op != NULL; op = op->next) {
+        op->err = ops->savepoint(conn);
+        if (op->err != AD_E_OK)
+            continue;
+        op->err = op->apply(op, conn);
+        if (op->err == AD_E_OK)
+            op->err = ops->release(conn);
+        else
+            ops->rollback_to(conn);
+    }
+}
+
+/* Take up to max queued operations off the queue (mu held): their chain, its length in *n. */
+static struct ad_op *take_queued(size_t max, size_t *n)
+{
+    struct ad_op *first = head, *last = head;
+    *n = 0;
+    if (head == NULL || max == 0)
+        return NULL;
+    for (*n = 1; last->next != NULL && *n < max; (*n)++)
+        last = last->next;
+    head = last->next;
+    if (head == NULL)
+        tail = &head;
+    last->next = NULL;
+    queued -= *n;
+    return first;
+}
+
+/* Under steady load every client whose answer left with the last batch sends its next request at about
+ * the same time. Starting a batch on the first arrival and committing at once would split them into a
+ * batch of one and a batch of the rest; waiting for all of them before applying anything would leave the
+ * writer idle while the event loop reads them. So a batch opens its transaction on the first arrival,
+ * applies operations as they come, and commits once it holds as many as the last batch did, or when
+ * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
+ * and nothing waits. Returns the batch's chain and its length in *count; mu is held on entry and exit. */
+static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
+{
+    struct ad_op *batch = NULL, **btail = &batch;
+    size_t n = 0, k;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += AD_WRITER_GATHER_NS;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_unlock(&mu);
     uint64_t t0 = mono_ns();
-    ad_err berr = ops->begin(conn);
-    if (berr == AD_E_OK) {
-        for (struct ad_op *op = batch; op != NULL; op = op->next) {
-            op->err = ops->savepoint(conn);
-            if (op->err != AD_E_OK)
-                continue;
-            op->err = op->apply(op, conn);
-            if (op->err == AD_E_OK)
-                op->err = ops->release(conn);
-            else
-                ops->rollback_to(conn);
+    *berr = store->ops->begin(conn);
+    uint64_t apply_ns = mono_ns() - t0;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        struct ad_op *taken = take_queued(AD_WRITER_MAX_BATCH - n, &k);
+        if (taken != NULL) {
+            pthread_mutex_unlock(&mu);
+            t0 = mono_ns();
+            if (*berr == AD_E_OK)
+                apply_ops(taken);
+            apply_ns += mono_ns() - t0;
+            *btail = taken;
+            while (*btail != NULL)
+                btail = &(*btail)->next;
+            n += k;
+            pthread_mutex_lock(&mu);
         }
-        uint64_t t1 = mono_ns();
-        berr = ops->commit(conn);
+        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping)
+            break;
+        if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
+            break;
+    }
+    __atomic_add_fetch(&stat_apply_ns, apply_ns, __ATOMIC_RELAXED);
+    *count = n;
+    return batch;
+}
+
+/* Commit the batch (mu not held), then hand each operation back to the event loop. */
+static void commit_and_deliver(struct ad_op *batch, ad_err berr)
+{
+    if (berr == AD_E_OK) {
+        uint64_t t0 = mono_ns();
+        berr = store->ops->commit(conn);
         if (berr != AD_E_OK)
-            ops->rollback(conn);
-        uint64_t t2 = mono_ns();
-        __atomic_add_fetch(&stat_apply_ns, t1 - t0, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&stat_commit_ns, t2 - t1, __ATOMIC_RELAXED);
+            store->ops->rollback(conn);
+        __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
     }
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
@@ -82,26 +148,6 @@ static void run_batch(struct ad_op *batch)
     }
 }
 
-/* Under steady load every client whose answer left with the last batch sends its next request at about
- * the same time; starting a batch on the first arrival would split them into a batch of one and a batch
- * of the rest. So when the last batch held n > 1 operations, wait a moment (far less than an fsync) for
- * up to n to queue up. With one client at a time, n stays 1 and nothing waits. */
-static void wait_for_company(size_t last_batch)
-{
-    if (last_batch <= 1 || queued >= last_batch)
-        return;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += AD_WRITER_GATHER_NS;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    while (queued < last_batch && !stopping)
-        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0)
-            break;
-}
-
 static void *writer_main(void *arg)
 {
     size_t last_batch = 0;
@@ -111,23 +157,14 @@ static void *writer_main(void *arg)
             pthread_cond_wait(&cv, &mu);
         if (head == NULL)
             break;
-        wait_for_company(last_batch);
-        struct ad_op *batch = head, *last = head;
-        size_t n = 1;
-        while (last->next != NULL && n < AD_WRITER_MAX_BATCH) {
-            last = last->next;
-            n++;
-        }
-        head = last->next;
-        if (head == NULL)
-            tail = &head;
-        last->next = NULL;
-        queued -= n;
+        ad_err berr;
+        size_t n;
+        struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
         last_batch = n;
         stat_batches++;
         stat_ops += n;
         pthread_mutex_unlock(&mu);
-        run_batch(batch);
+        commit_and_deliver(batch, berr);
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);

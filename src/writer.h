@@ -1,10 +1,11 @@
 /*
  * writer.h - the one store writer: a thread that applies operations in batches (group commit).
  *
- * The event loop hands operations to ad_writer_submit(). The writer thread takes every operation queued so
- * far, applies each inside its own savepoint of one transaction, commits once (one fsync for the batch) and
- * then hands each operation back to the event loop thread, where op->done runs. An operation's result is
- * therefore durable before done() is called: a 202 leaves only after its batch committed.
+ * The event loop hands operations to ad_writer_submit(). The writer thread opens one transaction, applies
+ * every operation queued so far and those that keep arriving while it expects more (writer.c), each inside its
+ * own savepoint, commits once (one fsync for the batch) and then hands each operation back to the event loop
+ * thread, where op->done runs. An operation's result is therefore durable before done() is called: a 202
+ * leaves only after its batch committed.
  */
 #ifndef AD_WRITER_H
 #define AD_WRITER_H

@@ -1,0 +1,230 @@
+/*
+ * test_writer.c - the group-commit writer on a real SQLite store: operations queued together commit in one
+ * batch, one operation's failure is rolled back alone, done() runs on the event loop thread after the
+ * commit, and an operation that arrives while a batch is open joins that batch.
+ *
+ * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
+ * decided by the test and not by thread timing.
+ */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+#include "store_test.h"
+#include "tmpdir.h"
+#include "writer.h"
+
+struct test_op {
+    struct ad_op op;
+    const char *job_id; /* inserted by apply when set */
+    ad_err fail;        /* returned by apply after the insert (AD_E_OK: succeed) */
+    sem_t *started, *go;
+    int done;
+    ad_err done_err;
+    int done_on_loop_thread, committed_at_done; /* committed: its job is visible to another connection */
+};
+
+static h2o_loop_t *loop;
+static pthread_t loop_thread;
+static struct ad_store *store;
+static struct ad_conn *reader;
+static char dir[64];
+
+/* 1 when the job is in the store, seen through another connection. */
+static int stored(const char *id)
+{
+    struct ad_job *j = NULL;
+    ad_err e = store->ops->job_get(reader, "t1", id, &j);
+    ad_job_free(j);
+    return e == AD_E_OK;
+}
+
+static ad_err op_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct test_op *t = (struct test_op *)op;
+    if (t->started != NULL)
+        sem_post(t->started);
+    if (t->go != NULL)
+        sem_wait(t->go);
+    if (t->job_id != NULL) {
+        struct ad_job *j = new_job(t->job_id, "t1", "bench", AD_QUEUED, AD_PRIO_NORMAL);
+        ad_err e = store->ops->job_insert(c, j);
+        ad_job_free(j);
+        if (e != AD_E_OK)
+            return e;
+    }
+    return t->fail;
+}
+
+static void op_done(struct ad_op *op)
+{
+    struct test_op *t = (struct test_op *)op;
+    t->done = 1;
+    t->done_err = op->err;
+    t->done_on_loop_thread = pthread_equal(pthread_self(), loop_thread);
+    t->committed_at_done = t->job_id == NULL || op->err != AD_E_OK || stored(t->job_id);
+}
+
+static void op_destroy(struct ad_op *op)
+{
+    (void)op; /* test_ops live on the test's stack */
+}
+
+static void init_op(struct test_op *t, const char *job_id)
+{
+    memset(t, 0, sizeof(*t));
+    t->op.apply = op_apply;
+    t->op.done = op_done;
+    t->op.destroy = op_destroy;
+    t->job_id = job_id;
+}
+
+/* Run the event loop until every op in ops has had its done() called. */
+static void run_until_done(struct test_op **ops, size_t n)
+{
+    for (;;) {
+        size_t done = 0;
+        for (size_t i = 0; i < n; i++)
+            done += ops[i]->done;
+        if (done == n)
+            return;
+        h2o_evloop_run(loop, 100);
+    }
+}
+
+static uint64_t batches(void)
+{
+    struct ad_writer_stats s;
+    ad_writer_stats(&s);
+    return s.batches;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[256] = "", data[128];
+    if (tmpdir_make(dir, sizeof(dir), "writer") != 0)
+        return -1;
+    snprintf(data, sizeof(data), "%s/data", dir);
+    store = ad_store_open(data, err, sizeof(err));
+    if (store == NULL)
+        fail_msg("ad_store_open: %s", err);
+    reader = store->ops->connect(store, err, sizeof(err));
+    loop = h2o_evloop_create();
+    loop_thread = pthread_self();
+    if (reader == NULL || ad_writer_start(store, loop, err, sizeof(err)) != 0)
+        fail_msg("start: %s", err);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ad_writer_stop();
+    h2o_evloop_run(loop, 0); /* deliver what the stop left */
+    store->ops->disconnect(reader);
+    store->ops->close(store);
+    tmpdir_remove(dir);
+    return 0;
+}
+
+/* Three operations queued while the writer is busy commit as one batch; the failing one alone is rolled
+ * back, and each done() runs on the loop thread with its own result, after the commit. */
+static void test_batch_commits_together_and_fails_alone(void **state)
+{
+    (void)state;
+    sem_t started, go;
+    sem_init(&started, 0, 0);
+    sem_init(&go, 0, 0);
+    struct test_op hold, a, b, c;
+    init_op(&hold, NULL);
+    hold.started = &started;
+    hold.go = &go;
+    init_op(&a, "job_a");
+    init_op(&b, "job_b");
+    b.fail = AD_E_ILLEGAL_TRANSITION;
+    init_op(&c, "job_c");
+
+    uint64_t before = batches();
+    ad_writer_submit(&hold.op);
+    sem_wait(&started); /* the writer is inside hold's batch: a, b and c queue up behind it */
+    ad_writer_submit(&a.op);
+    ad_writer_submit(&b.op);
+    ad_writer_submit(&c.op);
+    sem_post(&go);
+    struct test_op *all[] = {&hold, &a, &b, &c};
+    run_until_done(all, 4);
+
+    assert_int_equal(batches() - before, 2); /* hold's, then one for a, b and c */
+    assert_int_equal(a.done_err, AD_E_OK);
+    assert_int_equal(b.done_err, AD_E_ILLEGAL_TRANSITION);
+    assert_int_equal(c.done_err, AD_E_OK);
+    assert_true(stored("job_a"));
+    assert_false(stored("job_b"));
+    assert_true(stored("job_c"));
+    for (size_t i = 0; i < 4; i++) {
+        assert_true(all[i]->done_on_loop_thread);
+        assert_true(all[i]->committed_at_done);
+    }
+    sem_destroy(&started);
+    sem_destroy(&go);
+}
+
+/* After a batch of two, the next batch stays open for a second operation: one that arrives while the first
+ * is being applied joins it, and both commit together. A writer that waited for company before applying
+ * anything would have started applying p only after giving up on company, then committed p alone. */
+static void test_arrival_joins_the_open_batch(void **state)
+{
+    (void)state;
+    sem_t started, go;
+    sem_init(&started, 0, 0);
+    sem_init(&go, 0, 0);
+    struct test_op hold, y, z, p, q;
+
+    /* A batch of two (y, z), so that the next batch expects company. */
+    init_op(&hold, NULL);
+    hold.started = &started;
+    hold.go = &go;
+    init_op(&y, "job_y");
+    init_op(&z, "job_z");
+    ad_writer_submit(&hold.op);
+    sem_wait(&started);
+    ad_writer_submit(&y.op);
+    ad_writer_submit(&z.op);
+    sem_post(&go);
+    struct test_op *first[] = {&hold, &y, &z};
+    run_until_done(first, 3);
+
+    /* p is being applied when q is submitted; p's apply returns only after that. */
+    init_op(&p, "job_p");
+    p.started = &started;
+    p.go = &go;
+    init_op(&q, "job_q");
+    uint64_t before = batches();
+    ad_writer_submit(&p.op);
+    sem_wait(&started);
+    ad_writer_submit(&q.op);
+    sem_post(&go);
+    struct test_op *second[] = {&p, &q};
+    run_until_done(second, 2);
+
+    assert_int_equal(batches() - before, 1);
+    assert_int_equal(p.done_err, AD_E_OK);
+    assert_int_equal(q.done_err, AD_E_OK);
+    assert_true(stored("job_p") && stored("job_q"));
+    sem_destroy(&started);
+    sem_destroy(&go);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_commits_together_and_fails_alone),
+        cmocka_unit_test(test_arrival_joins_the_open_batch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
