@@ -180,6 +180,9 @@ void ad_job_list_free(struct ad_job_list *l);
 
 struct ad_store_ops {
     const char *name;
+    /* 1 when an open write transaction holds back the writers of other processes (PostgreSQL: the cluster's
+     * write lock), so the writer must not keep one open while it waits for more operations. */
+    int tx_blocks_others;
     /* Open a connection for the calling thread. NULL with err filled on failure. */
     struct ad_conn *(*connect)(struct ad_store *s, char *err, size_t errlen);
     void (*disconnect)(struct ad_conn *c);

@@ -85,11 +85,14 @@ static struct ad_op *take_queued(size_t max, size_t *n)
  * writer idle while the event loop reads them. So a batch opens its transaction on the first arrival,
  * applies operations as they come, and commits once it holds as many as the last batch did, or when
  * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
- * and nothing waits. Returns the batch's chain and its length in *count; mu is held on entry and exit. */
+ * and nothing waits. A store whose open transaction holds back other nodes (tx_blocks_others) waits for
+ * the company before it begins instead, and then applies what has come.
+ * Returns the batch's chain and its length in *count; mu is held on entry and exit. */
 static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
 {
     struct ad_op *batch = NULL, **btail = &batch;
     size_t n = 0, k;
+    int wait_in_tx = !store->ops->tx_blocks_others;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_nsec += AD_WRITER_GATHER_NS;
@@ -97,6 +100,9 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    while (!wait_in_tx && queued < last_batch && !stopping)
+        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0)
+            break;
     pthread_mutex_unlock(&mu);
     uint64_t t0 = mono_ns();
     *berr = store->ops->begin(conn);
@@ -116,7 +122,7 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
             n += k;
             pthread_mutex_lock(&mu);
         }
-        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping)
+        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx)
             break;
         if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
             break;
