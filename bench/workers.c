@@ -7,10 +7,10 @@
  *       job is submitted on a second connection. Latency: from just before the submit is written to the
  *       lease answer fully read. The worker then completes the job. COUNT rounds, one after the other.
  *       Prints handoff-n, handoff-p50, handoff-p99, handoff-max (ms).
- *   workers HOST PORT e2e JOBS SUBMITTERS WORKERS
+ *   workers HOST PORT e2e JOBS SUBMITTERS WORKERS [MAX]
  *       JOBS submitted over SUBMITTERS connections (one request in flight on each) while WORKERS connections
- *       each lease (max 1, wait 5) and complete, one job at a time. Rate: completed jobs per second from the
- *       first submit to the last completion. Prints e2e-n and e2e (jobs/s).
+ *       each lease up to MAX jobs at a time (default 1; wait 5) and complete them one after the other. Rate:
+ *       completed jobs per second from the first submit to the last completion. Prints e2e-n and e2e (jobs/s).
  *
  * Every connection is keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY. handoff uses blocking sockets;
  * e2e drives all of its connections from one thread with epoll, as wrk does. Any unexpected answer stops
@@ -30,11 +30,18 @@
 
 #define HANDOFF_TYPE "bench.handoff"
 #define E2E_TYPE "bench.e2e-c" /* not bench.e2e: the node run after it starts from an empty queue */
+#define MAX_LEASE 100          /* the daemon's cap on "max" */
+
+struct lease {
+    char job[64], id[64];
+};
 
 struct conn {
     int fd;
     int worker;      /* e2e: a worker connection (else a submitter) */
     int completing;  /* e2e worker: the request in flight is a complete */
+    struct lease leased[MAX_LEASE];
+    int nleased; /* e2e worker: leases not yet completed */
     char buf[65536]; /* answer bytes read so far */
     size_t len;
 };
@@ -138,15 +145,28 @@ static void field(const char *s, const char *key, char *out, size_t cap)
     out[n] = '\0';
 }
 
-/* Answer a lease with a complete of the leased job, on the same connection. */
-static void complete(struct conn *c, const char *lease_body)
+/* Complete job under lease id, on c. */
+static void complete(struct conn *c, const char *job, const char *id)
 {
-    char job[128], lease[128], path[256], req[512];
-    field(lease_body, "id", job, sizeof job);
-    field(lease_body, "leaseId", lease, sizeof lease);
+    char path[256], req[512];
     snprintf(path, sizeof path, "/v1/jobs/%s:complete", job);
-    snprintf(req, sizeof req, "{\"leaseId\":\"%s\",\"result\":{\"ok\":true}}", lease);
+    snprintf(req, sizeof req, "{\"leaseId\":\"%s\",\"result\":{\"ok\":true}}", id);
     post(c, path, req);
+}
+
+/* Keep the leases of a 200 lease answer in c->leased. Each lease is {"job":{...,"id":...},"leaseId":...}. */
+static void take_leases(struct conn *c, const char *body)
+{
+    c->nleased = 0;
+    for (const char *p = strstr(body, "{\"job\":"); p != NULL; p = strstr(p + 1, "{\"job\":")) {
+        if (c->nleased == MAX_LEASE)
+            die("more leases than asked for");
+        struct lease *l = &c->leased[c->nleased++];
+        field(p, "id", l->job, sizeof l->job);
+        field(p, "leaseId", l->id, sizeof l->id);
+    }
+    if (c->nleased == 0)
+        die("lease: 200 without a lease");
 }
 
 static int cmp(const void *a, const void *b)
@@ -161,7 +181,7 @@ static void handoff(int count)
     dial(&worker);
     dial(&submitter);
     double *lat = calloc((size_t)count, sizeof *lat);
-    char *body, job[128], sub[128], req[256];
+    char *body, sub[128], req[256];
     post(&worker, "/v1/leases", "{\"types\":[\"" HANDOFF_TYPE "\"],\"max\":1,\"wait\":0}");
     if (answer(&worker, &body) != 204)
         die("warm-up lease: want 204 (nothing of type " HANDOFF_TYPE " may be queued)");
@@ -176,12 +196,13 @@ static void handoff(int count)
         lat[i] = now_ms() - t0;
         if (status != 200)
             die("lease: want 200");
-        field(body, "id", job, sizeof job);
-        complete(&worker, body);
+        take_leases(&worker, body);
+        const struct lease *l = &worker.leased[0];
+        complete(&worker, l->job, l->id);
         if (answer(&submitter, &body) != 202)
             die("submit: want 202");
         field(body, "id", sub, sizeof sub);
-        if (strcmp(sub, job) != 0)
+        if (strcmp(sub, l->job) != 0)
             die("the worker leased another job than the one submitted");
         if (answer(&worker, &body) != 200)
             die("complete: want 200");
@@ -208,10 +229,22 @@ static void submit_next(struct conn *c, int jobs)
     post(c, "/v1/jobs", req);
 }
 
-static void lease_next(struct conn *c)
+static int lease_max = 1;
+
+/* A worker's next request: complete the next job it holds, or lease more. */
+static void work_next(struct conn *c)
 {
-    post(c, "/v1/leases",
-         "{\"types\":[\"" E2E_TYPE "\"],\"max\":1,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}");
+    if (c->nleased > 0) {
+        struct lease *l = &c->leased[--c->nleased];
+        complete(c, l->job, l->id);
+        c->completing = 1;
+        return;
+    }
+    char req[256];
+    snprintf(req, sizeof req,
+             "{\"types\":[\"" E2E_TYPE "\"],\"max\":%d,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}",
+             lease_max);
+    post(c, "/v1/leases", req);
     c->completing = 0;
 }
 
@@ -228,7 +261,7 @@ static void e2e(int jobs, int submitters, int workers)
     double t0 = now_ms(), deadline = t0 + 60000;
     for (int i = 0; i < n; i++) {
         if (conns[i].worker)
-            lease_next(&conns[i]);
+            work_next(&conns[i]);
         else
             submit_next(&conns[i], jobs);
     }
@@ -252,12 +285,12 @@ static void e2e(int jobs, int submitters, int workers)
                 if (status != 200)
                     die("complete: want 200");
                 if (++completed < jobs)
-                    lease_next(c);
+                    work_next(c);
             } else if (status == 200) {
-                complete(c, body);
-                c->completing = 1;
+                take_leases(c, body);
+                work_next(c);
             } else if (status == 204) {
-                lease_next(c);
+                work_next(c);
             } else {
                 die("lease: want 200 or 204");
             }
@@ -270,17 +303,22 @@ static void e2e(int jobs, int submitters, int workers)
 
 int main(int argc, char **argv)
 {
+    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX]";
     if (argc < 5)
-        die("usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS");
+        die(usage);
     host = argv[1];
     port = atoi(argv[2]);
     int a = atoi(argv[4]);
     if (strcmp(argv[3], "handoff") == 0 && argc == 5 && a > 0) {
         handoff(a);
-    } else if (strcmp(argv[3], "e2e") == 0 && argc == 7 && a > 0 && atoi(argv[5]) > 0 && atoi(argv[6]) > 0) {
+    } else if (strcmp(argv[3], "e2e") == 0 && (argc == 7 || argc == 8) && a > 0 && atoi(argv[5]) > 0 &&
+               atoi(argv[6]) > 0) {
+        lease_max = argc == 8 ? atoi(argv[7]) : 1;
+        if (lease_max < 1 || lease_max > MAX_LEASE)
+            die("MAX must be 1 to 100");
         e2e(a, atoi(argv[5]), atoi(argv[6]));
     } else {
-        die("usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS");
+        die(usage);
     }
     return 0;
 }
