@@ -80,14 +80,22 @@ static void wake_all(struct ad_entry *e, struct ad_entry *arg)
     }
 }
 
+/* Jobs are rendered into this buffer, kept from one render to the next, and copied out at their size: one
+ * allocation per render instead of a chain of reallocations as the text grows. A buffer grown past
+ * SCRATCH_KEEP by a large job is let go afterwards. */
+#define SCRATCH_KEEP 65536
+static struct ad_buf scratch = {.max = SIZE_MAX};
+
 static void render(struct ad_entry *e)
 {
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    ad_job_render(e->job, &b);
+    scratch.len = 0;
+    ad_job_render(e->job, &scratch);
     free(e->body);
-    e->body = b.data;
-    e->len = b.len;
+    e->body = ad_malloc(scratch.len + 1);
+    memcpy(e->body, scratch.data, scratch.len + 1);
+    e->len = scratch.len;
+    if (scratch.cap > SCRATCH_KEEP)
+        ad_buf_free(&scratch);
     ad_etag(e->body, e->len, e->etag);
 }
 
@@ -214,4 +222,5 @@ void ad_cache_clear(void)
     free(buckets);
     buckets = NULL;
     nbuckets = 0;
+    ad_buf_free(&scratch);
 }
