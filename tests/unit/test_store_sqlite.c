@@ -661,6 +661,17 @@ static void test_commit_writes_the_wal_at_once(void **state)
     ad_job_free(g);
 }
 
+/* SQLite keeps no memory statistics in this process (their global mutex is taken on every allocation):
+ * with them on, the memory in use after storing a job would be counted. */
+static void test_no_memory_statistics(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *j = new_job("job_m", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, j);
+    ad_job_free(j);
+    assert_int_equal(sqlite3_memory_used(), 0);
+}
+
 static void test_seq_never_repeats_after_newest_rows_are_deleted(void **state)
 {
     struct fx *f = *state;
@@ -865,6 +876,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idempotency_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_seq_moves_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_writes_the_wal_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_memory_statistics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_never_repeats_after_newest_rows_are_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_savepoints_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_connection_sees_only_committed_rows, setup, teardown),
