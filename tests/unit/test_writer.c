@@ -174,9 +174,10 @@ static void test_batch_commits_together_and_fails_alone(void **state)
     sem_destroy(&go);
 }
 
-/* After a batch of two, the next batch stays open for a second operation: one that arrives while the first
- * is being applied joins it, and both commit together. A writer that waited for company before applying
- * anything would have started applying p only after giving up on company, then committed p alone. */
+/* After a batch of several operations, the next batch stays open for company: an operation that arrives
+ * while the first is being applied joins it, and both commit together. A writer that waited for company
+ * before applying anything would have started applying p only after giving up on company, then committed
+ * p alone. */
 static void test_arrival_joins_the_open_batch(void **state)
 {
     (void)state;
@@ -185,7 +186,8 @@ static void test_arrival_joins_the_open_batch(void **state)
     sem_init(&go, 0, 0);
     struct test_op hold, y, z, p, q;
 
-    /* A batch of two (y, z), so that the next batch expects company. */
+    /* y and z queue while the writer is held inside hold's batch: the batch they end up in holds more than
+     * one operation, so the next batch expects company. */
     init_op(&hold, NULL);
     hold.started = &started;
     hold.go = &go;
