@@ -5,6 +5,8 @@
 #   poll-304    GET /v1/jobs/{id} with If-None-Match of the current ETag (the poll path: memory only)
 #   get-200     GET /v1/jobs/{id} (full representation)
 #   submit      POST /v1/jobs (durable: 202 after the group commit)
+#   submit-cpu  the daemon's CPU time per submit during that run, per thread (event loop, writer): a figure
+#               less shaken by other load on the machine than the rates
 # Usage: bench/http.sh [--reference-only]   (--reference-only: nginx lines only, no acceptd needed)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
@@ -53,5 +55,9 @@ wrk_rate poll-304 "$job_url" -H "If-None-Match: $etag"
 report poll-304 nginx-304
 wrk_rate get-200 "$job_url"
 report get-200 nginx-304 nginx-200
+thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
 wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
+thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 report submit nginx-304
+cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$WRK_REQUESTS" |
+    awk '{ line = line sprintf("  %s %s us", $1, $2) } END { printf "%-12s%s per submit\n", "submit-cpu", line }'

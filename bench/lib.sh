@@ -139,8 +139,8 @@ EOF
 }
 
 # start_acceptd [ARGS...]: `acceptd serve` on an ephemeral loopback port with a fresh data dir, extra ARGS
-# appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout. Set
-# BENCH_NODE to give each of several daemons a directory of its own (default: acceptd).
+# appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout, and
+# ACCEPTD_PID. Set BENCH_NODE to give each of several daemons a directory of its own (default: acceptd).
 start_acceptd()
 {
     local dir="$BENCH_TMP/${BENCH_NODE:-acceptd}" pid tries=100 line
@@ -151,6 +151,7 @@ start_acceptd()
         >"$dir/stdout.log" 2>"$dir/stderr.log" &
     pid=$!
     BENCH_PIDS+=("$pid")
+    ACCEPTD_PID=$pid
     while [ "$tries" -gt 0 ]; do
         line=$(grep -m1 -o 'listening on http://[^[:space:]]*' "$dir/stdout.log" 2>/dev/null || true)
         if [ -n "$line" ]; then
@@ -167,7 +168,8 @@ start_acceptd()
 }
 
 # wrk_rate NAME URL [WRK_ARGS...]: run wrk with BENCH_WRK; record requests/s in BENCH_RATE[NAME] and
-# set WRK_RPS, WRK_BAD (non-2xx/3xx responses) and WRK_SOCKERR (socket errors line, or empty).
+# set WRK_RPS, WRK_REQUESTS (requests completed), WRK_BAD (non-2xx/3xx responses) and WRK_SOCKERR (socket
+# errors line, or empty).
 wrk_rate()
 {
     local name=$1 url=$2 out
@@ -178,6 +180,7 @@ wrk_rate()
         bench_die "wrk failed for $name"
     }
     WRK_RPS=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' <<<"$out")
+    WRK_REQUESTS=$(awk '/ requests in / { print $1 }' <<<"$out")
     WRK_BAD=$(awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); print $2 }' <<<"$out")
     WRK_SOCKERR=$(grep -m1 'Socket errors' <<<"$out" | sed 's/^ *//' || true)
     [ -n "$WRK_RPS" ] || {
@@ -206,6 +209,25 @@ report()
     [ -n "$WRK_BAD" ] && line+="  non-2xx/3xx: $WRK_BAD"
     [ -n "$WRK_SOCKERR" ] && line+="  ($WRK_SOCKERR)"
     echo "$line"
+}
+
+# thread_ticks PID: one "name ticks" line per thread of PID, ticks being its user + system CPU time in
+# clock ticks (/proc/PID/task/*/stat fields 14 and 15). The daemon names its threads (acceptd-writer, ...).
+thread_ticks()
+{
+    local t
+    for t in /proc/"$1"/task/*; do
+        printf '%s %s\n' "$(cat "$t/comm")" "$(awk '{ print $14 + $15 }' "$t/stat")"
+    done
+}
+
+# cpu_per_request BEFORE AFTER REQUESTS: from two thread_ticks snapshots, the CPU time per request of each
+# thread that used any, in µs: "name µs" lines, busiest first.
+cpu_per_request()
+{
+    awk -v n="$3" -v hz="$(getconf CLK_TCK)" 'NR == FNR { before[$1] += $2; next } { after[$1] += $2 }
+        END { for (t in after) if (after[t] > before[t]) printf "%s %.1f\n", t, (after[t] - before[t]) * 1e6 / hz / n }' \
+        "$1" "$2" | sort -k2 -rn
 }
 
 # http_head METHOD URL [CURL_ARGS...]: print the status line and headers of one request, with CRs

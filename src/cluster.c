@@ -200,6 +200,7 @@ int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the cluster feed thread");
         return -1;
     }
+    pthread_setname_np(cl.thread, "acceptd-cluster");
     ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_PERIOD_MS);
     return 0;
 }

@@ -415,6 +415,7 @@ static int sender_start(const int *fds, size_t *res, size_t from, size_t to, con
             pthread_mutex_unlock(&sender.mu);
             return -1;
         }
+        pthread_setname_np(t, "acceptd-sse");
         pthread_detach(t);
         sender.started = 1;
     }

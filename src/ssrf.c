@@ -392,6 +392,7 @@ struct ad_resolver *ad_resolver_new(const struct ad_ssrf *g, void (*wake)(void *
         ad_error("webhooks: cannot start the resolver thread");
         abort();
     }
+    pthread_setname_np(r->thread, "acceptd-resolve");
     return r;
 }
 

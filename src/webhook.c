@@ -982,6 +982,7 @@ int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const 
         snprintf(err, errlen, "cannot start the webhook delivery thread");
         return -1;
     }
+    pthread_setname_np(eng.thread, "acceptd-webhook");
     eng.started = 1;
     return 0;
 }

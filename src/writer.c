@@ -1,8 +1,9 @@
 /*
  * writer.c - the group-commit writer thread.
  *
- * Batching needs no timer: while one batch is being fsynced, new operations pile up in the queue, and the
- * next batch takes them all. Under light load a batch is one operation and adds no delay.
+ * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
+ * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
+ * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
  */
 #include "writer.h"
 #include "util.h"
@@ -190,6 +191,7 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
         snprintf(err, errlen, "cannot start the writer thread");
         return -1;
     }
+    pthread_setname_np(thread, "acceptd-writer");
     return 0;
 }
 
