@@ -59,5 +59,4 @@ thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
 wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 report submit nginx-304
-cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$WRK_REQUESTS" |
-    awk '{ line = line sprintf("  %s %s us", $1, $2) } END { printf "%-12s%s per submit\n", "submit-cpu", line }'
+printf '%-12s%s per submit\n' submit-cpu "$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$WRK_REQUESTS")"

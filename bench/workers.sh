@@ -12,6 +12,7 @@
 #                    (target: >= 0.5x); e2e-node the same from node, against submit-node
 #   e2e-max8         e2e again with each worker leasing up to 8 jobs at a time (max 8) and completing them in
 #                    turn: what batching leases buys a worker
+#   e2e-cpu          the daemon's CPU time per job during the e2e round, per thread (as submit-cpu in http.sh)
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 10000), and those of bench/lib.sh.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
@@ -87,9 +88,12 @@ node_run submit "$BENCH_E2E_JOBS" "$SUBMITTERS"
 record submit-node "$(value submit-node)"
 printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
 
+thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
 c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
+thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 record e2e "$(value e2e)"
 e2e_n=$(value e2e-n)
+e2e_cpu=$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$e2e_n")
 c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 8
 record e2e-max8 "$(value e2e)"
 e2e_max8_n=$(value e2e-n)
@@ -104,6 +108,7 @@ report submit
 ratio=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')
 printf '%-16s %8d jobs/s %5.2fx submit       target >= 0.5x: %s  (%d completed)\n' e2e "${BENCH_RATE[e2e]}" \
     "$ratio" "$(verdict "$ratio" '>=' 0.5)" "$e2e_n"
+printf '%-16s%s per job\n' e2e-cpu "$e2e_cpu"
 printf '%-16s %8d jobs/s %5.2fx submit       (%d completed)\n' e2e-max8 "${BENCH_RATE[e2e-max8]}" \
     "$(awk -v a="${BENCH_RATE[e2e-max8]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')" "$e2e_max8_n"
 printf '%-16s %8d jobs/s %5.2fx submit-node  (%d completed)\n' e2e-node "${BENCH_RATE[e2e-node]}" \
