@@ -143,19 +143,24 @@ struct ad_entry *ad_cache_get(const char *id)
     return e;
 }
 
-struct ad_entry *ad_cache_put(struct ad_job *job, int *changed)
+struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **replaced)
 {
     size_t h = hash(job->id);
     struct ad_entry **slot = find_slot(job->id, h);
     struct ad_entry *e = *slot;
     *changed = 0;
+    if (replaced != NULL)
+        *replaced = NULL;
     if (e != NULL) {
         if (e->job->seq >= job->seq) {
             ad_job_free(job);
             touch(e);
             return e;
         }
-        ad_job_free(e->job);
+        if (replaced != NULL)
+            *replaced = e->job;
+        else
+            ad_job_free(e->job);
         e->job = job;
         char old_etag[25];
         memcpy(old_etag, e->etag, sizeof(old_etag));

@@ -35,8 +35,10 @@ void ad_cache_init(size_t max_entries);
 /* The entry for id, or NULL when not cached. Marks it recently used. */
 struct ad_entry *ad_cache_get(const char *id);
 /* Store job (takes ownership) unless the cached version is newer; returns the current entry. Wakes the
- * entry's waiters when the representation changed. *changed is set to 1 when the stored entry changed. */
-struct ad_entry *ad_cache_put(struct ad_job *job, int *changed);
+ * entry's waiters when the representation changed. *changed is set to 1 when the stored entry changed.
+ * replaced (may be NULL): set to the version job replaced, now the caller's to free, or to NULL when there
+ * was none (a new entry, or job was dropped as older); without it the replaced version is freed here. */
+struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **replaced);
 /* Drop the entry for id (its waiters are woken with e == NULL). */
 void ad_cache_remove(const char *id);
 void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w);

@@ -162,12 +162,13 @@ static void arm_runat_timer(const struct ad_job *j)
 
 struct ad_entry *ad_server_publish(struct ad_job *job)
 {
-    struct ad_entry *prev = ad_cache_get(job->id);
-    enum ad_status prev_status = prev != NULL ? prev->job->status : AD_STATUS__COUNT;
-    char *prev_lease = prev != NULL && prev->job->lease_id != NULL ? ad_strdup(prev->job->lease_id) : NULL;
+    /* The version this one replaces, if it was cached: what changed decides the timers and kicks below. */
+    struct ad_job *prev;
     int changed;
-    struct ad_entry *e = ad_cache_put(job, &changed);
+    struct ad_entry *e = ad_cache_put(job, &changed, &prev);
     if (changed) {
+        enum ad_status prev_status = prev != NULL ? prev->status : AD_STATUS__COUNT;
+        const char *prev_lease = prev != NULL ? prev->lease_id : NULL;
         const struct ad_job *j = e->job;
         ad_api_changes_notify(j->tenant);
         if (ad_cluster_enabled())
@@ -189,7 +190,7 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
                 *avg = 0.8 * *avg + 0.2 * (double)(j->finished_at - j->started_at);
         }
     }
-    free(prev_lease);
+    ad_job_free(prev);
     return e;
 }
 
@@ -203,7 +204,7 @@ ad_err ad_server_lookup(const char *tenant, const char *id, struct ad_entry **ou
         if (err != AD_E_OK)
             return err;
         int changed;
-        e = ad_cache_put(j, &changed);
+        e = ad_cache_put(j, &changed, NULL);
     }
     if (strcmp(e->job->tenant, tenant) != 0)
         return AD_E_NOT_FOUND;

@@ -84,7 +84,9 @@ static void test_put_get(void **state)
 
     struct ad_job *j = mk("job_a", 1, AD_QUEUED, -1);
     int changed = -1;
-    struct ad_entry *e = ad_cache_put(j, &changed);
+    struct ad_job *replaced = j; /* anything but NULL */
+    struct ad_entry *e = ad_cache_put(j, &changed, &replaced);
+    assert_null(replaced); /* a new entry replaces nothing */
     assert_non_null(e);
     assert_int_equal(changed, 1);
     assert_ptr_equal(e->job, j);
@@ -105,7 +107,7 @@ static void test_put_get(void **state)
     assert_string_equal(e->etag, tag);
     ad_buf_free(&b);
 
-    struct ad_entry *e2 = ad_cache_put(mk("job_b", 2, AD_RUNNING, 5), &changed);
+    struct ad_entry *e2 = ad_cache_put(mk("job_b", 2, AD_RUNNING, 5), &changed, NULL);
     assert_int_equal(changed, 1);
     assert_ptr_not_equal(e, e2);
     assert_int_equal(ad_cache_size(), 2);
@@ -118,14 +120,17 @@ static void test_older_seq_never_replaces_newer(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 5, AD_RUNNING, 50), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 5, AD_RUNNING, 50), &changed, NULL);
     char tag[25];
     memcpy(tag, e->etag, sizeof(tag));
     char *body = ad_strndup(e->body, e->len);
 
-    /* Older and equal versions are dropped (and freed: ASan checks). */
+    /* Older and equal versions are dropped (and freed: ASan checks); they replace nothing. */
     for (int64_t seq = 1; seq <= 5; seq++) {
-        struct ad_entry *r = ad_cache_put(mk("job_a", seq, AD_SUCCEEDED, 100), &changed);
+        struct ad_job *replaced = mk("job_x", 0, AD_QUEUED, -1), *marker = replaced;
+        struct ad_entry *r = ad_cache_put(mk("job_a", seq, AD_SUCCEEDED, 100), &changed, &replaced);
+        assert_null(replaced);
+        ad_job_free(marker);
         assert_int_equal(changed, 0);
         assert_ptr_equal(r, e);
         assert_int_equal(e->job->seq, 5);
@@ -135,8 +140,13 @@ static void test_older_seq_never_replaces_newer(void **state)
     }
     assert_int_equal(ad_cache_size(), 1);
 
-    /* A newer one replaces it, in place. */
-    struct ad_entry *r = ad_cache_put(mk("job_a", 6, AD_SUCCEEDED, 100), &changed);
+    /* A newer one replaces it, in place, and the replaced version is handed back. */
+    struct ad_job *replaced = NULL;
+    struct ad_entry *r = ad_cache_put(mk("job_a", 6, AD_SUCCEEDED, 100), &changed, &replaced);
+    assert_non_null(replaced);
+    assert_int_equal(replaced->seq, 5);
+    assert_int_equal(replaced->status, AD_RUNNING);
+    ad_job_free(replaced);
     assert_int_equal(changed, 1);
     assert_ptr_equal(r, e);
     assert_int_equal(e->job->seq, 6);
@@ -151,8 +161,8 @@ static void test_waiters_woken_once_on_change(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
-    struct ad_entry *other = ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
+    struct ad_entry *other = ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed, NULL);
     static struct probe p1, p2, p3; /* static: teardown may still wake them after a failed assertion */
     probe_init(&p1);
     probe_init(&p2);
@@ -162,19 +172,19 @@ static void test_waiters_woken_once_on_change(void **state)
     ad_cache_watch(other, &p3.w);
 
     /* Same representation under a higher seq: stored, but no one is woken. */
-    ad_cache_put(mk("job_a", 2, AD_RUNNING, 10), &changed);
+    ad_cache_put(mk("job_a", 2, AD_RUNNING, 10), &changed, NULL);
     assert_int_equal(changed, 1);
     assert_int_equal(e->job->seq, 2);
     assert_int_equal(p1.woken, 0);
     assert_int_equal(p2.woken, 0);
 
     /* Older version: nothing happens. */
-    ad_cache_put(mk("job_a", 1, AD_SUCCEEDED, 100), &changed);
+    ad_cache_put(mk("job_a", 1, AD_SUCCEEDED, 100), &changed, NULL);
     assert_int_equal(changed, 0);
     assert_int_equal(p1.woken, 0);
 
     /* The representation changes: both woken exactly once, with the entry; other entries' waiters are not. */
-    ad_cache_put(mk("job_a", 3, AD_RUNNING, 11), &changed);
+    ad_cache_put(mk("job_a", 3, AD_RUNNING, 11), &changed, NULL);
     assert_int_equal(changed, 1);
     assert_int_equal(p1.woken, 1);
     assert_int_equal(p2.woken, 1);
@@ -185,7 +195,7 @@ static void test_waiters_woken_once_on_change(void **state)
     assert_true(h2o_linklist_is_empty(&e->waiters));
 
     /* Woken waiters are gone: the next change wakes nobody. */
-    ad_cache_put(mk("job_a", 4, AD_RUNNING, 12), &changed);
+    ad_cache_put(mk("job_a", 4, AD_RUNNING, 12), &changed, NULL);
     assert_int_equal(p1.woken, 1);
     assert_int_equal(p2.woken, 1);
 
@@ -204,16 +214,16 @@ static void test_rewatch_from_wake_waits_for_next_change(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
     static struct probe p;
     probe_init(&p);
     p.rewatch = 3;
     ad_cache_watch(e, &p.w);
-    ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed);
+    ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed, NULL);
     if (p.woken != 1)
         fail_msg("one change woke a re-watching waiter %d times", p.woken);
     assert_true(h2o_linklist_is_linked(&p.w.link));
-    ad_cache_put(mk("job_a", 3, AD_RUNNING, 30), &changed);
+    ad_cache_put(mk("job_a", 3, AD_RUNNING, 30), &changed, NULL);
     assert_int_equal(p.woken, 2);
     ad_cache_unwatch(&p.w);
 }
@@ -222,7 +232,7 @@ static void test_unwatch(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
     static struct probe p1, p2, p3; /* static: teardown may still wake them after a failed assertion */
     probe_init(&p1);
     probe_init(&p2);
@@ -233,7 +243,7 @@ static void test_unwatch(void **state)
     ad_cache_unwatch(&p2.w); /* the middle one */
     ad_cache_unwatch(&p2.w); /* twice is safe */
     assert_false(h2o_linklist_is_linked(&p2.w.link));
-    ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed);
+    ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed, NULL);
     assert_int_equal(p1.woken, 1);
     assert_int_equal(p2.woken, 0);
     assert_int_equal(p3.woken, 1);
@@ -249,8 +259,8 @@ static void test_remove_wakes_with_null(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
-    ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
+    ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed, NULL);
     static struct probe p;
     probe_init(&p);
     p.last = e;
@@ -269,7 +279,7 @@ static void test_remove_wakes_with_null(void **state)
     assert_int_equal(ad_cache_size(), 1);
 
     /* The id can be cached again afterwards. */
-    struct ad_entry *again = ad_cache_put(mk("job_a", 1, AD_QUEUED, -1), &changed);
+    struct ad_entry *again = ad_cache_put(mk("job_a", 1, AD_QUEUED, -1), &changed, NULL);
     assert_int_equal(changed, 1);
     assert_ptr_equal(ad_cache_get("job_a"), again);
 }
@@ -288,7 +298,7 @@ static void test_eviction_lru_skips_waiters(void **state)
     char id[16];
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof(id), "job_%d", i);
-        ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed);
+        ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed, NULL);
     }
     assert_int_equal(ad_cache_size(), 3);
 
@@ -300,7 +310,7 @@ static void test_eviction_lru_skips_waiters(void **state)
     ad_cache_get("job_0");
     ad_cache_get("job_1");
     /* LRU order now (newest first): 1, 0, 2 */
-    ad_cache_put(mk("job_3", 1, AD_QUEUED, -1), &changed);
+    ad_cache_put(mk("job_3", 1, AD_QUEUED, -1), &changed, NULL);
     assert_int_equal(ad_cache_size(), 3);
     assert_null(ad_cache_get("job_2"));
     assert_non_null(ad_cache_get("job_0"));
@@ -310,7 +320,7 @@ static void test_eviction_lru_skips_waiters(void **state)
     ad_cache_get("job_1");
     ad_cache_get("job_3");
     /* order: 3, 1, 0; job_0 still has its waiter, so the next insert evicts job_1 */
-    ad_cache_put(mk("job_4", 1, AD_QUEUED, -1), &changed);
+    ad_cache_put(mk("job_4", 1, AD_QUEUED, -1), &changed, NULL);
     assert_int_equal(ad_cache_size(), 3);
     assert_null(ad_cache_get("job_1"));
     assert_non_null(ad_cache_get("job_0"));
@@ -326,11 +336,11 @@ static void test_update_counts_as_use(void **state)
     char id[16];
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof(id), "job_%d", i);
-        ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed);
+        ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed, NULL);
     }
-    ad_cache_put(mk("job_0", 2, AD_RUNNING, 1), &changed);
+    ad_cache_put(mk("job_0", 2, AD_RUNNING, 1), &changed, NULL);
     assert_int_equal(changed, 1);
-    ad_cache_put(mk("job_3", 1, AD_QUEUED, -1), &changed);
+    ad_cache_put(mk("job_3", 1, AD_QUEUED, -1), &changed, NULL);
     assert_int_equal(ad_cache_size(), 3);
     assert_non_null(ad_cache_get("job_0"));
     assert_null(ad_cache_get("job_1"));
@@ -350,11 +360,11 @@ static void test_eviction_never_drops_the_entry_being_put(void **state)
     char id[16];
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof(id), "job_%d", i);
-        struct ad_entry *e = ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed);
+        struct ad_entry *e = ad_cache_put(mk(id, 1, AD_QUEUED, -1), &changed, NULL);
         probe_init(&p[i]);
         ad_cache_watch(e, &p[i].w);
     }
-    struct ad_entry *e = ad_cache_put(mk("job_new", 7, AD_RUNNING, 1), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_new", 7, AD_RUNNING, 1), &changed, NULL);
     assert_int_equal(changed, 1);
     struct ad_entry *found = ad_cache_get("job_new");
     if (found == NULL)
@@ -385,7 +395,7 @@ static void test_growth_keeps_every_entry(void **state)
     int changed;
     for (int i = 0; i < N; i++) {
         snprintf(id, sizeof(id), "job_%07d", i);
-        entries[i] = ad_cache_put(mk(id, i + 1, AD_QUEUED, -1), &changed);
+        entries[i] = ad_cache_put(mk(id, i + 1, AD_QUEUED, -1), &changed, NULL);
         assert_int_equal(changed, 1);
     }
     assert_int_equal(ad_cache_size(), N);
@@ -399,7 +409,7 @@ static void test_growth_keeps_every_entry(void **state)
     /* Updates and removals still find their entry after the table grew. */
     for (int i = 0; i < N; i += 2) {
         snprintf(id, sizeof(id), "job_%07d", i);
-        ad_cache_put(mk(id, N + i + 1, AD_RUNNING, 1), &changed);
+        ad_cache_put(mk(id, N + i + 1, AD_RUNNING, 1), &changed, NULL);
         assert_int_equal(changed, 1);
     }
     for (int i = 1; i < N; i += 2) {
@@ -423,8 +433,8 @@ static void test_clear_wakes_and_empties(void **state)
 {
     (void)state;
     int changed;
-    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
-    ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed);
+    struct ad_entry *e = ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
+    ad_cache_put(mk("job_b", 1, AD_RUNNING, 10), &changed, NULL);
     static struct probe p;
     probe_init(&p);
     p.last = e;
@@ -436,7 +446,7 @@ static void test_clear_wakes_and_empties(void **state)
     /* Usable again after a new init (teardown clears once more). */
     ad_cache_init(10);
     assert_null(ad_cache_get("job_a"));
-    ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed);
+    ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
     assert_int_equal(ad_cache_size(), 1);
 }
 
