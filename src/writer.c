@@ -63,19 +63,21 @@ static void apply_ops(struct ad_op *op)
     }
 }
 
-/* Take up to max queued operations off the queue (mu held): their chain, its length in *n. */
-static struct ad_op *take_queued(size_t max, size_t *n)
+/* Take up to max queued operations off the queue (mu held): their chain, its last op in *last and its
+ * length in *n; NULL when none is queued. */
+static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
 {
-    struct ad_op *first = head, *last = head;
+    struct ad_op *first = head;
     *n = 0;
     if (head == NULL || max == 0)
         return NULL;
-    for (*n = 1; last->next != NULL && *n < max; (*n)++)
-        last = last->next;
-    head = last->next;
+    *last = head;
+    for (*n = 1; (*last)->next != NULL && *n < max; (*n)++)
+        *last = (*last)->next;
+    head = (*last)->next;
     if (head == NULL)
         tail = &head;
-    last->next = NULL;
+    (*last)->next = NULL;
     queued -= *n;
     return first;
 }
@@ -110,7 +112,7 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     uint64_t apply_ns = mono_ns() - t0;
     pthread_mutex_lock(&mu);
     for (;;) {
-        struct ad_op *taken = take_queued(AD_WRITER_MAX_BATCH - n, &k);
+        struct ad_op *last, *taken = take_queued(AD_WRITER_MAX_BATCH - n, &last, &k);
         if (taken != NULL) {
             pthread_mutex_unlock(&mu);
             t0 = mono_ns();
@@ -118,8 +120,7 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
                 apply_ops(taken);
             apply_ns += mono_ns() - t0;
             *btail = taken;
-            while (*btail != NULL)
-                btail = &(*btail)->next;
+            btail = &last->next;
             n += k;
             pthread_mutex_lock(&mu);
         }
