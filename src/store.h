@@ -16,41 +16,42 @@
 
 /*
  * The columns of the jobs table that mirror struct ad_job, in the order every backend selects and binds them:
- * XX(name, kind, n), n being the column's place from 1 (its parameter number where a backend numbers them).
- * Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). seq and cseq
- * follow them and are handled by hand. Each backend generates its select list, insert, update, binder and row
- * reader from this one list, so no two can drift apart.
+ * XX(name, kind, n, fixed), n being the column's place from 1 (its parameter number where a backend numbers
+ * them). Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). A fixed
+ * column (1) is written when the job is created and never changed by an update (tombstoning empties the
+ * payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend generates its
+ * select list, insert, update, binder and row reader from this one list, so no two can drift apart.
  */
 #define AD_JOB_COLUMNS(XX)                                                                                             \
-    XX(id, TEXT, 1)                                                                                                    \
-    XX(tenant, TEXT, 2)                                                                                                \
-    XX(type, TEXT, 3)                                                                                                  \
-    XX(status, INT, 4)                                                                                                 \
-    XX(progress, PROG, 5)                                                                                              \
-    XX(priority, INT, 6)                                                                                               \
-    XX(payload, TEXT, 7)                                                                                               \
-    XX(result, TEXT, 8)                                                                                                \
-    XX(result_location, TEXT, 9)                                                                                       \
-    XX(error, TEXT, 10)                                                                                                \
-    XX(message, TEXT, 11)                                                                                              \
-    XX(attempt, INT, 12)                                                                                               \
-    XX(max_attempts, INT, 13)                                                                                          \
-    XX(cancel_requested, INT, 14)                                                                                      \
-    XX(timeout_seconds, INT, 15)                                                                                       \
-    XX(on_complete_redirect, INT, 16)                                                                                  \
-    XX(created_at, TIME, 17)                                                                                           \
-    XX(started_at, TIME, 18)                                                                                           \
-    XX(updated_at, TIME, 19)                                                                                           \
-    XX(finished_at, TIME, 20)                                                                                          \
-    XX(expires_at, TIME, 21)                                                                                           \
-    XX(run_at, TIME, 22)                                                                                               \
-    XX(callback_url, TEXT, 23)                                                                                         \
-    XX(retry_of, TEXT, 24)                                                                                             \
-    XX(resource, TEXT, 25)                                                                                             \
-    XX(lease_id, TEXT, 26)                                                                                             \
-    XX(lease_expires_at, TIME, 27)                                                                                     \
-    XX(worker, TEXT, 28)                                                                                               \
-    XX(tombstoned, INT, 29)
+    XX(id, TEXT, 1, 1)                                                                                                 \
+    XX(tenant, TEXT, 2, 1)                                                                                             \
+    XX(type, TEXT, 3, 1)                                                                                               \
+    XX(status, INT, 4, 0)                                                                                              \
+    XX(progress, PROG, 5, 0)                                                                                           \
+    XX(priority, INT, 6, 1)                                                                                            \
+    XX(payload, TEXT, 7, 1)                                                                                            \
+    XX(result, TEXT, 8, 0)                                                                                             \
+    XX(result_location, TEXT, 9, 0)                                                                                    \
+    XX(error, TEXT, 10, 0)                                                                                             \
+    XX(message, TEXT, 11, 0)                                                                                           \
+    XX(attempt, INT, 12, 0)                                                                                            \
+    XX(max_attempts, INT, 13, 1)                                                                                       \
+    XX(cancel_requested, INT, 14, 0)                                                                                   \
+    XX(timeout_seconds, INT, 15, 1)                                                                                    \
+    XX(on_complete_redirect, INT, 16, 1)                                                                               \
+    XX(created_at, TIME, 17, 1)                                                                                        \
+    XX(started_at, TIME, 18, 0)                                                                                        \
+    XX(updated_at, TIME, 19, 0)                                                                                        \
+    XX(finished_at, TIME, 20, 0)                                                                                       \
+    XX(expires_at, TIME, 21, 0)                                                                                        \
+    XX(run_at, TIME, 22, 0)                                                                                            \
+    XX(callback_url, TEXT, 23, 1)                                                                                      \
+    XX(retry_of, TEXT, 24, 1)                                                                                          \
+    XX(resource, TEXT, 25, 1)                                                                                          \
+    XX(lease_id, TEXT, 26, 0)                                                                                          \
+    XX(lease_expires_at, TIME, 27, 0)                                                                                  \
+    XX(worker, TEXT, 28, 0)                                                                                            \
+    XX(tombstoned, INT, 29, 0)
 
 struct ad_store;
 struct ad_conn;

@@ -31,7 +31,7 @@
 #include <string.h>
 
 enum pg_col {
-#define PG_COL_ENUM(name, kind, n) COL_##name,
+#define PG_COL_ENUM(name, kind, n, fixed) COL_##name,
     AD_JOB_COLUMNS(PG_COL_ENUM)
 #undef PG_COL_ENUM
         COL_seq,
@@ -39,15 +39,15 @@ enum pg_col {
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
-#define PG_COL_CHECK(name, kind, n) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
+#define PG_COL_CHECK(name, kind, n, fixed) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
 AD_JOB_COLUMNS(PG_COL_CHECK)
 #undef PG_COL_CHECK
 #define PG_SEQ_PARAM "$30"
 _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 
-#define PG_COL_NAME(name, kind, n) #name ", "
-#define PG_COL_PARAM(name, kind, n) "$" #n ", "
-#define PG_COL_SET(name, kind, n) #name " = $" #n ", "
+#define PG_COL_NAME(name, kind, n, fixed) #name ", "
+#define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
+#define PG_COL_SET(name, kind, n, fixed) #name " = $" #n ", "
 #define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq FROM jobs "
 /* The insert's columns and parameters: cseq is the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq"
@@ -654,7 +654,7 @@ static void param_TIME(struct pg_params *p, int64_t v)
 /* The job's columns as parameters $1..$29, seq as $30. Text is not copied: the job must outlive the send. */
 static void param_job(struct pg_params *p, const struct ad_job *j, int64_t seq)
 {
-#define PG_PARAM(name, kind, n) param_##kind(p, j->name);
+#define PG_PARAM(name, kind, n, fixed) param_##kind(p, j->name);
     AD_JOB_COLUMNS(PG_PARAM)
 #undef PG_PARAM
     param_INT64(p, seq);
@@ -689,7 +689,7 @@ static int64_t col_TIME(const PGresult *r, int row, int i)
 static struct ad_job *read_job(const PGresult *r, int row)
 {
     struct ad_job *j = ad_job_new();
-#define PG_READ(name, kind, n) j->name = col_##kind(r, row, COL_##name);
+#define PG_READ(name, kind, n, fixed) j->name = col_##kind(r, row, COL_##name);
     AD_JOB_COLUMNS(PG_READ)
 #undef PG_READ
     j->seq = col_INT64(r, row, COL_seq);

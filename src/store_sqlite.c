@@ -22,16 +22,23 @@
 #include <unistd.h>
 
 enum sq_col {
-#define SQ_COL_ENUM(name, kind, n) COL_##name,
+#define SQ_COL_ENUM(name, kind, n, fixed) COL_##name,
     AD_JOB_COLUMNS(SQ_COL_ENUM)
 #undef SQ_COL_ENUM
         COL_seq,
     COL_cseq
 };
 
-#define SQ_COL_NAME(name, kind, n) #name ", "
-#define SQ_COL_PARAM(name, kind, n) "?, "
-#define SQ_COL_SET(name, kind, n) #name " = ?, "
+#define SQ_COL_NAME(name, kind, n, fixed) #name ", "
+#define SQ_COL_PARAM(name, kind, n, fixed) "?, "
+/* An update sets only the columns that can change, so SQLite leaves the indexes on fixed columns alone (it
+ * rewrites an index entry when the SET list names one of its columns, changed or not). The parameters are
+ * numbered, so every column is still bound at its place (store_pg.c checks that n is that place). */
+#define SQ_COL_SET(name, kind, n, fixed) SQ_COL_SET_##fixed(name, n)
+#define SQ_COL_SET_0(name, n) #name " = ?" #n ", "
+#define SQ_COL_SET_1(name, n)
+#define SQ_SEQ_PARAM "?30"
+_Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq FROM jobs "
 
 /*
@@ -245,7 +252,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_SWEEP_RELEASE] = "RELEASE sweep",
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
     [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq) VALUES (" AD_JOB_COLUMNS(SQ_COL_PARAM) "?)",
-    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = ? WHERE id = ?",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM " WHERE id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_TAIL,
@@ -472,7 +479,7 @@ static int bind_TIME(sqlite3_stmt *st, int i, int64_t v)
 static int bind_job(sqlite3_stmt *st, const struct ad_job *j, int64_t seq)
 {
     int rc = SQLITE_OK;
-#define SQ_BIND(name, kind, n)                                                                                         \
+#define SQ_BIND(name, kind, n, fixed)                                                                                  \
     if (rc == SQLITE_OK)                                                                                               \
         rc = bind_##kind(st, COL_##name + 1, j->name);
     AD_JOB_COLUMNS(SQ_BIND)
@@ -507,7 +514,7 @@ static int64_t read_TIME(sqlite3_stmt *st, int i)
 static struct ad_job *read_job(sqlite3_stmt *st)
 {
     struct ad_job *j = ad_job_new();
-#define SQ_READ(name, kind, n) j->name = read_##kind(st, COL_##name);
+#define SQ_READ(name, kind, n, fixed) j->name = read_##kind(st, COL_##name);
     AD_JOB_COLUMNS(SQ_READ)
 #undef SQ_READ
     j->seq = sqlite3_column_int64(st, COL_seq);
@@ -694,8 +701,6 @@ static ad_err sq_job_update(struct ad_conn *c, struct ad_job *job)
         return e != AD_E_OK ? e : AD_E_INTERNAL;
     int64_t seq = ++c->seq;
     int rc = bind_job(st, job, seq);
-    if (rc == SQLITE_OK)
-        rc = bind_TEXT(st, COL_seq + 2, job->id);
     if (rc != SQLITE_OK) {
         e = fail(c, rc, "bind job update");
         done(st);

@@ -116,7 +116,7 @@ static inline void assert_job_equal(const struct ad_job *got, const struct ad_jo
 #define ST_CHECK_INT(name) assert_int64_field(got->name, want->name, #name);
 #define ST_CHECK_PROG(name) ST_CHECK_INT(name)
 #define ST_CHECK_TIME(name) ST_CHECK_INT(name)
-#define ST_CHECK(name, kind, n) ST_CHECK_##kind(name)
+#define ST_CHECK(name, kind, n, fixed) ST_CHECK_##kind(name)
     AD_JOB_COLUMNS(ST_CHECK)
 #undef ST_CHECK
 #undef ST_CHECK_TIME

@@ -258,6 +258,34 @@ static void test_update_writes_fields_and_moves_seq(void **state)
     ad_job_free(b);
 }
 
+/* An update writes only the columns that can change: the fixed ones keep what the insert wrote, so the
+ * indexes on them (id, tenant, type) are left alone. */
+static void test_update_leaves_fixed_columns(void **state)
+{
+    struct fx *f = *state;
+    struct ad_job *a = new_job("job_a", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, a);
+    a->status = AD_RUNNING;
+    a->attempt = 1;
+    ad_job_set(&a->type, "b");
+    ad_job_set(&a->payload, "{\"n\":2}");
+    a->priority = AD_PRIO_HIGH;
+    a->max_attempts = 9;
+    a->created_at = T0 + 7;
+    assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
+
+    struct ad_job *g = get(f, "t1", "job_a");
+    assert_int_equal(g->status, AD_RUNNING);
+    assert_int_equal(g->attempt, 1);
+    assert_string_equal(g->type, "a");
+    assert_string_equal(g->payload, "{\"n\":1}");
+    assert_int_equal(g->priority, AD_PRIO_NORMAL);
+    assert_int_equal(g->max_attempts, 3);
+    assert_int_equal(g->created_at, T0);
+    ad_job_free(g);
+    ad_job_free(a);
+}
+
 static void list(struct fx *f, const struct ad_list_query *q, const char *want)
 {
     struct ad_job_list l = {0};
@@ -867,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_get_is_scoped_by_tenant, setup, teardown),
         cmocka_unit_test_setup_teardown(test_insert_duplicate_id_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_writes_fields_and_moves_seq, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_leaves_fixed_columns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_order_filters_and_keyset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changes_by_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leasable_order_and_exclusions, setup, teardown),
