@@ -243,7 +243,7 @@ static void job_headers(h2o_req_t *req, const struct ad_entry *e)
         ad_time_http(e->job->expires_at, date, sizeof(date));
         ad_http_header(req, H2O_TOKEN_EXPIRES, date);
     } else {
-        ad_http_headerf(req, H2O_TOKEN_RETRY_AFTER, "%d", ad_server_retry_after(e->job));
+        ad_http_header_int(req, H2O_TOKEN_RETRY_AFTER, ad_server_retry_after(e->job));
     }
 }
 
@@ -259,11 +259,11 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
     h2o_req_t *req = r->req;
     const char *id = e->job->id;
-    ad_http_headerf(req, H2O_TOKEN_LOCATION, "/v1/jobs/%s", id);
-    char *abs = ad_asprintf("%s/v1/jobs/%s", ad_srv.public_url, id);
-    ad_http_header_str(req, "operation-location", abs);
-    free(abs);
-    ad_http_headerf(req, H2O_TOKEN_LINK, "</v1/jobs/%s>; rel=\"monitor\"", id);
+    ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");
+    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_srv.public_url, strlen(ad_srv.public_url)),
+                                 h2o_iovec_init(H2O_STRLIT("/v1/jobs/")), h2o_iovec_init(id, strlen(id)));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("operation-location"), 0, NULL, abs.base, abs.len);
+    ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", id, ">; rel=\"monitor\"");
     if (e->job->resource != NULL)
         ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
     if (replayed)

@@ -116,7 +116,7 @@ static int query_int(struct ad_request *r, const char *name, long long min, long
 
 static int etag_matches(const char *inm, const struct ad_entry *e)
 {
-    return inm != NULL && (strcmp(inm, "*") == 0 || strstr(inm, e->etag) != NULL);
+    return inm != NULL && (strcmp(inm, e->etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, e->etag) != NULL);
 }
 
 /* ---- submit ---- */
@@ -168,8 +168,8 @@ static int send_outcome(struct ad_request *r, struct ad_entry *e, int wait)
     char applied[32];
     snprintf(applied, sizeof(applied), "wait=%d", wait);
     ad_http_header_str(req, "preference-applied", applied);
-    ad_http_headerf(req, H2O_TOKEN_CONTENT_LOCATION, "/v1/jobs/%s", j->id);
-    ad_http_headerf(req, H2O_TOKEN_LINK, "</v1/jobs/%s>; rel=\"monitor\"", j->id);
+    ad_http_header_cat(req, H2O_TOKEN_CONTENT_LOCATION, "/v1/jobs/", j->id, "");
+    ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", j->id, ">; rel=\"monitor\"");
     switch (j->status) {
     case AD_SUCCEEDED:
     case AD_PARTIAL:
@@ -592,7 +592,7 @@ int ad_api_get_result(struct ad_request *r)
     case AD_CANCELLED:
         return ad_http_problemf(r->req, AD_E_JOB_CANCELLED, "job %s was cancelled and has no result", j->id);
     default:
-        ad_http_headerf(r->req, H2O_TOKEN_RETRY_AFTER, "%d", ad_server_retry_after(j));
+        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, ad_server_retry_after(j));
         return ad_http_problemf(r->req, AD_E_RESULT_NOT_READY, "job %s is %s", j->id, ad_status_name(j->status));
     }
 }

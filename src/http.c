@@ -23,7 +23,7 @@ static int match_pattern(const char *pat, h2o_iovec_t path, h2o_iovec_t *id)
 {
     const char *p = path.base, *end = path.base + path.len;
     while (*pat != '\0') {
-        if (strncmp(pat, "{id}", 4) == 0) {
+        if (*pat == '{' && strncmp(pat, "{id}", 4) == 0) {
             const char *start = p;
             while (p < end && is_id_char(*p))
                 p++;
@@ -79,6 +79,19 @@ void ad_http_header(h2o_req_t *req, const h2o_token_t *token, const char *value)
 {
     size_t len = strlen(value);
     h2o_add_header(&req->pool, &req->res.headers, token, NULL, h2o_strdup(&req->pool, value, len).base, len);
+}
+
+void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value)
+{
+    char *buf = h2o_mem_alloc_pool(&req->pool, AD_INT_CHARS + 1);
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, buf, ad_format_int(value, buf));
+}
+
+void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c)
+{
+    h2o_iovec_t v = h2o_concat(&req->pool, h2o_iovec_init(a, strlen(a)), h2o_iovec_init(b, strlen(b)),
+                               h2o_iovec_init(c, strlen(c)));
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, v.base, v.len);
 }
 
 void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, ...)

@@ -58,6 +58,9 @@ int ad_http_problem_doc(h2o_req_t *req, const char *json, int status);
 /* Add a response header (value copied into the pool). */
 void ad_http_header(h2o_req_t *req, const h2o_token_t *token, const char *value);
 void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, ...) AD_PRINTF(3, 4);
+/* The same without printf, for the answers every poll and submit gets: a number, and three strings joined. */
+void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value);
+void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c);
 void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 
 /* A request header's value or NULL (value NUL-terminated in the pool). */

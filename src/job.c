@@ -227,9 +227,8 @@ static int append_str(struct ad_buf *b, const char *s)
 
 static int json_int(struct ad_buf *b, int v)
 {
-    char t[16];
-    int n = snprintf(t, sizeof(t), "%d", v);
-    return ad_buf_append(b, t, (size_t)n);
+    char t[AD_INT_CHARS + 1];
+    return ad_buf_append(b, t, ad_format_int(v, t));
 }
 
 static int json_time(struct ad_buf *b, int64_t ms)

@@ -379,6 +379,24 @@ static void random_register(void)
     pthread_atfork(NULL, NULL, random_forget);
 }
 
+size_t ad_format_int(int64_t v, char *out)
+{
+    char t[AD_INT_CHARS];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    size_t len = 0;
+    if (v < 0)
+        out[len++] = '-';
+    while (n > 0)
+        out[len++] = t[--n];
+    out[len] = '\0';
+    return len;
+}
+
 void ad_random_bytes(uint8_t *buf, size_t n)
 {
     if (n == 0)

@@ -46,6 +46,10 @@ long ad_b64url_decode(const char *in, size_t n, uint8_t *out);
 /* Lowercase hex into out (>= 2n + 1). */
 void ad_hex_encode(const uint8_t *in, size_t n, char *out);
 
+/* Write v in decimal into out (at least AD_INT_CHARS + 1 bytes), NUL-terminated; returns its length. */
+#define AD_INT_CHARS 20
+size_t ad_format_int(int64_t v, char *out);
+
 /* Fill buf with n bytes from the CSPRNG; aborts if the CSPRNG fails. */
 void ad_random_bytes(uint8_t *buf, size_t n);
 

@@ -423,6 +423,27 @@ static int parse(const char *s, long long min, long long max, long long *out)
     return ad_parse_int(s, strlen(s), min, max, out);
 }
 
+/* ad_format_int writes what printf("%lld") writes, at both ends of the range and around every power of ten. */
+static void test_format_int(void **state)
+{
+    (void)state;
+    int64_t values[64] = {0, -1, 1, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    size_t n = 6;
+    for (int64_t p = 10; p <= INT64_MAX / 10; p *= 10) {
+        values[n++] = p - 1;
+        values[n++] = -p;
+        values[n++] = p + 1;
+    }
+    assert_true(n <= sizeof(values) / sizeof(values[0]));
+    for (size_t i = 0; i < n; i++) {
+        char got[AD_INT_CHARS + 1], want[32];
+        size_t len = ad_format_int(values[i], got);
+        snprintf(want, sizeof(want), "%lld", (long long)values[i]);
+        assert_string_equal(got, want);
+        assert_int_equal(len, strlen(want));
+    }
+}
+
 static void test_parse_int(void **state)
 {
     (void)state;
@@ -669,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_random_pool),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_int),
+        cmocka_unit_test(test_format_int),
         cmocka_unit_test(test_ct_equal),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_buf_append),
