@@ -8,7 +8,6 @@
 #include "event.h"
 #include "webhook.h"
 
-#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,8 +58,8 @@ void ad_fingerprint(const char *method, const char *path, const char *body, char
     ad_buf_append(&b, method, strlen(method) + 1);
     ad_buf_append(&b, path, strlen(path) + 1);
     ad_buf_append(&b, body, strlen(body));
-    uint8_t md[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)b.data, b.len, md);
+    uint8_t md[AD_SHA256_LEN];
+    ad_sha256(b.data, b.len, md);
     ad_buf_free(&b);
     ad_hex_encode(md, sizeof(md), out);
 }

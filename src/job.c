@@ -7,7 +7,6 @@
  */
 #include "job.h"
 
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,8 +307,8 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
 
 void ad_etag(const char *body, size_t len, char *out)
 {
-    uint8_t md[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)body, len, md);
+    uint8_t md[AD_SHA256_LEN];
+    ad_sha256(body, len, md);
     out[0] = '"';
     ad_b64url_encode(md, 16, out + 1);
     out[23] = '"';

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 static void oom(size_t n)
@@ -377,6 +378,37 @@ static void random_forget(void)
 static void random_register(void)
 {
     pthread_atfork(NULL, NULL, random_forget);
+}
+
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_ctx_key;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_ctx_free(void *ctx)
+{
+    EVP_MD_CTX_free(ctx);
+}
+
+static void sha256_init(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (sha256_md == NULL || pthread_key_create(&sha256_ctx_key, sha256_ctx_free) != 0)
+        abort();
+}
+
+void ad_sha256(const void *data, size_t len, uint8_t out[AD_SHA256_LEN])
+{
+    pthread_once(&sha256_once, sha256_init);
+    EVP_MD_CTX *ctx = pthread_getspecific(sha256_ctx_key);
+    if (ctx == NULL) {
+        ctx = EVP_MD_CTX_new();
+        if (ctx == NULL || pthread_setspecific(sha256_ctx_key, ctx) != 0)
+            abort();
+    }
+    unsigned int n = 0;
+    if (!EVP_DigestInit_ex2(ctx, sha256_md, NULL) || !EVP_DigestUpdate(ctx, data, len) ||
+        !EVP_DigestFinal_ex(ctx, out, &n) || n != AD_SHA256_LEN)
+        abort();
 }
 
 size_t ad_format_int(int64_t v, char *out)

@@ -50,6 +50,12 @@ void ad_hex_encode(const uint8_t *in, size_t n, char *out);
 #define AD_INT_CHARS 20
 size_t ad_format_int(int64_t v, char *out);
 
+/* SHA-256 of data into out. One fetched digest for the process and one context per thread, kept: OpenSSL's
+ * one-shot SHA256() fetches the algorithm and makes a context on every call, which cost more than hashing a
+ * job. Aborts if OpenSSL cannot hash. */
+#define AD_SHA256_LEN 32
+void ad_sha256(const void *data, size_t len, uint8_t out[AD_SHA256_LEN]);
+
 /* Fill buf with n bytes from the CSPRNG; aborts if the CSPRNG fails. */
 void ad_random_bytes(uint8_t *buf, size_t n);
 

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,6 +445,49 @@ static void test_format_int(void **state)
     }
 }
 
+static void sha256_hex(const char *text, size_t len, char out[2 * AD_SHA256_LEN + 1])
+{
+    uint8_t md[AD_SHA256_LEN];
+    ad_sha256(text, len, md);
+    ad_hex_encode(md, sizeof(md), out);
+}
+
+/* FIPS 180-2's examples, and the same digests from threads hashing at once (each keeps its own context). */
+static const char *const sha_abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+static const char *const sha_448 = "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
+static const char *const text_448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+
+static void *sha256_thread(void *arg)
+{
+    int *bad = arg;
+    for (int i = 0; i < 2000; i++) {
+        char hex[2 * AD_SHA256_LEN + 1];
+        sha256_hex(i % 2 != 0 ? "abc" : text_448, i % 2 != 0 ? 3 : strlen(text_448), hex);
+        *bad += strcmp(hex, i % 2 != 0 ? sha_abc : sha_448) != 0;
+    }
+    return NULL;
+}
+
+static void test_sha256(void **state)
+{
+    (void)state;
+    char hex[2 * AD_SHA256_LEN + 1];
+    sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, sha_abc);
+    sha256_hex(text_448, strlen(text_448), hex);
+    assert_string_equal(hex, sha_448);
+    pthread_t t[4];
+    int bad[4] = {0};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, sha256_thread, &bad[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        assert_int_equal(bad[i], 0);
+    }
+}
+
 static void test_parse_int(void **state)
 {
     (void)state;
@@ -691,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_int),
         cmocka_unit_test(test_format_int),
+        cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_ct_equal),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_buf_append),
