@@ -53,12 +53,16 @@ int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b)
 {
     char updated[40];
     ad_time_rfc3339(j->updated_at, updated, sizeof(updated));
-    int rc = ad_buf_append(b, "{\"id\":", 6);
+    int rc = AD_BUF_LIT(b, "{\"id\":");
     rc |= ad_json_str(b, j->id);
-    rc |= ad_buf_printf(b, ",\"status\":\"%s\",\"progress\":", ad_status_name(j->status));
-    rc |= j->progress >= 0 ? ad_buf_printf(b, "%d", j->progress) : ad_buf_append(b, "null", 4);
-    rc |= ad_buf_append(b, ",\"message\":", 11);
+    rc |= AD_BUF_LIT(b, ",\"status\":\"");
+    rc |= ad_buf_str(b, ad_status_name(j->status));
+    rc |= AD_BUF_LIT(b, "\",\"progress\":");
+    rc |= j->progress >= 0 ? ad_buf_int(b, j->progress) : AD_BUF_LIT(b, "null");
+    rc |= AD_BUF_LIT(b, ",\"message\":");
     rc |= ad_json_str(b, j->message);
-    rc |= ad_buf_printf(b, ",\"lastUpdatedAt\":\"%s\"}", updated);
+    rc |= AD_BUF_LIT(b, ",\"lastUpdatedAt\":\"");
+    rc |= ad_buf_str(b, updated);
+    rc |= AD_BUF_LIT(b, "\"}");
     return rc != 0 ? -1 : 0;
 }

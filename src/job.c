@@ -215,25 +215,11 @@ int ad_json_str(struct ad_buf *b, const char *s)
     return ad_buf_append(b, "\"", 1);
 }
 
-/* The renderer appends pieces instead of formatting with printf: a job is rendered on every change, and
- * printf's format parsing was the larger part of it. */
-#define APPEND_LIT(b, lit) ad_buf_append(b, lit, sizeof(lit) - 1)
-
-static int append_str(struct ad_buf *b, const char *s)
-{
-    return ad_buf_append(b, s, strlen(s));
-}
-
-static int json_int(struct ad_buf *b, int v)
-{
-    char t[AD_INT_CHARS + 1];
-    return ad_buf_append(b, t, ad_format_int(v, t));
-}
-
+/* The renderer appends pieces instead of formatting with printf: a job is rendered on every change. */
 static int json_time(struct ad_buf *b, int64_t ms)
 {
     if (ms == 0)
-        return APPEND_LIT(b, "null");
+        return AD_BUF_LIT(b, "null");
     char t[40];
     t[0] = '"';
     ad_time_rfc3339(ms, t + 1, sizeof(t) - 2);
@@ -244,64 +230,64 @@ static int json_time(struct ad_buf *b, int64_t ms)
 
 static int json_raw(struct ad_buf *b, const char *text)
 {
-    return append_str(b, text != NULL ? text : "null");
+    return ad_buf_str(b, text != NULL ? text : "null");
 }
 
 int ad_job_render(const struct ad_job *j, struct ad_buf *b)
 {
     int rc = 0;
-    rc |= APPEND_LIT(b, "{\"id\":");
+    rc |= AD_BUF_LIT(b, "{\"id\":");
     rc |= ad_json_str(b, j->id);
-    rc |= APPEND_LIT(b, ",\"type\":");
+    rc |= AD_BUF_LIT(b, ",\"type\":");
     rc |= ad_json_str(b, j->type);
-    rc |= APPEND_LIT(b, ",\"status\":\"");
-    rc |= append_str(b, ad_status_name(j->status));
-    rc |= APPEND_LIT(b, "\",\"progress\":");
-    rc |= j->progress >= 0 ? json_int(b, j->progress) : APPEND_LIT(b, "null");
-    rc |= APPEND_LIT(b, ",\"priority\":\"");
-    rc |= append_str(b, ad_priority_name(j->priority));
-    rc |= APPEND_LIT(b, "\",\"payload\":");
+    rc |= AD_BUF_LIT(b, ",\"status\":\"");
+    rc |= ad_buf_str(b, ad_status_name(j->status));
+    rc |= AD_BUF_LIT(b, "\",\"progress\":");
+    rc |= j->progress >= 0 ? ad_buf_int(b, j->progress) : AD_BUF_LIT(b, "null");
+    rc |= AD_BUF_LIT(b, ",\"priority\":\"");
+    rc |= ad_buf_str(b, ad_priority_name(j->priority));
+    rc |= AD_BUF_LIT(b, "\",\"payload\":");
     rc |= json_raw(b, j->payload != NULL ? j->payload : "{}");
     if (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL) {
         if (j->result != NULL || j->result_location == NULL) {
-            rc |= APPEND_LIT(b, ",\"result\":");
+            rc |= AD_BUF_LIT(b, ",\"result\":");
             rc |= json_raw(b, j->result);
         }
         if (j->result_location != NULL) {
-            rc |= APPEND_LIT(b, ",\"resultLocation\":");
+            rc |= AD_BUF_LIT(b, ",\"resultLocation\":");
             rc |= ad_json_str(b, j->result_location);
         }
     }
     if (j->status == AD_FAILED) {
-        rc |= APPEND_LIT(b, ",\"error\":");
+        rc |= AD_BUF_LIT(b, ",\"error\":");
         rc |= json_raw(b, j->error);
     }
-    rc |= APPEND_LIT(b, ",\"attempt\":");
-    rc |= json_int(b, j->attempt);
-    rc |= APPEND_LIT(b, ",\"maxAttempts\":");
-    rc |= json_int(b, j->max_attempts);
+    rc |= AD_BUF_LIT(b, ",\"attempt\":");
+    rc |= ad_buf_int(b, j->attempt);
+    rc |= AD_BUF_LIT(b, ",\"maxAttempts\":");
+    rc |= ad_buf_int(b, j->max_attempts);
     rc |=
-        j->cancel_requested ? APPEND_LIT(b, ",\"cancelRequested\":true") : APPEND_LIT(b, ",\"cancelRequested\":false");
+        j->cancel_requested ? AD_BUF_LIT(b, ",\"cancelRequested\":true") : AD_BUF_LIT(b, ",\"cancelRequested\":false");
     static const char *const time_members[] = {",\"createdAt\":",  ",\"startedAt\":", ",\"lastUpdatedAt\":",
                                                ",\"finishedAt\":", ",\"expiresAt\":", ",\"runAt\":"};
     const int64_t times[] = {j->created_at, j->started_at, j->updated_at, j->finished_at, j->expires_at, j->run_at};
     for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
-        rc |= append_str(b, time_members[i]);
+        rc |= ad_buf_str(b, time_members[i]);
         rc |= json_time(b, times[i]);
     }
-    rc |= APPEND_LIT(b, ",\"retryOf\":");
+    rc |= AD_BUF_LIT(b, ",\"retryOf\":");
     rc |= ad_json_str(b, j->retry_of);
-    rc |= APPEND_LIT(b, ",\"message\":");
+    rc |= AD_BUF_LIT(b, ",\"message\":");
     rc |= ad_json_str(b, j->message);
     /* Ids are base64url, so they need no escaping inside the links. */
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",
                                         "/events\",\"result\":\"/v1/jobs/"};
     for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-        rc |= append_str(b, links[i]);
-        rc |= append_str(b, j->id);
+        rc |= ad_buf_str(b, links[i]);
+        rc |= ad_buf_str(b, j->id);
     }
-    rc |= APPEND_LIT(b, "/result\"}}");
+    rc |= AD_BUF_LIT(b, "/result\"}}");
     return rc != 0 ? -1 : 0;
 }
 

@@ -617,6 +617,17 @@ int ad_buf_append(struct ad_buf *b, const void *p, size_t n)
     return 0;
 }
 
+int ad_buf_str(struct ad_buf *b, const char *s)
+{
+    return ad_buf_append(b, s, strlen(s));
+}
+
+int ad_buf_int(struct ad_buf *b, int64_t v)
+{
+    char t[AD_INT_CHARS + 1];
+    return ad_buf_append(b, t, ad_format_int(v, t));
+}
+
 int ad_buf_printf(struct ad_buf *b, const char *fmt, ...)
 {
     /* Format once into the room there is; only text that does not fit is formatted a second time. */

@@ -103,6 +103,11 @@ void ad_buf_init(struct ad_buf *b, size_t max);
 /* Returns 0, or -1 when the cap would be exceeded (then b->toobig is set and nothing is appended). */
 int ad_buf_append(struct ad_buf *b, const void *p, size_t n);
 int ad_buf_printf(struct ad_buf *b, const char *fmt, ...) AD_PRINTF(2, 3);
+/* Appending without printf, for what is rendered on every change (format parsing costs more than the text):
+ * a string literal, a NUL-terminated string, a number in decimal. Same results as ad_buf_append. */
+#define AD_BUF_LIT(b, lit) ad_buf_append((b), (lit), sizeof(lit) - 1)
+int ad_buf_str(struct ad_buf *b, const char *s);
+int ad_buf_int(struct ad_buf *b, int64_t v);
 void ad_buf_free(struct ad_buf *b);
 
 #endif
