@@ -7,11 +7,16 @@
 #   submit      POST /v1/jobs (durable: 202 after the group commit)
 #   submit-cpu  the daemon's CPU time per submit during that run, per thread (event loop, writer): a figure
 #               less shaken by other load on the machine than the rates
+# The lines are measured in BENCH_ROUNDS rounds (default 3), each measuring every line once, in the order
+# above. A rate printed is the median of its rounds, and a ratio the median of the ratios within each round:
+# on a shared machine the load moves from one minute to the next, and a ratio holds best between two runs
+# seconds apart. The spread of the ratio over the rounds follows it.
 # Usage: bench/http.sh [--reference-only]   (--reference-only: nginx lines only, no acceptd needed)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+: "${BENCH_ROUNDS:=3}"
 reference_only=0
 [ "${1:-}" = --reference-only ] && reference_only=1
 
@@ -19,44 +24,59 @@ bench_init
 echo "http: wrk $BENCH_WRK; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //') worker_processes 1"
 
 start_nginx
-wrk_rate nginx-304 "$NGINX_URL/"
-report nginx-304
-wrk_rate nginx-200 "$NGINX_URL/200"
-report nginx-200 nginx-304
+if [ "$reference_only" = 0 ]; then
+    start_acceptd
+    # One job to poll. It has no worker, so it stays queued and its ETag does not move during the run.
+    head=$(http_head POST "$ACCEPTD_URL/v1/jobs" -H 'Content-Type: application/json' \
+        -d '{"type":"bench","payload":{"n":1}}')
+    status=$(awk 'NR == 1 { print $2 }' <<<"$head")
+    location=$(header location <<<"$head")
+    etag=$(header etag <<<"$head")
+    [ "$status" = 202 ] && [ -n "$location" ] && [ -n "$etag" ] || {
+        echo "$head" >&2
+        bench_die "submit: want 202 with Location and ETag"
+    }
+    job_url="$ACCEPTD_URL$location"
+    # Poll with the ETag the job's own GET answers, so the 304 path is what is measured.
+    head=$(http_head GET "$job_url")
+    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 200 ] || {
+        echo "$head" >&2
+        bench_die "GET $location: want 200"
+    }
+    etag=$(header etag <<<"$head")
+    head=$(http_head GET "$job_url" -H "If-None-Match: $etag")
+    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 304 ] || {
+        echo "$head" >&2
+        bench_die "GET $location with If-None-Match: $etag: want 304"
+    }
+fi
+
+submit_requests=()
+for round in $(seq "$BENCH_ROUNDS"); do
+    wrk_rate nginx-304 "$NGINX_URL/"
+    round_keep nginx-304
+    wrk_rate nginx-200 "$NGINX_URL/200"
+    round_keep nginx-200
+    [ "$reference_only" = 1 ] && continue
+    wrk_rate poll-304 "$job_url" -H "If-None-Match: $etag"
+    round_keep poll-304
+    wrk_rate get-200 "$job_url"
+    round_keep get-200
+    thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before-$round"
+    wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
+    round_keep submit
+    thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after-$round"
+    submit_requests[round]=$WRK_REQUESTS
+done
+
+report_rounds nginx-304
+report_rounds nginx-200 nginx-304
 [ "$reference_only" = 1 ] && exit 0
-
-start_acceptd
-
-# One job to poll. It has no worker, so it stays queued and its ETag does not move during the run.
-head=$(http_head POST "$ACCEPTD_URL/v1/jobs" -H 'Content-Type: application/json' \
-    -d '{"type":"bench","payload":{"n":1}}')
-status=$(awk 'NR == 1 { print $2 }' <<<"$head")
-location=$(header location <<<"$head")
-etag=$(header etag <<<"$head")
-[ "$status" = 202 ] && [ -n "$location" ] && [ -n "$etag" ] || {
-    echo "$head" >&2
-    bench_die "submit: want 202 with Location and ETag"
-}
-job_url="$ACCEPTD_URL$location"
-# Poll with the ETag the job's own GET answers, so the 304 path is what is measured.
-head=$(http_head GET "$job_url")
-[ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 200 ] || {
-    echo "$head" >&2
-    bench_die "GET $location: want 200"
-}
-etag=$(header etag <<<"$head")
-head=$(http_head GET "$job_url" -H "If-None-Match: $etag")
-[ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 304 ] || {
-    echo "$head" >&2
-    bench_die "GET $location with If-None-Match: $etag: want 304"
-}
-
-wrk_rate poll-304 "$job_url" -H "If-None-Match: $etag"
-report poll-304 nginx-304
-wrk_rate get-200 "$job_url"
-report get-200 nginx-304 nginx-200
-thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
-wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
-thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
-report submit nginx-304
-printf '%-12s%s per submit\n' submit-cpu "$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$WRK_REQUESTS")"
+report_rounds poll-304 nginx-304
+report_rounds get-200 nginx-304 nginx-200
+report_rounds submit nginx-304
+for round in $(seq "$BENCH_ROUNDS"); do
+    printf '%-12s%s per submit (round %d)\n' submit-cpu \
+        "$(cpu_per_request "$BENCH_TMP/ticks-before-$round" "$BENCH_TMP/ticks-after-$round" "${submit_requests[round]}")" \
+        "$round"
+done

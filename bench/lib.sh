@@ -5,6 +5,7 @@
 # Only loopback addresses are used. Settings (environment):
 #   ACCEPTD_BIN     binary under test (default: build/acceptd)
 #   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c32 -d5s)
+#   BENCH_ROUNDS    rounds of bench/http.sh (default 3): its figures are medians over the rounds
 #   BENCH_RESULTS   if set, a file to which "name<TAB>req/s" lines are appended
 #   BENCH_KEEP=1    keep the temp dir (logs, nginx config, acceptd data) after the run
 
@@ -209,6 +210,37 @@ report()
     [ -n "$WRK_BAD" ] && line+="  non-2xx/3xx: $WRK_BAD"
     [ -n "$WRK_SOCKERR" ] && line+="  ($WRK_SOCKERR)"
     echo "$line"
+}
+
+# Rounds (bench/http.sh): round_keep NAME, right after wrk_rate NAME, keeps that run's rate (and any errors)
+# as one round's; report_rounds NAME [REF...] prints NAME's median rate over its rounds and, for each REF, the
+# median of the ratio NAME/REF taken within each round, with the lowest and highest of those ratios. It sets
+# BENCH_RATE[NAME] to the median.
+declare -A ROUND_RATES=() ROUND_ERRORS=()
+round_keep()
+{
+    ROUND_RATES[$1]+="${BENCH_RATE[$1]} "
+    [ -n "$WRK_BAD" ] && ROUND_ERRORS[$1]+=" non-2xx/3xx: $WRK_BAD"
+    [ -n "$WRK_SOCKERR" ] && ROUND_ERRORS[$1]+=" ($WRK_SOCKERR)"
+    return 0
+}
+
+report_rounds()
+{
+    local name=$1 ref line
+    shift
+    BENCH_RATE[$name]=$(tr ' ' '\n' <<<"${ROUND_RATES[$name]}" | grep . | sort -n |
+        awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    line=$(printf '%-12s %8d req/s' "$name" "${BENCH_RATE[$name]}")
+    for ref in "$@"; do
+        line+=$(awk -v a="${ROUND_RATES[$name]}" -v b="${ROUND_RATES[$ref]}" -v r="$ref" 'BEGIN {
+            n = split(a, x, " "); split(b, y, " ")
+            for (i = 1; i <= n; i++) q[i] = y[i] > 0 ? x[i] / y[i] : 0
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && q[j - 1] > q[j]; j--) { t = q[j]; q[j] = q[j - 1]; q[j - 1] = t }
+            m = n % 2 ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+            printf "  %5.2fx %s (%.2f-%.2f)", m, r, q[1], q[n] }')
+    done
+    echo "$line${ROUND_ERRORS[$name]:-}"
 }
 
 # thread_ticks PID: one "name ticks" line per thread of PID, ticks being its user + system CPU time in
