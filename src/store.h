@@ -191,6 +191,11 @@ struct ad_store_ops {
     ad_err (*begin)(struct ad_conn *c);
     ad_err (*commit)(struct ad_conn *c);
     void (*rollback)(struct ad_conn *c);
+    /* Rows inserted, updated or deleted on c so far (any count that moves with every row written). With it, the
+     * writer applies a batch's operations without savepoints: an operation that fails having written nothing
+     * costs the others nothing, and one that fails after writing fails its whole batch. NULL: the writer
+     * opens a savepoint per operation instead (below), so that a failed operation is undone alone. */
+    int64_t (*changes)(struct ad_conn *c);
     /* One nested savepoint per operation inside a batch, so one failed op does not undo the others. */
     ad_err (*savepoint)(struct ad_conn *c);
     ad_err (*release)(struct ad_conn *c);

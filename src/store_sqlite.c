@@ -645,6 +645,11 @@ static void sq_rollback(struct ad_conn *c)
     c->seq_synced = 0;
 }
 
+static int64_t sq_changes(struct ad_conn *c)
+{
+    return sqlite3_total_changes64(c->db);
+}
+
 static ad_err sq_savepoint(struct ad_conn *c)
 {
     ad_err e = check_tx(c);
@@ -1340,6 +1345,7 @@ static const struct ad_store_ops sq_ops = {
     .begin = sq_begin,
     .commit = sq_commit,
     .rollback = sq_rollback,
+    .changes = sq_changes,
     .savepoint = sq_savepoint,
     .release = sq_release,
     .rollback_to = sq_rollback_to,

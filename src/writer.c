@@ -47,11 +47,25 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
     }
 }
 
-/* Apply ops (a chain) inside the open transaction, each in its own savepoint. */
-static void apply_ops(struct ad_op *op)
+/*
+ * Apply ops (a chain) inside the open transaction. An operation that fails has usually written nothing (it
+ * checks before it writes: a stale lease, an illegal transition); failing after a write means the store
+ * failed, and then so does the batch: *berr is set, the batch is rolled back and every operation in it
+ * answers that error. A savepoint per operation would undo a failed one alone, but SQLite copies every page
+ * an operation touches into the savepoint's journal: a fifth of a submit's instructions. Stores that cannot
+ * count their changes (changes NULL) still get a savepoint per operation.
+ */
+static void apply_ops(struct ad_op *op, ad_err *berr)
 {
     const struct ad_store_ops *ops = store->ops;
-    for (; op != NULL; op = op->next) {
+    for (; op != NULL && *berr == AD_E_OK; op = op->next) {
+        if (ops->changes != NULL) {
+            int64_t before = ops->changes(conn);
+            op->err = op->apply(op, conn);
+            if (op->err != AD_E_OK && ops->changes(conn) != before)
+                *berr = op->err;
+            continue;
+        }
         op->err = ops->savepoint(conn);
         if (op->err != AD_E_OK)
             continue;
@@ -90,8 +104,10 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
  * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
  * and nothing waits. A store whose open transaction holds back other nodes (tx_blocks_others) waits for
  * the company before it begins instead, and then applies what has come.
- * Returns the batch's chain and its length in *count; mu is held on entry and exit. */
-static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
+ * Returns the batch's chain and its length in *count, in *berr what fails the whole batch (begin's error, or
+ * that of an operation that failed after writing) and in *tx_open whether begin succeeded. mu is held on
+ * entry and exit. */
+static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, int *tx_open, size_t *count)
 {
     struct ad_op *batch = NULL, **btail = &batch;
     size_t n = 0, k;
@@ -109,6 +125,7 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     pthread_mutex_unlock(&mu);
     uint64_t t0 = mono_ns();
     *berr = store->ops->begin(conn);
+    *tx_open = *berr == AD_E_OK;
     uint64_t apply_ns = mono_ns() - t0;
     pthread_mutex_lock(&mu);
     for (;;) {
@@ -116,15 +133,14 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
         if (taken != NULL) {
             pthread_mutex_unlock(&mu);
             t0 = mono_ns();
-            if (*berr == AD_E_OK)
-                apply_ops(taken);
+            apply_ops(taken, berr);
             apply_ns += mono_ns() - t0;
             *btail = taken;
             btail = &last->next;
             n += k;
             pthread_mutex_lock(&mu);
         }
-        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx)
+        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx || *berr != AD_E_OK)
             break;
         if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
             break;
@@ -134,8 +150,9 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     return batch;
 }
 
-/* Commit the batch (mu not held), then hand each operation back to the event loop. */
-static void commit_and_deliver(struct ad_op *batch, ad_err berr)
+/* Commit the batch (mu not held), or roll it back when it failed after begin (tx_open), then hand each
+ * operation back to the event loop. */
+static void commit_and_deliver(struct ad_op *batch, ad_err berr, int tx_open)
 {
     if (berr == AD_E_OK) {
         uint64_t t0 = mono_ns();
@@ -143,6 +160,8 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr)
         if (berr != AD_E_OK)
             store->ops->rollback(conn);
         __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
+    } else if (tx_open) {
+        store->ops->rollback(conn);
     }
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
@@ -166,13 +185,14 @@ static void *writer_main(void *arg)
         if (head == NULL)
             break;
         ad_err berr;
+        int tx_open;
         size_t n;
-        struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
+        struct ad_op *batch = gather_and_apply(last_batch, &berr, &tx_open, &n);
         last_batch = n;
         stat_batches++;
         stat_ops += n;
         pthread_mutex_unlock(&mu);
-        commit_and_deliver(batch, berr);
+        commit_and_deliver(batch, berr, tx_open);
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);

@@ -2,10 +2,9 @@
  * writer.h - the one store writer: a thread that applies operations in batches (group commit).
  *
  * The event loop hands operations to ad_writer_submit(). The writer thread opens one transaction, applies
- * every operation queued so far and those that keep arriving while it expects more (writer.c), each inside its
- * own savepoint, commits once (one fsync for the batch) and then hands each operation back to the event loop
- * thread, where op->done runs. An operation's result is therefore durable before done() is called: a 202
- * leaves only after its batch committed.
+ * every operation queued so far and those that keep arriving while it expects more (writer.c), commits once (one fsync
+ * for the batch) and then hands each operation back to the event loop thread, where op->done runs. An operation's
+ * result is therefore durable before done() is called: a 202 leaves only after its batch committed.
  */
 #ifndef AD_WRITER_H
 #define AD_WRITER_H
@@ -15,7 +14,8 @@
 #include "store.h"
 
 struct ad_op {
-    /* Writer thread, inside the batch transaction. Returning an error rolls back this op alone. */
+    /* Writer thread, inside the batch transaction. Return an error before writing anything: an error after a
+     * write fails the whole batch (unless the store gives each op a savepoint; see ad_store_ops.changes). */
     ad_err (*apply)(struct ad_op *op, struct ad_conn *c);
     /* Event loop thread, after the batch committed (or failed: op->err says which). Must end with ad_op_free. */
     void (*done)(struct ad_op *op);

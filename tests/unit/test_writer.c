@@ -1,7 +1,8 @@
 /*
  * test_writer.c - the group-commit writer on a real SQLite store: operations queued together commit in one
- * batch, one operation's failure is rolled back alone, done() runs on the event loop thread after the
- * commit, and an operation that arrives while a batch is open joins that batch.
+ * batch, an operation that fails before writing costs the others nothing while one that fails after writing
+ * fails its batch, done() runs on the event loop thread after the commit, and an operation that arrives
+ * while a batch is open joins that batch.
  *
  * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
  * decided by the test and not by thread timing.
@@ -21,7 +22,8 @@
 struct test_op {
     struct ad_op op;
     const char *job_id; /* inserted by apply when set */
-    ad_err fail;        /* returned by apply after the insert (AD_E_OK: succeed) */
+    ad_err fail;        /* returned by apply (AD_E_OK: succeed) */
+    int fail_first;     /* fail before the insert instead of after it */
     sem_t *started, *go;
     int done;
     ad_err done_err;
@@ -50,6 +52,8 @@ static ad_err op_apply(struct ad_op *op, struct ad_conn *c)
         sem_post(t->started);
     if (t->go != NULL)
         sem_wait(t->go);
+    if (t->fail_first)
+        return t->fail;
     if (t->job_id != NULL) {
         struct ad_job *j = new_job(t->job_id, "t1", "bench", AD_QUEUED, AD_PRIO_NORMAL);
         ad_err e = store->ops->job_insert(c, j);
@@ -132,33 +136,46 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Three operations queued while the writer is busy commit as one batch; the failing one alone is rolled
- * back, and each done() runs on the loop thread with its own result, after the commit. */
-static void test_batch_commits_together_and_fails_alone(void **state)
+/* Queue a, b and c while the writer is held inside another batch; return when all four are done. */
+static void run_behind_hold(struct test_op *a, struct test_op *b, struct test_op *c)
 {
-    (void)state;
     sem_t started, go;
     sem_init(&started, 0, 0);
     sem_init(&go, 0, 0);
-    struct test_op hold, a, b, c;
+    struct test_op hold;
     init_op(&hold, NULL);
     hold.started = &started;
     hold.go = &go;
+    ad_writer_submit(&hold.op);
+    sem_wait(&started); /* the writer is inside hold's batch: a, b and c queue up behind it */
+    ad_writer_submit(&a->op);
+    ad_writer_submit(&b->op);
+    ad_writer_submit(&c->op);
+    sem_post(&go);
+    struct test_op *all[] = {&hold, a, b, c};
+    run_until_done(all, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_true(all[i]->done_on_loop_thread);
+        assert_true(all[i]->committed_at_done);
+    }
+    sem_destroy(&started);
+    sem_destroy(&go);
+}
+
+/* Three operations queued while the writer is busy commit as one batch; the one that fails before writing
+ * anything (a stale lease, an illegal transition) answers its error, and each done() runs on the loop
+ * thread with its own result, after the commit. */
+static void test_batch_commits_together_and_fails_alone(void **state)
+{
+    (void)state;
+    struct test_op a, b, c;
     init_op(&a, "job_a");
     init_op(&b, "job_b");
     b.fail = AD_E_ILLEGAL_TRANSITION;
+    b.fail_first = 1;
     init_op(&c, "job_c");
-
     uint64_t before = batches();
-    ad_writer_submit(&hold.op);
-    sem_wait(&started); /* the writer is inside hold's batch: a, b and c queue up behind it */
-    ad_writer_submit(&a.op);
-    ad_writer_submit(&b.op);
-    ad_writer_submit(&c.op);
-    sem_post(&go);
-    struct test_op *all[] = {&hold, &a, &b, &c};
-    run_until_done(all, 4);
-
+    run_behind_hold(&a, &b, &c);
     assert_int_equal(batches() - before, 2); /* hold's, then one for a, b and c */
     assert_int_equal(a.done_err, AD_E_OK);
     assert_int_equal(b.done_err, AD_E_ILLEGAL_TRANSITION);
@@ -166,12 +183,32 @@ static void test_batch_commits_together_and_fails_alone(void **state)
     assert_true(stored("job_a"));
     assert_false(stored("job_b"));
     assert_true(stored("job_c"));
-    for (size_t i = 0; i < 4; i++) {
-        assert_true(all[i]->done_on_loop_thread);
-        assert_true(all[i]->committed_at_done);
-    }
-    sem_destroy(&started);
-    sem_destroy(&go);
+}
+
+/* An operation that fails after writing (the store failed under it) fails its batch: nothing of the batch is
+ * committed, every operation in it answers the error, and the next batch commits as usual. */
+static void test_failure_after_a_write_fails_the_batch(void **state)
+{
+    (void)state;
+    struct test_op a, b, c, d;
+    init_op(&a, "job_e");
+    init_op(&b, "job_f");
+    b.fail = AD_E_INTERNAL;
+    init_op(&c, "job_g");
+    run_behind_hold(&a, &b, &c);
+    assert_int_equal(a.done_err, AD_E_INTERNAL);
+    assert_int_equal(b.done_err, AD_E_INTERNAL);
+    assert_int_equal(c.done_err, AD_E_INTERNAL);
+    assert_false(stored("job_e"));
+    assert_false(stored("job_f"));
+    assert_false(stored("job_g"));
+
+    init_op(&d, "job_h");
+    ad_writer_submit(&d.op);
+    struct test_op *one[] = {&d};
+    run_until_done(one, 1);
+    assert_int_equal(d.done_err, AD_E_OK);
+    assert_true(stored("job_h"));
 }
 
 /* After a batch of several operations, the next batch stays open for company: an operation that arrives
@@ -226,6 +263,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_commits_together_and_fails_alone),
+        cmocka_unit_test(test_failure_after_a_write_fails_the_batch),
         cmocka_unit_test(test_arrival_joins_the_open_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
