@@ -227,20 +227,30 @@ round_keep()
 
 report_rounds()
 {
-    local name=$1 ref line
+    local name=$1 ref line median low high
     shift
-    BENCH_RATE[$name]=$(tr ' ' '\n' <<<"${ROUND_RATES[$name]}" | grep . | sort -n |
-        awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    read -r median low high < <(round_list "$name" | spread)
+    BENCH_RATE[$name]=${median%.*}
     line=$(printf '%-12s %8d req/s' "$name" "${BENCH_RATE[$name]}")
     for ref in "$@"; do
-        line+=$(awk -v a="${ROUND_RATES[$name]}" -v b="${ROUND_RATES[$ref]}" -v r="$ref" 'BEGIN {
-            n = split(a, x, " "); split(b, y, " ")
-            for (i = 1; i <= n; i++) q[i] = y[i] > 0 ? x[i] / y[i] : 0
-            for (i = 2; i <= n; i++) for (j = i; j > 1 && q[j - 1] > q[j]; j--) { t = q[j]; q[j] = q[j - 1]; q[j - 1] = t }
-            m = n % 2 ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
-            printf "  %5.2fx %s (%.2f-%.2f)", m, r, q[1], q[n] }')
+        read -r median low high < <(paste -d ' ' <(round_list "$name") <(round_list "$ref") |
+            awk '$2 > 0 { print $1 / $2 }' | spread)
+        line+=$(printf '  %5.2fx %s (%.2f-%.2f)' "$median" "$ref" "$low" "$high")
     done
     echo "$line${ROUND_ERRORS[$name]:-}"
+}
+
+# round_list NAME: NAME's kept rates, one per line, in round order.
+round_list()
+{
+    tr ' ' '\n' <<<"${ROUND_RATES[$1]}" | grep .
+}
+
+# spread: "median lowest highest" of the numbers on stdin, one per line.
+spread()
+{
+    sort -g | awk '{ v[NR] = $1 }
+        END { printf "%.4f %.4f %.4f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR] }'
 }
 
 # thread_ticks PID: one "name ticks" line per thread of PID, ticks being its user + system CPU time in
