@@ -53,7 +53,7 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
  * failed, and then so does the batch: *berr is set, the batch is rolled back and every operation in it
  * answers that error. A savepoint per operation would undo a failed one alone, but SQLite copies every page
  * an operation touches into the savepoint's journal: a fifth of a submit's instructions. Stores that cannot
- * count their changes (changes NULL) still get a savepoint per operation.
+ * count their changes (changes NULL) still get a savepoint per operation. The caller rolls back.
  */
 static void apply_ops(struct ad_op *op, ad_err *berr)
 {
@@ -104,10 +104,10 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
  * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
  * and nothing waits. A store whose open transaction holds back other nodes (tx_blocks_others) waits for
  * the company before it begins instead, and then applies what has come.
- * Returns the batch's chain and its length in *count, in *berr what fails the whole batch (begin's error, or
- * that of an operation that failed after writing) and in *tx_open whether begin succeeded. mu is held on
+ * Returns the batch's chain and its length in *count, and in *berr what fails the whole batch: begin's error,
+ * or that of an operation that failed after writing (the transaction is then rolled back here). mu is held on
  * entry and exit. */
-static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, int *tx_open, size_t *count)
+static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
 {
     struct ad_op *batch = NULL, **btail = &batch;
     size_t n = 0, k;
@@ -125,7 +125,6 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, int *tx_o
     pthread_mutex_unlock(&mu);
     uint64_t t0 = mono_ns();
     *berr = store->ops->begin(conn);
-    *tx_open = *berr == AD_E_OK;
     uint64_t apply_ns = mono_ns() - t0;
     pthread_mutex_lock(&mu);
     for (;;) {
@@ -133,7 +132,11 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, int *tx_o
         if (taken != NULL) {
             pthread_mutex_unlock(&mu);
             t0 = mono_ns();
-            apply_ops(taken, berr);
+            if (*berr == AD_E_OK) {
+                apply_ops(taken, berr);
+                if (*berr != AD_E_OK)
+                    store->ops->rollback(conn);
+            }
             apply_ns += mono_ns() - t0;
             *btail = taken;
             btail = &last->next;
@@ -150,9 +153,8 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, int *tx_o
     return batch;
 }
 
-/* Commit the batch (mu not held), or roll it back when it failed after begin (tx_open), then hand each
- * operation back to the event loop. */
-static void commit_and_deliver(struct ad_op *batch, ad_err berr, int tx_open)
+/* Commit the batch unless it already failed (mu not held), then hand each operation back to the event loop. */
+static void commit_and_deliver(struct ad_op *batch, ad_err berr)
 {
     if (berr == AD_E_OK) {
         uint64_t t0 = mono_ns();
@@ -160,8 +162,6 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr, int tx_open)
         if (berr != AD_E_OK)
             store->ops->rollback(conn);
         __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
-    } else if (tx_open) {
-        store->ops->rollback(conn);
     }
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
@@ -185,14 +185,13 @@ static void *writer_main(void *arg)
         if (head == NULL)
             break;
         ad_err berr;
-        int tx_open;
         size_t n;
-        struct ad_op *batch = gather_and_apply(last_batch, &berr, &tx_open, &n);
+        struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
         last_batch = n;
         stat_batches++;
         stat_ops += n;
         pthread_mutex_unlock(&mu);
-        commit_and_deliver(batch, berr, tx_open);
+        commit_and_deliver(batch, berr);
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);
