@@ -11,6 +11,8 @@
  *       JOBS submitted over SUBMITTERS connections (one request in flight on each) while WORKERS connections
  *       each lease up to MAX jobs at a time (default 1; wait 5) and complete them one after the other. Rate:
  *       completed jobs per second from the first submit to the last completion. Prints e2e-n and e2e (jobs/s).
+ *       With "next", a worker's complete of the last job it holds asks for its next lease in the same call
+ *       ("next" in :complete), and only leases on its own (parked, wait 5) when that brought nothing.
  *
  * Every connection is keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY. handoff uses blocking sockets;
  * e2e drives all of its connections from one thread with epoll, as wrk does. Any unexpected answer stops
@@ -145,28 +147,32 @@ static void field(const char *s, const char *key, char *out, size_t cap)
     out[n] = '\0';
 }
 
-/* Complete job under lease id, on c. */
-static void complete(struct conn *c, const char *job, const char *id)
+/* Complete job under lease id, on c; with next (a lease request object), lease more in the same call. */
+static void complete(struct conn *c, const char *job, const char *id, const char *next)
 {
-    char path[256], req[512];
+    char path[256], req[768];
     snprintf(path, sizeof path, "/v1/jobs/%s:complete", job);
-    snprintf(req, sizeof req, "{\"leaseId\":\"%s\",\"result\":{\"ok\":true}}", id);
+    snprintf(req, sizeof req, "{\"leaseId\":\"%s\",\"result\":{\"ok\":true}%s%s}", id, next ? ",\"next\":" : "",
+             next ? next : "");
     post(c, path, req);
 }
 
-/* Keep the leases of a 200 lease answer in c->leased. Each lease is {"job":{...,"id":...},"leaseId":...}. */
-static void take_leases(struct conn *c, const char *body)
+/* Keep the leases in an answer's "leases":[...] in c->leased: each is {"job":{...,"id":...},"leaseId":...}.
+ * Returns how many. */
+static int take_leases(struct conn *c, const char *body)
 {
     c->nleased = 0;
-    for (const char *p = strstr(body, "{\"job\":"); p != NULL; p = strstr(p + 1, "{\"job\":")) {
+    const char *leases = strstr(body, "\"leases\":[");
+    if (leases == NULL)
+        die("no leases in the answer");
+    for (const char *p = strstr(leases, "{\"job\":"); p != NULL; p = strstr(p + 1, "{\"job\":")) {
         if (c->nleased == MAX_LEASE)
             die("more leases than asked for");
         struct lease *l = &c->leased[c->nleased++];
         field(p, "id", l->job, sizeof l->job);
         field(p, "leaseId", l->id, sizeof l->id);
     }
-    if (c->nleased == 0)
-        die("lease: 200 without a lease");
+    return c->nleased;
 }
 
 static int cmp(const void *a, const void *b)
@@ -196,9 +202,10 @@ static void handoff(int count)
         lat[i] = now_ms() - t0;
         if (status != 200)
             die("lease: want 200");
-        take_leases(&worker, body);
+        if (take_leases(&worker, body) != 1)
+            die("lease: want one lease");
         const struct lease *l = &worker.leased[0];
-        complete(&worker, l->job, l->id);
+        complete(&worker, l->job, l->id, NULL);
         if (answer(&submitter, &body) != 202)
             die("submit: want 202");
         field(body, "id", sub, sizeof sub);
@@ -230,20 +237,22 @@ static void submit_next(struct conn *c, int jobs)
 }
 
 static int lease_max = 1;
+static int chain; /* the last complete of a batch asks for the next one ("next") */
 
 /* A worker's next request: complete the next job it holds, or lease more. */
 static void work_next(struct conn *c)
 {
+    char ask[256];
+    snprintf(ask, sizeof ask, "{\"types\":[\"" E2E_TYPE "\"],\"max\":%d,\"leaseSeconds\":60,\"worker\":\"bench\"}",
+             lease_max);
     if (c->nleased > 0) {
         struct lease *l = &c->leased[--c->nleased];
-        complete(c, l->job, l->id);
+        complete(c, l->job, l->id, chain && c->nleased == 0 ? ask : NULL);
         c->completing = 1;
         return;
     }
     char req[256];
-    snprintf(req, sizeof req,
-             "{\"types\":[\"" E2E_TYPE "\"],\"max\":%d,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}",
-             lease_max);
+    snprintf(req, sizeof req, "%.*s,\"wait\":5}", (int)strlen(ask) - 1, ask);
     post(c, "/v1/leases", req);
     c->completing = 0;
 }
@@ -284,10 +293,13 @@ static void e2e(int jobs, int submitters, int workers)
             } else if (c->completing) {
                 if (status != 200)
                     die("complete: want 200");
+                if (chain && c->nleased == 0)
+                    take_leases(c, body);
                 if (++completed < jobs)
                     work_next(c);
             } else if (status == 200) {
-                take_leases(c, body);
+                if (take_leases(c, body) == 0)
+                    die("lease: 200 without a lease");
                 work_next(c);
             } else if (status == 204) {
                 work_next(c);
@@ -303,7 +315,7 @@ static void e2e(int jobs, int submitters, int workers)
 
 int main(int argc, char **argv)
 {
-    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX]";
+    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX [next]]";
     if (argc < 5)
         die(usage);
     host = argv[1];
@@ -311,9 +323,10 @@ int main(int argc, char **argv)
     int a = atoi(argv[4]);
     if (strcmp(argv[3], "handoff") == 0 && argc == 5 && a > 0) {
         handoff(a);
-    } else if (strcmp(argv[3], "e2e") == 0 && (argc == 7 || argc == 8) && a > 0 && atoi(argv[5]) > 0 &&
-               atoi(argv[6]) > 0) {
-        lease_max = argc == 8 ? atoi(argv[7]) : 1;
+    } else if (strcmp(argv[3], "e2e") == 0 && argc >= 7 && argc <= 9 && a > 0 && atoi(argv[5]) > 0 &&
+               atoi(argv[6]) > 0 && (argc < 9 || strcmp(argv[8], "next") == 0)) {
+        lease_max = argc >= 8 ? atoi(argv[7]) : 1;
+        chain = argc == 9;
         if (lease_max < 1 || lease_max > MAX_LEASE)
             die("MAX must be 1 to 100");
         e2e(a, atoi(argv[5]), atoi(argv[6]));

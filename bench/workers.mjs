@@ -9,8 +9,9 @@
 //   node bench/workers.mjs URL submit JOBS SUBMITTERS
 //       Durable submits alone: JOBS POST /v1/jobs with SUBMITTERS in flight. Prints submit-node (jobs/s).
 //   node bench/workers.mjs URL e2e JOBS SUBMITTERS WORKERS
-//       JOBS submitted as above while WORKERS loops lease (max 1, wait 5) and complete. Rate: completed jobs
-//       per second from the first submit to the last completion. Prints e2e (jobs/s) and e2e-n.
+//       JOBS submitted as above while WORKERS loops lease (max 1, wait 5) and complete, each complete asking
+//       for the loop's next job in the same call ("next"). Rate: completed jobs per second from the first
+//       submit to the last completion. Prints e2e (jobs/s) and e2e-n.
 //
 // Every mode stops at LIMIT_MS and then reports what it measured so far (with a "partial" line).
 
@@ -121,17 +122,23 @@ async function e2e(jobs, submitters, workers) {
     let finish;
     const allDone = new Promise((r) => (finish = r));
     const loops = clients.map(async (c, wi) => {
+        const ask = { types: [type], max: 1, leaseSeconds: 60, worker: `bench-${wi}` };
+        let held = []; // leases from the last complete's "next"
         while (!stop) {
-            let res;
-            try {
-                res = await post(c, '/v1/leases', { types: [type], max: 1, wait: 5, leaseSeconds: 60, worker: `bench-${wi}` });
-            } catch (e) {
-                if (stop) return; // destroyed while parked at the end
-                throw e;
+            if (held.length === 0) {
+                let res;
+                try {
+                    res = await post(c, '/v1/leases', { ...ask, wait: 5 });
+                } catch (e) {
+                    if (stop) return; // destroyed while parked at the end
+                    throw e;
+                }
+                if (res.status === 204) continue;
+                held = expect(res, 200, 'lease').json.leases;
             }
-            if (res.status === 204) continue;
-            const l = expect(res, 200, 'lease').json.leases[0];
-            expect(await post(c, `/v1/jobs/${l.job.id}:complete`, { leaseId: l.leaseId, result: { ok: true } }), 200, 'complete');
+            const l = held[0];
+            const res = await post(c, `/v1/jobs/${l.job.id}:complete`, { leaseId: l.leaseId, result: { ok: true }, next: ask });
+            held = expect(res, 200, 'complete').json.leases;
             completed++;
             lastDone = now();
             if (completed === jobs) finish();

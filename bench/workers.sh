@@ -8,10 +8,13 @@
 #   submit-node      durable submits alone from the node client, 32 in flight
 #   submit           durable submits alone with wrk and bench/submit.lua, as in bench/http.sh
 #   e2e              BENCH_E2E_JOBS jobs submitted (32 in flight) while 8 HTTP worker connections lease (max 1,
-#                    wait 5) and complete: completed jobs per second, and its ratio to the wrk submit rate
-#                    (target: >= 0.5x); e2e-node the same from node, against submit-node
+#                    wait 5) and complete, each complete asking for the worker's next job in the same call
+#                    ("next"): completed jobs per second, and its ratio to the wrk submit rate (target:
+#                    >= 0.5x); e2e-node the same from node, against submit-node
+#   e2e-lease        e2e with a separate POST /v1/leases for every job (no "next"): two commits per job for
+#                    a worker instead of one
 #   e2e-max8         e2e again with each worker leasing up to 8 jobs at a time (max 8) and completing them in
-#                    turn: what batching leases buys a worker
+#                    turn, the last complete asking for the next 8: what batching leases buys a worker
 #   e2e-cpu          the daemon's CPU time per job during the e2e round, per thread (as submit-cpu in http.sh)
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 10000), and those of bench/lib.sh.
 set -euo pipefail
@@ -89,12 +92,15 @@ record submit-node "$(value submit-node)"
 printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
 
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1 next
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 record e2e "$(value e2e)"
 e2e_n=$(value e2e-n)
 e2e_cpu=$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$e2e_n")
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 8
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1
+record e2e-lease "$(value e2e)"
+e2e_lease_n=$(value e2e-n)
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 8 next
 record e2e-max8 "$(value e2e)"
 e2e_max8_n=$(value e2e-n)
 node_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
@@ -109,6 +115,8 @@ ratio=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { prin
 printf '%-16s %8d jobs/s %5.2fx submit       target >= 0.5x: %s  (%d completed)\n' e2e "${BENCH_RATE[e2e]}" \
     "$ratio" "$(verdict "$ratio" '>=' 0.5)" "$e2e_n"
 printf '%-16s%s per job\n' e2e-cpu "$e2e_cpu"
+printf '%-16s %8d jobs/s %5.2fx submit       (%d completed)\n' e2e-lease "${BENCH_RATE[e2e-lease]}" \
+    "$(awk -v a="${BENCH_RATE[e2e-lease]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')" "$e2e_lease_n"
 printf '%-16s %8d jobs/s %5.2fx submit       (%d completed)\n' e2e-max8 "${BENCH_RATE[e2e-max8]}" \
     "$(awk -v a="${BENCH_RATE[e2e-max8]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')" "$e2e_max8_n"
 printf '%-16s %8d jobs/s %5.2fx submit-node  (%d completed)\n' e2e-node "${BENCH_RATE[e2e-node]}" \

@@ -18,16 +18,22 @@
 #define AD_LEASE_MAX_JOBS 100
 #define AD_LEASE_MAX_TYPES 32
 
+/* What a worker asks to lease: the body of POST /v1/leases, or the "next" of a final report. */
+struct lease_ask {
+    char **types;
+    size_t ntypes;
+    int max;
+    int wait; /* seconds, at most limits.maxWaitSeconds */
+    int lease_seconds;
+    char *worker;
+};
+
 struct parked {
     h2o_linklist_t link;
     struct ad_timer timer;
     struct ad_pending *pend;
     struct ad_request *r;
-    char **types;
-    size_t ntypes;
-    int max;
-    int lease_seconds;
-    char *worker;
+    struct lease_ask ask;
     int64_t deadline; /* monotonic ms */
     int in_flight;    /* a lease op is with the writer */
     uint64_t kicks;   /* the kick count when the op was issued */
@@ -38,15 +44,20 @@ struct parked {
  * rather than park and miss it. */
 static uint64_t kicks;
 
+static void ask_free(struct lease_ask *a)
+{
+    for (size_t i = 0; i < a->ntypes; i++)
+        free(a->types[i]);
+    free(a->types);
+    free(a->worker);
+}
+
 static void parked_free(struct parked *p)
 {
     if (h2o_linklist_is_linked(&p->link))
         h2o_linklist_unlink(&p->link);
     ad_timer_cancel(&p->timer);
-    for (size_t i = 0; i < p->ntypes; i++)
-        free(p->types[i]);
-    free(p->types);
-    free(p->worker);
+    ask_free(&p->ask);
     free(p);
 }
 
@@ -76,18 +87,25 @@ static void parked_timeout(struct ad_timer *t)
 
 static void lease_done(struct ad_op *op);
 
-static void lease_issue(struct parked *p)
+/* A lease op for what a asks, in tenant. */
+static struct ad_lease_op *lease_op_new(const char *tenant, const struct lease_ask *a)
 {
     struct ad_lease_op *x = ad_lease_op_new();
-    x->tenant = ad_strdup(p->r->tenant);
-    x->types = ad_calloc(p->ntypes, sizeof(char *));
-    for (size_t i = 0; i < p->ntypes; i++)
-        x->types[i] = ad_strdup(p->types[i]);
-    x->ntypes = p->ntypes;
-    x->max = p->max;
-    x->lease_seconds = p->lease_seconds;
-    x->worker = p->worker != NULL ? ad_strdup(p->worker) : NULL;
+    x->tenant = ad_strdup(tenant);
+    x->types = ad_calloc(a->ntypes, sizeof(char *));
+    for (size_t i = 0; i < a->ntypes; i++)
+        x->types[i] = ad_strdup(a->types[i]);
+    x->ntypes = a->ntypes;
+    x->max = a->max;
+    x->lease_seconds = a->lease_seconds;
+    x->worker = a->worker != NULL ? ad_strdup(a->worker) : NULL;
     x->now = ad_now_ms();
+    return x;
+}
+
+static void lease_issue(struct parked *p)
+{
+    struct ad_lease_op *x = lease_op_new(p->r->tenant, &p->ask);
     x->ctx = p;
     x->op.done = lease_done;
     p->in_flight = 1;
@@ -103,6 +121,20 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     ad_buf_printf(b, "%s{\"job\":", first ? "" : ",");
     ad_buf_append(b, e->body, e->len);
     ad_buf_printf(b, ",\"leaseId\":\"%s\",\"leaseExpiresAt\":\"%s\"}", e->job->lease_id, until);
+}
+
+/* Publish the jobs a lease op took (taking them from it) and append "leases":[...] to b. Returns how many. */
+static size_t append_leases(struct ad_buf *b, struct ad_lease_op *x)
+{
+    size_t leased = x->op.err == AD_E_OK ? x->leased.n : 0;
+    AD_BUF_LIT(b, "\"leases\":[");
+    for (size_t i = 0; i < leased; i++) {
+        struct ad_job *j = x->leased.items[i];
+        x->leased.items[i] = NULL;
+        append_lease(b, ad_server_publish(j), i == 0);
+    }
+    AD_BUF_LIT(b, "]");
+    return leased;
 }
 
 /* A lease attempt for p ended with err and leased (the {"leases": [...]} body in b when leased != 0):
@@ -134,16 +166,11 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
 static void lease_done(struct ad_op *op)
 {
     struct ad_lease_op *x = (struct ad_lease_op *)op;
-    size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"leases\":[", 11);
-    for (size_t i = 0; i < leased; i++) {
-        struct ad_job *j = x->leased.items[i];
-        x->leased.items[i] = NULL;
-        append_lease(&b, ad_server_publish(j), i == 0);
-    }
-    ad_buf_append(&b, "]}", 2);
+    AD_BUF_LIT(&b, "{");
+    size_t leased = append_leases(&b, x);
+    AD_BUF_LIT(&b, "}");
     lease_finish(x->ctx, op->err, leased, &b);
     ad_buf_free(&b);
     ad_op_free(op);
@@ -158,9 +185,9 @@ void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_secon
         if (strcmp(p->r->tenant, tenant) != 0)
             continue;
         size_t i = 0;
-        while (i < p->ntypes && strcmp(p->types[i], type) != 0)
+        while (i < p->ask.ntypes && strcmp(p->ask.types[i], type) != 0)
             i++;
-        if (i == p->ntypes)
+        if (i == p->ask.ntypes)
             continue;
         if (ad_pending_gone(p->pend)) {
             /* A worker that hung up is passed over, or the job would sit leased to nobody until its lease ran
@@ -171,8 +198,8 @@ void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_secon
         h2o_linklist_unlink(&p->link);
         ad_timer_cancel(&p->timer);
         p->in_flight = 1;
-        *lease_seconds = p->lease_seconds;
-        *worker = p->worker;
+        *lease_seconds = p->ask.lease_seconds;
+        *worker = p->ask.worker;
         return p;
     }
     return NULL;
@@ -211,15 +238,16 @@ void ad_api_leases_kick(const char *tenant, const char *type)
         lease_issue(p);
 }
 
-/* Read an optional integer member in [min, max] into *out. */
-static void opt_int(json_t *body, const char *name, long long min, long long max, int *out, struct ad_verr *v)
+/* Read an optional integer member in [min, max] of the object at JSON pointer at into *out. */
+static void opt_int(json_t *obj, const char *at, const char *name, long long min, long long max, int *out,
+                    struct ad_verr *v)
 {
-    json_t *n = json_object_get(body, name);
+    json_t *n = json_object_get(obj, name);
     if (n == NULL || json_is_null(n))
         return;
     if (!json_is_integer(n) || json_integer_value(n) < min || json_integer_value(n) > max) {
         char ptr[64], detail[128];
-        snprintf(ptr, sizeof(ptr), "/%s", name);
+        snprintf(ptr, sizeof(ptr), "%s/%s", at, name);
         snprintf(detail, sizeof(detail), "%s must be an integer from %lld to %lld", name, min, max);
         ad_verr_add(v, ptr, detail);
         return;
@@ -242,6 +270,39 @@ static json_t *object_body(struct ad_request *r)
     return body;
 }
 
+/* Read a lease request (the object at JSON pointer at) into a: types, max, wait, leaseSeconds, worker. */
+static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct ad_verr *v)
+{
+    char ptr[64];
+    snprintf(ptr, sizeof(ptr), "%s/types", at);
+    json_t *types = json_object_get(obj, "types");
+    size_t ntypes = json_array_size(types);
+    if (!json_is_array(types) || ntypes == 0 || ntypes > AD_LEASE_MAX_TYPES)
+        ad_verr_add(v, ptr, "types must be an array of 1 to 32 job type names");
+    for (size_t i = 0; i < ntypes; i++)
+        if (!json_is_string(json_array_get(types, i)))
+            ad_verr_add(v, ptr, "every entry of types must be a string");
+    a->max = 1;
+    a->wait = 0;
+    a->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
+    opt_int(obj, at, "max", 1, AD_LEASE_MAX_JOBS, &a->max, v);
+    opt_int(obj, at, "wait", 0, 86400, &a->wait, v);
+    opt_int(obj, at, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &a->lease_seconds, v);
+    if (a->wait > ad_srv.cfg->max_wait_seconds)
+        a->wait = ad_srv.cfg->max_wait_seconds;
+    json_t *worker = json_object_get(obj, "worker");
+    snprintf(ptr, sizeof(ptr), "%s/worker", at);
+    if (worker != NULL && (!json_is_string(worker) || json_string_length(worker) > 128))
+        ad_verr_add(v, ptr, "worker must be a string of at most 128 characters");
+    if (v->n != 0)
+        return;
+    a->types = ad_calloc(ntypes, sizeof(char *));
+    for (size_t i = 0; i < ntypes; i++)
+        a->types[i] = ad_strdup(json_string_value(json_array_get(types, i)));
+    a->ntypes = ntypes;
+    a->worker = worker != NULL ? ad_strdup(json_string_value(worker)) : NULL;
+}
+
 int ad_api_lease(struct ad_request *r)
 {
     json_t *body = object_body(r);
@@ -249,40 +310,18 @@ int ad_api_lease(struct ad_request *r)
         return 0;
     struct ad_verr v;
     ad_verr_init(&v);
-    json_t *types = json_object_get(body, "types");
-    size_t ntypes = json_array_size(types);
-    if (!json_is_array(types) || ntypes == 0 || ntypes > AD_LEASE_MAX_TYPES)
-        ad_verr_add(&v, "/types", "types must be an array of 1 to 32 job type names");
-    for (size_t i = 0; i < ntypes; i++)
-        if (!json_is_string(json_array_get(types, i)))
-            ad_verr_add(&v, "/types", "every entry of types must be a string");
-    int max = 1, wait = 0, lease_seconds = AD_LEASE_DEFAULT_SECONDS;
-    opt_int(body, "max", 1, AD_LEASE_MAX_JOBS, &max, &v);
-    opt_int(body, "wait", 0, 86400, &wait, &v);
-    opt_int(body, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &lease_seconds, &v);
-    json_t *worker = json_object_get(body, "worker");
-    if (worker != NULL && (!json_is_string(worker) || json_string_length(worker) > 128))
-        ad_verr_add(&v, "/worker", "worker must be a string of at most 128 characters");
+    struct parked *p = ad_calloc(1, sizeof(*p));
+    ask_parse(body, "", &p->ask, &v);
+    json_decref(body);
     if (v.n != 0) {
-        json_decref(body);
+        parked_free(p);
         return ad_verr_send(&v, r);
     }
     ad_buf_free(&v.b);
-    struct parked *p = ad_calloc(1, sizeof(*p));
     p->r = r;
-    p->types = ad_calloc(ntypes, sizeof(char *));
-    for (size_t i = 0; i < ntypes; i++)
-        p->types[i] = ad_strdup(json_string_value(json_array_get(types, i)));
-    p->ntypes = ntypes;
-    p->max = max;
-    p->lease_seconds = lease_seconds;
-    p->worker = worker != NULL ? ad_strdup(json_string_value(worker)) : NULL;
-    if (wait > ad_srv.cfg->max_wait_seconds)
-        wait = ad_srv.cfg->max_wait_seconds;
-    p->deadline = ad_mono_ms() + (int64_t)wait * 1000;
+    p->deadline = ad_mono_ms() + (int64_t)p->ask.wait * 1000;
     p->timer.cb = parked_timeout;
     p->pend = ad_pending_new(r->req, p, parked_gone);
-    json_decref(body);
     lease_issue(p);
     return 0;
 }
@@ -295,10 +334,20 @@ static void report_done(struct ad_op *op)
     struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     int64_t lease_until = 0;
+    struct ad_buf b; /* {"job", "leases"}: the answer to a report with next */
+    ad_buf_init(&b, SIZE_MAX);
     if (op->err == AD_E_OK) {
         lease_until = x->job->lease_expires_at;
         e = ad_server_publish(x->job);
         x->job = NULL;
+        if (x->next != NULL) {
+            /* Published even when the worker went away: they are leased all the same, until the lease ends. */
+            AD_BUF_LIT(&b, "{\"job\":");
+            ad_buf_append(&b, e->body, e->len);
+            AD_BUF_LIT(&b, ",");
+            append_leases(&b, x->next);
+            AD_BUF_LIT(&b, "}");
+        }
     }
     if (r != NULL) {
         if (op->err != AD_E_OK) {
@@ -311,10 +360,13 @@ static void report_done(struct ad_op *op)
             size_t len = strlen(body);
             ad_http_json(r, 200, h2o_strdup(&r->req->pool, body, len).base, len);
             free(body);
+        } else if (x->next != NULL) {
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
         } else {
             ad_api_send_job(r, e, 200);
         }
     }
+    ad_buf_free(&b);
     ad_op_free(op);
 }
 
@@ -349,11 +401,11 @@ static int report(struct ad_request *r, enum ad_job_event event)
         ad_verr_add(&v, "/leaseId", "leaseId is required: the id this job was leased under");
     else
         x->lease_id = ad_strdup(json_string_value(lid));
-    opt_int(body, "progress", 0, 100, &x->progress, &v);
+    opt_int(body, "", "progress", 0, 100, &x->progress, &v);
     /* Every heartbeat extends the lease: by leaseSeconds when given, else by the default lease length. */
     if (event == AD_EV_HEARTBEAT)
         x->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
-    opt_int(body, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
+    opt_int(body, "", "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
     json_t *msg = json_object_get(body, "message");
     if (msg != NULL && !json_is_null(msg)) {
         if (!json_is_string(msg) || json_string_length(msg) > 1024)
@@ -390,6 +442,21 @@ static int report(struct ad_request *r, enum ad_job_event event)
         else if (json_is_false(retryable))
             event = AD_EV_FAIL_FINAL;
         x->error = normalise_problem(err);
+    }
+    json_t *next = json_object_get(body, "next");
+    if (next != NULL && !json_is_null(next)) {
+        struct lease_ask a = {0};
+        if (event == AD_EV_HEARTBEAT)
+            ad_verr_add(&v, "/next", "next is for :complete, :fail and :release, which end the lease");
+        else if (!json_is_object(next))
+            ad_verr_add(&v, "/next", "next must be a lease request object");
+        else if (json_object_get(next, "wait") != NULL)
+            ad_verr_add(&v, "/next/wait", "next takes no wait: it leases what is queued now");
+        else
+            ask_parse(next, "/next", &a, &v);
+        if (a.types != NULL)
+            x->next = lease_op_new(r->tenant, &a);
+        ask_free(&a);
     }
     json_decref(body);
     if (v.n != 0) {

@@ -425,9 +425,8 @@ struct ad_lease_op *ad_lease_op_new(void)
     return x;
 }
 
-static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
+static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
 {
-    struct ad_report_op *x = (struct ad_report_op *)op;
     ad_err e = load(c, x->tenant, x->id, &x->now, &x->job);
     if (e != AD_E_OK)
         return e;
@@ -478,6 +477,14 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     return log_event(c, j, &prev, st->job_update(c, j));
 }
 
+static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_report_op *x = (struct ad_report_op *)op;
+    ad_err e = report_job(c, x);
+    /* A failed lease after the report has written fails the batch: only the store itself fails it. */
+    return e == AD_E_OK && x->next != NULL ? lease_apply(&x->next->op, c) : e;
+}
+
 static void report_destroy(struct ad_op *op)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
@@ -489,6 +496,8 @@ static void report_destroy(struct ad_op *op)
     free(x->result_location);
     free(x->error);
     ad_job_free(x->job);
+    if (x->next != NULL)
+        ad_op_free(&x->next->op);
     free(x);
 }
 

@@ -80,6 +80,9 @@ struct ad_report_op {
     int64_t now;
     struct ad_job *job;
     int replayed; /* a repeated final report: job is unchanged */
+    /* The worker's next lease, taken in the same transaction once the report succeeded (its tenant is the
+     * report's); NULL = none. Owned by the report op. */
+    struct ad_lease_op *next;
     void *ctx;
 };
 

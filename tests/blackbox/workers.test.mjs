@@ -324,3 +324,109 @@ describe('reporting', () => {
         assert.equal(res.json.error.code, 'lease-expired', res.text);
     });
 });
+
+describe('the next lease in a final report ("next")', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    const ask = { types: ['report.export'], max: 2, leaseSeconds: 60, worker: 'chained' };
+
+    it(':complete with next answers {job, leases}: the job done, then queued jobs leased in priority order', async () => {
+        const { c, w } = tenant(d);
+        const first = await submitAndLease(c, w);
+        const low = (await submit(c, { type: 'report.export', payload: { n: 'low' }, priority: 'low' })).json.id;
+        const high = (await submit(c, { type: 'report.export', payload: { n: 'high' }, priority: 'high' })).json.id;
+        const normal = (await submit(c, { type: 'report.export', payload: { n: 'normal' } })).json.id;
+        const t0 = Date.now();
+        const res = expectStatus(await w.post(`/v1/jobs/${first.job.id}:complete`, { leaseId: first.leaseId, result: { n: 1 }, next: ask }), 200);
+        assert.equal(res.json.job.id, first.job.id);
+        assert.equal(res.json.job.status, 'succeeded');
+        assertJobShape(res.json.job);
+        assert.deepEqual(res.json.leases.map((l) => l.job.id), [high, normal]);
+        for (const l of res.json.leases) {
+            assert.equal(l.job.status, 'running');
+            assert.equal(l.job.attempt, 1);
+            assert.match(l.leaseId, /^lse_[A-Za-z0-9_-]+$/);
+            const exp = Date.parse(l.leaseExpiresAt);
+            assert.ok(exp >= t0 + 55_000 && exp <= Date.now() + 65_000, `leaseExpiresAt ${l.leaseExpiresAt} is not ~60 s ahead`);
+            const attempts = expectStatus(await c.get(`/v1/jobs/${l.job.id}/attempts`), 200).json.attempts;
+            assert.deepEqual(attempts.map((a) => [a.worker, a.outcome]), [['chained', null]]);
+        }
+        assert.equal((await getJob(c, first.job.id)).status, 'succeeded');
+        assert.equal((await getJob(c, low)).status, 'queued');
+        // The leases are live: their holders can complete them.
+        const [h] = res.json.leases;
+        const last = expectStatus(await w.post(`/v1/jobs/${h.job.id}:complete`, { leaseId: h.leaseId, next: ask }), 200);
+        assert.deepEqual(last.json.leases.map((l) => l.job.id), [low]);
+        const none = expectStatus(await w.post(`/v1/jobs/${normal}:complete`, { leaseId: res.json.leases[1].leaseId, next: ask }), 200);
+        assert.deepEqual(none.json.leases, [], 'nothing queued: an empty list, at once');
+        assert.equal(none.json.job.status, 'succeeded');
+    });
+
+    it(':release with next hands the job back and takes it again under a new lease; :fail with next', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        const again = expectStatus(await w.post(`/v1/jobs/${l.job.id}:release`, { leaseId: l.leaseId, next: ask }), 200);
+        assert.equal(again.json.job.status, 'queued');
+        assert.equal(again.json.leases.length, 1);
+        const l2 = again.json.leases[0];
+        assert.equal(l2.job.id, l.job.id);
+        assert.notEqual(l2.leaseId, l.leaseId);
+        assertProblem(await w.post(`/v1/jobs/${l.job.id}:complete`, { leaseId: l.leaseId }), 409, 'stale-lease');
+        // A retryable failure is queued with a backoff, so the next lease does not take it back early.
+        const f = expectStatus(await w.post(`/v1/jobs/${l.job.id}:fail`, { leaseId: l2.leaseId, error: { title: 'Flaky' }, next: ask }), 200);
+        assert.equal(f.json.job.status, 'queued');
+        assert.deepEqual(f.json.leases, []);
+    });
+
+    it('a report that is refused leases nothing', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        const waiting = (await submit(c)).json.id;
+        const bogus = 'lse_AAAAAAAAAAAAAAAAAAAAAA';
+        assertProblem(await w.post(`/v1/jobs/${l.job.id}:complete`, { leaseId: bogus, next: ask }), 409, 'stale-lease');
+        assertProblem(await w.post('/v1/jobs/job_AAAAAAAAAAAAAAAAAAAAAA:complete', { leaseId: bogus, next: ask }), 404, 'not-found');
+        assert.equal((await getJob(c, waiting)).status, 'queued');
+        assert.equal((await getJob(c, l.job.id)).status, 'running');
+        const attempts = expectStatus(await c.get(`/v1/jobs/${waiting}/attempts`), 200).json.attempts;
+        assert.deepEqual(attempts, []);
+    });
+
+    it('next leases only the worker\'s own tenant and the types it names', async () => {
+        const mine = tenant(d);
+        const other = tenant(d);
+        const l = await submitAndLease(mine.c, mine.w);
+        const theirs = (await submit(other.c)).json.id;
+        const email = (await submit(mine.c, { type: 'email.send', payload: {} })).json.id;
+        const res = expectStatus(await mine.w.post(`/v1/jobs/${l.job.id}:complete`, { leaseId: l.leaseId, next: ask }), 200);
+        assert.deepEqual(res.json.leases, []);
+        assert.equal((await getJob(other.c, theirs)).status, 'queued');
+        assert.equal((await getJob(mine.c, email)).status, 'queued');
+    });
+
+    it('a bad next -> 422 with its pointer, and nothing changes', async () => {
+        const { c, w } = tenant(d);
+        const l = await submitAndLease(c, w);
+        const waiting = (await submit(c)).json.id;
+        const etag = hget(await c.get(`/v1/jobs/${l.job.id}`), 'etag');
+        const cases = [
+            [':complete', { next: { types: [] } }, '/next/types'],
+            [':complete', { next: { types: ['report.export'], max: 0 } }, '/next/max'],
+            [':complete', { next: { types: ['report.export'], leaseSeconds: 3601 } }, '/next/leaseSeconds'],
+            [':complete', { next: { types: ['report.export'], worker: 7 } }, '/next/worker'],
+            [':complete', { next: { types: ['report.export'], wait: 5 } }, '/next/wait'],
+            [':fail', { next: ['report.export'] }, '/next'],
+            [':heartbeat', { next: ask }, '/next'],
+        ];
+        for (const [verb, extra, pointer] of cases) {
+            const res = await w.post(`/v1/jobs/${l.job.id}${verb}`, { leaseId: l.leaseId, ...extra });
+            assertProblem(res, 422, 'validation-failed');
+            assert.ok(res.json.errors.some((e) => e.pointer === pointer), `${verb} ${JSON.stringify(extra)}: ${show(res)}`);
+        }
+        assert.equal(hget(await c.get(`/v1/jobs/${l.job.id}`), 'etag'), etag);
+        assert.equal((await getJob(c, waiting)).status, 'queued');
+    });
+});
