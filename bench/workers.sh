@@ -15,6 +15,9 @@
 #                    a worker instead of one
 #   e2e-max8         e2e again with each worker leasing up to 8 jobs at a time (max 8) and completing them in
 #                    turn, the last complete asking for the next 8: what batching leases buys a worker
+#   e2e-w32          e2e with 32 worker connections, as many as there are submitters: each commit round then
+#                    moves as many jobs through the workers as it takes in, so this is what the daemon
+#                    sustains when the number of workers does not bound it
 #   e2e-cpu          the daemon's CPU time per job during the e2e round, per thread (as submit-cpu in http.sh)
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 10000), and those of bench/lib.sh.
 set -euo pipefail
@@ -61,9 +64,12 @@ value()
     awk -v n="$1" '$1 == n { print $2; exit }' <<<"$RUN_OUT"
 }
 
-# record NAME RATE: keep a rate like wrk_rate does (BENCH_RATE, BENCH_RESULTS).
+# record NAME RATE: keep a rate like wrk_rate does (BENCH_RATE, BENCH_RESULTS), and the jobs completed by
+# the run just made (e2e-n in RUN_OUT, if any) in COMPLETED.
+declare -A COMPLETED
 record()
 {
+    COMPLETED[$1]=$(value e2e-n)
     BENCH_RATE[$1]=$2
     if [ -n "${BENCH_RESULTS:-}" ]; then
         printf '%s\t%s\n' "$1" "$2" >>"$BENCH_RESULTS"
@@ -74,6 +80,19 @@ record()
 verdict()
 {
     awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == "<=" ? v <= t : v >= t; print ok ? "met" : "MISSED" }'
+}
+
+# ratio NAME REF: BENCH_RATE[NAME] / BENCH_RATE[REF].
+ratio()
+{
+    awk -v a="${BENCH_RATE[$1]}" -v b="${BENCH_RATE[$2]}" 'BEGIN { printf "%.3f", a / b }'
+}
+
+# e2e_line NAME REF [NOTE]: the jobs/s of the e2e run NAME, as a ratio to the submit rate REF.
+e2e_line()
+{
+    printf '%-16s %8d jobs/s %5.2fx %-12s %s(%d completed)\n' "$1" "${BENCH_RATE[$1]}" "$(ratio "$1" "$2")" "$2" \
+        "${3:+$3  }" "${COMPLETED[$1]}"
 }
 
 c_run handoff "$BENCH_HANDOFF_COUNT"
@@ -95,30 +114,23 @@ thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
 c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1 next
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 record e2e "$(value e2e)"
-e2e_n=$(value e2e-n)
-e2e_cpu=$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "$e2e_n")
+e2e_cpu=$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "${COMPLETED[e2e]}")
 c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1
 record e2e-lease "$(value e2e)"
-e2e_lease_n=$(value e2e-n)
 c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 8 next
 record e2e-max8 "$(value e2e)"
-e2e_max8_n=$(value e2e-n)
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$SUBMITTERS" 1 next
+record e2e-w32 "$(value e2e)"
 node_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
 record e2e-node "$(value e2e)"
-e2e_node_n=$(value e2e-n)
 
 # Last: it leaves many queued jobs behind.
 wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
 report submit
 
-ratio=$(awk -v a="${BENCH_RATE[e2e]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')
-printf '%-16s %8d jobs/s %5.2fx submit       target >= 0.5x: %s  (%d completed)\n' e2e "${BENCH_RATE[e2e]}" \
-    "$ratio" "$(verdict "$ratio" '>=' 0.5)" "$e2e_n"
+e2e_line e2e submit 'target >= 0.5x: '"$(verdict "$(ratio e2e submit)" '>=' 0.5)"
 printf '%-16s%s per job\n' e2e-cpu "$e2e_cpu"
-printf '%-16s %8d jobs/s %5.2fx submit       (%d completed)\n' e2e-lease "${BENCH_RATE[e2e-lease]}" \
-    "$(awk -v a="${BENCH_RATE[e2e-lease]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')" "$e2e_lease_n"
-printf '%-16s %8d jobs/s %5.2fx submit       (%d completed)\n' e2e-max8 "${BENCH_RATE[e2e-max8]}" \
-    "$(awk -v a="${BENCH_RATE[e2e-max8]}" -v b="${BENCH_RATE[submit]}" 'BEGIN { printf "%.3f", a / b }')" "$e2e_max8_n"
-printf '%-16s %8d jobs/s %5.2fx submit-node  (%d completed)\n' e2e-node "${BENCH_RATE[e2e-node]}" \
-    "$(awk -v a="${BENCH_RATE[e2e-node]}" -v b="${BENCH_RATE[submit-node]}" 'BEGIN { printf "%.3f", a / b }')" \
-    "$e2e_node_n"
+e2e_line e2e-lease submit
+e2e_line e2e-max8 submit
+e2e_line e2e-w32 submit
+e2e_line e2e-node submit-node

@@ -680,6 +680,57 @@ static void test_report_complete(void **state)
     free(id);
 }
 
+/* A report with next leases in its own transaction, and only once the report succeeded: a refused report
+ * writes nothing at all, so it costs its batch nothing (writer.h). */
+static void test_report_with_next(void **state)
+{
+    struct fx *f = *state;
+    char *a = submit(f, "t1", 3, AD_PRIO_NORMAL);
+    char *lid = lease_one(f, a, T0);
+    char *b = submit(f, "t1", 3, AD_PRIO_LOW);
+    char *c = submit(f, "t1", 3, AD_PRIO_HIGH);
+
+    /* Refused (a stale lease, a missing job): nothing is written, nothing leased. */
+    const char *ids[] = {a, "job_AAAAAAAAAAAAAAAAAAAAAA"};
+    const ad_err want[] = {AD_E_STALE_LEASE, AD_E_NOT_FOUND};
+    for (size_t i = 0; i < 2; i++) {
+        struct ad_report_op *x = report_op(AD_EV_COMPLETE, ids[i], "lse_AAAAAAAAAAAAAAAAAAAAAA", T0 + SEC);
+        x->next = lease_op("t1", "video", 2, 60, T0 + SEC);
+        assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+        int64_t before = f->s->ops->changes(f->c);
+        assert_int_equal(x->op.apply(&x->op, f->c), want[i]);
+        assert_int_equal(f->s->ops->changes(f->c), before);
+        f->s->ops->rollback(f->c);
+        assert_int_equal(x->next->leased.n, 0);
+        ad_op_free(&x->op);
+    }
+
+    /* Accepted: a is done, then c and b are leased, highest priority first, under live leases. */
+    struct ad_report_op *x = report_op(AD_EV_COMPLETE, a, lid, T0 + 2 * SEC);
+    x->next = lease_op("t1", "video", 2, 60, T0 + 2 * SEC);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(x->job->status, AD_SUCCEEDED);
+    assert_int_equal(x->next->leased.n, 2);
+    const char *order[] = {c, b};
+    for (size_t i = 0; i < 2; i++) {
+        const struct ad_job *l = x->next->leased.items[i];
+        assert_string_equal(l->id, order[i]);
+        struct ad_job *j = stored(f, l->id);
+        assert_int_equal(j->status, AD_RUNNING);
+        assert_string_equal(j->lease_id, l->lease_id);
+        assert_int_equal(j->lease_expires_at, T0 + 62 * SEC);
+        ad_job_free(j);
+    }
+    ad_op_free(&x->op);
+    struct ad_job *j = stored(f, a);
+    assert_int_equal(j->status, AD_SUCCEEDED);
+    ad_job_free(j);
+    free(lid);
+    free(a);
+    free(b);
+    free(c);
+}
+
 static void test_report_complete_partial_with_location(void **state)
 {
     struct fx *f = *state;
@@ -1036,6 +1087,7 @@ int main(void)
         T(test_report_stale_lease_changes_nothing),
         T(test_report_heartbeat),
         T(test_report_complete),
+        T(test_report_with_next),
         T(test_report_complete_partial_with_location),
         T(test_report_fail_retryable_requeues_with_backoff),
         T(test_report_fail_terminal),
