@@ -481,8 +481,12 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
     ad_err e = report_job(c, x);
-    /* A failed lease after the report has written fails the batch: only the store itself fails it. */
-    return e == AD_E_OK && x->next != NULL ? lease_apply(&x->next->op, c) : e;
+    if (e != AD_E_OK || x->next == NULL)
+        return e;
+    /* Leased at the report's time: the job it ended finished when the next one started. A failed lease after
+     * the report has written fails the batch, but only the store itself fails a lease. */
+    x->next->now = x->now;
+    return lease_apply(&x->next->op, c);
 }
 
 static void report_destroy(struct ad_op *op)

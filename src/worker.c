@@ -432,6 +432,7 @@ struct task {
     int killed;
 
     int reporting; /* the command is over; report_body is what we tell the server */
+    int asks_next; /* the report in flight also leases this task's slot again ("next"): it stays taken */
     enum call_kind report_kind;
     char *report_body;
     struct call *report;
@@ -508,7 +509,7 @@ static struct call *call_start(struct worker *w, enum call_kind kind, struct tas
     c->task = t;
     c->body = body;
     c->sent = ad_mono_ms();
-    ad_buf_init(&c->resp, kind == CALL_LEASE ? LEASE_RESPONSE_MAX : RESPONSE_MAX);
+    ad_buf_init(&c->resp, kind == CALL_LEASE || (t != NULL && t->asks_next) ? LEASE_RESPONSE_MAX : RESPONSE_MAX);
     c->easy = curl_easy_init();
     if (c->easy == NULL) {
         ad_error("worker: out of memory (curl_easy_init)");
@@ -789,10 +790,37 @@ static void task_free(struct worker *w, struct task *t)
     free(t);
 }
 
+/* What this worker leases, max at a time: the members of a lease request but wait. */
+static json_t *lease_ask(const struct worker *w, int max)
+{
+    json_t *types = json_array();
+    for (size_t i = 0; i < w->o.ntypes; i++)
+        json_array_append_new(types, json_string(w->o.types[i]));
+    json_t *ask = json_object();
+    json_object_set_new(ask, "types", types);
+    json_object_set_new(ask, "max", json_integer(max));
+    json_object_set_new(ask, "leaseSeconds", json_integer(w->o.lease_seconds));
+    json_object_set_new(ask, "worker", json_string(w->name));
+    return ask;
+}
+
+/* Send t's report. A :complete or :fail asks for the slot's next job in the same call ("next"), unless the
+ * worker is stopping: one commit to wait for instead of two. */
 static void report_send(struct worker *w, struct task *t)
 {
     char *path = ad_asprintf("/v1/jobs/%s:%s", t->id, call_names[t->report_kind]);
-    t->report = call_start(w, t->report_kind, t, path, ad_strdup(t->report_body));
+    char *body;
+    t->asks_next = !w->stopping && (t->report_kind == CALL_COMPLETE || t->report_kind == CALL_FAIL);
+    if (t->asks_next) {
+        json_t *ask = lease_ask(w, 1);
+        char *text = json_dumps(ask, JSON_COMPACT);
+        json_decref(ask);
+        body = ad_asprintf("%.*s,\"next\":%s}", (int)strlen(t->report_body) - 1, t->report_body, text);
+        free(text);
+    } else {
+        body = ad_strdup(t->report_body);
+    }
+    t->report = call_start(w, t->report_kind, t, path, body);
     free(path);
 }
 
@@ -943,15 +971,30 @@ static void task_start(struct worker *w, json_t *job, const char *lease_id)
     task_io(t);
 }
 
-static int running_count(const struct worker *w)
+/* Slots in use: commands running, and reports that bring their slot's next job. */
+static int slots_taken(const struct worker *w)
 {
     int n = 0;
     for (const struct task *t = w->tasks; t != NULL; t = t->next)
-        n += !t->reporting && !t->done;
+        n += (!t->reporting || t->asks_next) && !t->done;
     return n;
 }
 
 /* ---- answers ---- */
+
+/* Start a task for every lease in the "leases" array of answer root (a lease answer, or a report's with
+ * next). Returns how many. */
+static size_t start_leased(struct worker *w, json_t *root)
+{
+    json_t *leases = json_object_get(root, "leases");
+    if (!json_is_array(leases))
+        ad_error("worker: an answer without its leases array; its jobs wait for their lease to expire");
+    for (size_t i = 0; i < json_array_size(leases); i++) {
+        json_t *l = json_array_get(leases, i);
+        task_start(w, json_object_get(l, "job"), json_string_value(json_object_get(l, "leaseId")));
+    }
+    return json_array_size(leases);
+}
 
 static void lease_done(struct worker *w, struct call *c, CURLcode rc, long status)
 {
@@ -988,16 +1031,8 @@ static void lease_done(struct worker *w, struct call *c, CURLcode rc, long statu
         }
         return;
     }
-    json_error_t jerr;
-    json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, &jerr);
-    json_t *leases = json_object_get(root, "leases");
-    if (!json_is_array(leases))
-        ad_error("worker: a lease answer without a leases array (%s); its jobs wait for their lease to expire",
-                 root == NULL ? jerr.text : "no array");
-    for (size_t i = 0; i < json_array_size(leases); i++) {
-        json_t *l = json_array_get(leases, i);
-        task_start(w, json_object_get(l, "job"), json_string_value(json_object_get(l, "leaseId")));
-    }
+    json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
+    start_leased(w, root);
     json_decref(root);
 }
 
@@ -1041,10 +1076,13 @@ static void report_done(struct worker *w, struct task *t, struct call *c, CURLco
     const char *what = call_names[t->report_kind];
     if (status >= 200 && status < 300 && rc == CURLE_OK) {
         json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
-        const char *st = json_string_value(json_object_get(root, "status"));
+        json_t *job = t->asks_next ? json_object_get(root, "job") : root;
+        const char *st = json_string_value(json_object_get(job, "status"));
         ad_info("job %s: %s accepted; the job is %s", t->id, what, st != NULL ? st : "?");
-        json_decref(root);
         t->done = 1;
+        if (t->asks_next && start_leased(w, root) > 0)
+            ad_info("job %s: the next job came with the %s", t->id, what);
+        json_decref(root);
         return;
     }
     char *why = describe(c, rc, status);
@@ -1123,15 +1161,8 @@ static void heartbeat_send(struct worker *w, struct task *t, int64_t now)
 
 static void lease_send(struct worker *w, int free_slots)
 {
-    json_t *types = json_array();
-    for (size_t i = 0; i < w->o.ntypes; i++)
-        json_array_append_new(types, json_string(w->o.types[i]));
-    json_t *body = json_object();
-    json_object_set_new(body, "types", types);
-    json_object_set_new(body, "max", json_integer(free_slots));
+    json_t *body = lease_ask(w, free_slots);
     json_object_set_new(body, "wait", json_integer(w->o.lease_wait));
-    json_object_set_new(body, "leaseSeconds", json_integer(w->o.lease_seconds));
-    json_object_set_new(body, "worker", json_string(w->name));
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     w->lease = call_start(w, CALL_LEASE, NULL, "/v1/leases", text);
@@ -1145,7 +1176,7 @@ static void on_stop_signal(struct worker *w, int64_t now)
             w->stopping = 1;
             w->stop_deadline = now + (int64_t)w->o.grace_seconds * 1000;
         }
-        ad_info("worker: stopping: no new leases; %d running command(s) get %d s to finish", running_count(w),
+        ad_info("worker: stopping: no new leases; %d running command(s) get %d s to finish", slots_taken(w),
                 w->o.grace_seconds);
         return;
     }
@@ -1247,7 +1278,7 @@ static int64_t step(struct worker *w)
     }
     if (w->stopping && w->stop_deadline > now && w->stop_deadline < next)
         next = w->stop_deadline;
-    int free_slots = w->o.concurrency - running_count(w);
+    int free_slots = w->o.concurrency - slots_taken(w);
     if (!w->stopping && w->lease == NULL && free_slots > 0) {
         if (now >= w->lease_due)
             lease_send(w, free_slots);

@@ -337,6 +337,35 @@ echo '{}'
         }
     });
 
+    it('takes the next job in the same call as the report that ends the last one (:complete and :fail)', async () => {
+        const dir = scriptDir({
+            'job.sh': `payload=$(cat)
+case "$payload" in *fail*) echo 'no luck' >&2; exit 1 ;; esac
+echo '{"ok":true}'
+`,
+        });
+        const { d, c } = await setup();
+        const ids = [];
+        for (const payload of [{ n: 1 }, { n: 2, fail: true }, { n: 3 }]) {
+            ids.push((await submit(c, { type: TYPE, payload, maxAttempts: 1 })).json.id);
+        }
+        const w = startWorker(d, { dir, command: [path.join(dir, 'job.sh')] });
+        try {
+            const jobs = [];
+            for (const id of ids) jobs.push(await waitJob(c, id, (j) => ['succeeded', 'failed'].includes(j.status), `job ${id}`));
+            assert.deepEqual(jobs.map((j) => j.status), ['succeeded', 'failed', 'succeeded']);
+            // Leased in the transaction of the report that ended the job before: started when that one finished.
+            for (let i = 1; i < jobs.length; i++) {
+                assert.equal(jobs[i].startedAt, jobs[i - 1].finishedAt, `job ${i + 1} was leased on its own: ${JSON.stringify(jobs)}`);
+            }
+            assert.equal(w.stderr.match(/the next job came with the (complete|fail)/g)?.length, 2, w.stderr);
+            await w.stopClean();
+        } finally {
+            await w.stop();
+            await d.stop();
+        }
+    });
+
     it('a refused key stops the worker with status 1 and does not print the key', async () => {
         const dir = scriptDir({ 'job.sh': 'echo {}\n' });
         const { d } = await setup();
