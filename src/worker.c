@@ -982,13 +982,10 @@ static int slots_taken(const struct worker *w)
 
 /* ---- answers ---- */
 
-/* Start a task for every lease in the "leases" array of answer root (a lease answer, or a report's with
- * next). Returns how many. */
-static size_t start_leased(struct worker *w, json_t *root)
+/* Start a task for every lease in leases, the "leases" array of a lease answer or of a report's with next.
+ * Returns how many. */
+static size_t start_leased(struct worker *w, json_t *leases)
 {
-    json_t *leases = json_object_get(root, "leases");
-    if (!json_is_array(leases))
-        ad_error("worker: an answer without its leases array; its jobs wait for their lease to expire");
     for (size_t i = 0; i < json_array_size(leases); i++) {
         json_t *l = json_array_get(leases, i);
         task_start(w, json_object_get(l, "job"), json_string_value(json_object_get(l, "leaseId")));
@@ -1031,8 +1028,13 @@ static void lease_done(struct worker *w, struct call *c, CURLcode rc, long statu
         }
         return;
     }
-    json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
-    start_leased(w, root);
+    json_error_t jerr;
+    json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, &jerr);
+    json_t *leases = json_object_get(root, "leases");
+    if (!json_is_array(leases))
+        ad_error("worker: a lease answer without a leases array (%s); its jobs wait for their lease to expire",
+                 root == NULL ? jerr.text : "no array");
+    start_leased(w, leases);
     json_decref(root);
 }
 
@@ -1076,11 +1078,12 @@ static void report_done(struct worker *w, struct task *t, struct call *c, CURLco
     const char *what = call_names[t->report_kind];
     if (status >= 200 && status < 300 && rc == CURLE_OK) {
         json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
-        json_t *job = t->asks_next ? json_object_get(root, "job") : root;
-        const char *st = json_string_value(json_object_get(job, "status"));
+        /* With next: {"job", "leases"}. A daemon that predates next answers the job alone. */
+        json_t *job = json_object_get(root, "job");
+        const char *st = json_string_value(json_object_get(json_is_object(job) ? job : root, "status"));
         ad_info("job %s: %s accepted; the job is %s", t->id, what, st != NULL ? st : "?");
         t->done = 1;
-        if (t->asks_next && start_leased(w, root) > 0)
+        if (t->asks_next && start_leased(w, json_object_get(root, "leases")) > 0)
             ad_info("job %s: the next job came with the %s", t->id, what);
         json_decref(root);
         return;
