@@ -409,8 +409,46 @@ static void pending_dispose(void *arg)
         p->on_gone(p);
 }
 
+h2o_socket_t *ad_http1_socket(h2o_req_t *req)
+{
+    return req != NULL && req->version < 0x200 && req->conn != NULL ? req->conn->callbacks->get_socket(req->conn)
+                                                                    : NULL;
+}
+
+/*
+ * libh2o 2.2 stops reading an HTTP/1 connection while its request is handled and starts again when the answer
+ * has gone. When the answer comes in a later turn of the loop, as every write's does (it waits for its
+ * commit), its evloop makes that an epoll_ctl DEL now and an ADD later: two of the four system calls of a
+ * durable submit. So while a request waits here its socket stays polled but is not read (h2o_socket_dont_read):
+ * no byte moves in the input buffer that h2o's request points into. Should the peer send more or close
+ * meanwhile, held_readable stops polling, which is where h2o left it. Both are undone before the answer
+ * (ad_pending_take), so h2o finds the socket as it expects.
+ */
+static void held_readable(h2o_socket_t *sock, const char *err)
+{
+    h2o_socket_dont_read(sock, 0);
+    h2o_socket_read_stop(sock);
+}
+
+/* sock: an HTTP/1 socket whose request is being handled, or NULL. */
+static void hold_reading(h2o_socket_t *sock)
+{
+    if (sock != NULL && !h2o_socket_is_reading(sock)) {
+        h2o_socket_dont_read(sock, 1);
+        h2o_socket_read_start(sock, held_readable);
+    }
+}
+
+/* While its request is handled, only hold_reading makes an HTTP/1 socket read. */
+static void release_reading(h2o_socket_t *sock)
+{
+    if (sock != NULL && h2o_socket_is_reading(sock))
+        held_readable(sock, NULL);
+}
+
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p))
 {
+    hold_reading(ad_http1_socket(req));
     struct ad_pending *p = ad_calloc(1, sizeof(*p));
     p->req = req;
     p->owner = owner;
@@ -427,7 +465,7 @@ int ad_pending_gone(const struct ad_pending *p)
         return 1;
     /* libh2o 2.2 stops reading an HTTP/1 connection while its request is handled, so it has not seen a
      * client that left: look at the socket. An HTTP/2 connection is always read, and h2o notices there. */
-    h2o_socket_t *sock = req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    h2o_socket_t *sock = ad_http1_socket(req);
     if (sock == NULL)
         return 0;
     char c;
@@ -438,6 +476,7 @@ int ad_pending_gone(const struct ad_pending *p)
 h2o_req_t *ad_pending_take(struct ad_pending *p)
 {
     h2o_req_t *req = p->req;
+    release_reading(ad_http1_socket(req));
     if (p->link != NULL)
         p->link->p = NULL;
     free(p);

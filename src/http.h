@@ -63,6 +63,9 @@ void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value)
 void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c);
 void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 
+/* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
+h2o_socket_t *ad_http1_socket(h2o_req_t *req);
+
 /* A request header's value or NULL (value NUL-terminated in the pool). */
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token);
 const char *ad_http_get_str(h2o_req_t *req, const char *name);
@@ -84,6 +87,7 @@ struct ad_pending {
     void (*on_gone)(struct ad_pending *p);
     struct ad_pending_link *link; /* in the request's pool while the request lives */
 };
+/* While it waits, the request's HTTP/1 socket stays polled without being read (see http.c). */
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p));
 /* Whether the client of a pending request has gone, as far as can be told without reading: h2o disposed of
  * the request, or its HTTP/1 peer closed its side of the connection. */

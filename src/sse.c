@@ -27,6 +27,7 @@
  * 90-98 ms through h2o, 85-87 ms with direct send()s on one thread, 69-74 ms on two, 45-46 ms with io_uring.
  */
 #include "sse.h"
+#include "http.h"
 #include "timer.h"
 
 #include <errno.h>
@@ -227,12 +228,6 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
     queue_push(&s->out, c);
 }
 
-/* The socket of an HTTP/1.x request (a stream has the connection to itself); NULL for HTTP/2 or none. */
-static h2o_socket_t *http1_socket(h2o_req_t *req)
-{
-    return req != NULL && req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
-}
-
 /* An HTTP/1.x connection keeps the bytes of its request, in an 8 KiB input buffer, until the response ends:
  * 4 KiB of resident memory for each open stream. Once the headers are out nothing reads them any more (the
  * handler copied what it needed into the request's pool), so give the buffer back to h2o's recycler. h2o
@@ -241,7 +236,7 @@ static h2o_socket_t *http1_socket(h2o_req_t *req)
  * from 9.5 to 5.4 KiB in the 10,000-stream bench. */
 static void release_request_bytes(h2o_req_t *req)
 {
-    h2o_socket_t *sock = http1_socket(req);
+    h2o_socket_t *sock = ad_http1_socket(req);
     if (sock != NULL && sock->input->size != 0)
         h2o_buffer_consume(&sock->input, sock->input->size);
 }
@@ -310,7 +305,7 @@ static h2o_socket_t *direct_socket(const struct ad_sse *s)
 {
     if (s->req == NULL || s->req->version != 0x101 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
         return NULL;
-    h2o_socket_t *sock = http1_socket(s->req);
+    h2o_socket_t *sock = ad_http1_socket(s->req);
     return sock != NULL && sock->ssl == NULL ? sock : NULL;
 }
 
@@ -457,7 +452,7 @@ static void tail_end(struct ad_sse *s, int failed)
 static void tail_wait(struct ad_sse *s)
 {
     s->send_at = ad_mono_ms();
-    h2o_socket_notify_write(http1_socket(s->req), on_tail_writable);
+    h2o_socket_notify_write(ad_http1_socket(s->req), on_tail_writable);
 }
 
 static void on_tail_writable(h2o_socket_t *sock, const char *err)
@@ -465,7 +460,7 @@ static void on_tail_writable(h2o_socket_t *sock, const char *err)
     struct ad_sse *s = NULL;
     for (h2o_linklist_t *node = tails.next; node != &tails && s == NULL; node = node->next) {
         struct ad_sse *t = H2O_STRUCT_FROM_MEMBER(struct ad_sse, tail_link, node);
-        if (http1_socket(t->req) == sock)
+        if (ad_http1_socket(t->req) == sock)
             s = t;
     }
     if (s == NULL)
@@ -598,7 +593,7 @@ void ad_sse_close_all(int64_t retry_ms)
 /* A client that has not taken a write for this long is not coming back for it. */
 static void kill_stalled(struct ad_sse *s)
 {
-    h2o_socket_t *sock = http1_socket(s->req);
+    h2o_socket_t *sock = ad_http1_socket(s->req);
     if (sock != NULL)
         shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
 }

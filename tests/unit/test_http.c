@@ -3,7 +3,8 @@
  * parameters, Prefer parsing, header lookups and the pending-request guard.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
- * response, which needs a real connection and is covered by the black-box tests.
+ * response, which needs a real connection and is covered by the black-box tests. The held reading of a
+ * waiting request is tested on a real evloop socket, one end of a socketpair; http.c is included for it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../../src/http.c"
 
 struct fake {
     h2o_req_t req;
@@ -399,13 +403,61 @@ static void test_pending_guard(void **state)
     assert_int_equal(gone_calls, 1);
 }
 
+static int read_calls;
+static void count_read(h2o_socket_t *sock, const char *err)
+{
+    read_calls++;
+}
+
+static void run_loop(h2o_loop_t *loop)
+{
+    for (int i = 0; i < 3; i++)
+        h2o_evloop_run(loop, 5);
+}
+
+static void test_held_reading(void **state)
+{
+    int fds[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_socket_t *sock = h2o_evloop_socket_create(loop, fds[0], 0);
+
+    /* Not reading, as h2o leaves a socket whose request is handled. Held, it is polled but never read: what
+     * the peer sends stays in the kernel, and then the socket is not polled any more either. */
+    hold_reading(sock);
+    assert_true(h2o_socket_is_reading(sock));
+    run_loop(loop);
+    assert_true(h2o_socket_is_reading(sock)); /* nothing came: still polled */
+    assert_int_equal(write(fds[1], "GET / HTTP/1.1\r\n", 16), 16);
+    run_loop(loop);
+    assert_int_equal(sock->input->size, 0);
+    assert_false(h2o_socket_is_reading(sock));
+    release_reading(sock); /* already stopped: nothing to undo */
+    assert_false(h2o_socket_is_reading(sock));
+
+    /* Held and released before the answer: h2o's next read_start reads as it always does. */
+    hold_reading(sock);
+    release_reading(sock);
+    assert_false(h2o_socket_is_reading(sock));
+    read_calls = 0;
+    h2o_socket_read_start(sock, count_read);
+    run_loop(loop);
+    assert_true(read_calls >= 1);
+    assert_int_equal(sock->input->size, 16);
+
+    h2o_socket_close(sock);
+    close(fds[1]);
+    run_loop(loop);
+    h2o_evloop_destroy(loop);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_match_routes),  T(test_match_not_found), T(test_match_id_length), T(test_match_method_not_allowed),
         T(test_query),         T(test_prefer),          T(test_prefer_variants), T(test_prefer_rfc7240_syntax),
-        T(test_header_lookup), T(test_pending_guard),
+        T(test_header_lookup), T(test_pending_guard),   T(test_held_reading),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
