@@ -310,6 +310,16 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     h2o_accept(&ad_srv.accept, sock);
 }
 
+/* One turn of the event loop: wait for events up to max_wait ms (not at all while completions are waiting),
+ * handle them, run the next chunk of writer completions, then the timers that are due. */
+static void loop_turn(h2o_loop_t *loop, int32_t max_wait)
+{
+    static int more;
+    h2o_evloop_run(loop, more ? 0 : max_wait);
+    more = ad_writer_deliver();
+    ad_timers_run();
+}
+
 static void on_signal(int sig)
 {
     stop_requested = 1;
@@ -432,10 +442,8 @@ int ad_server_run(struct ad_config *cfg)
     printf("acceptd: listening on %s://%s\n", scheme, bound);
     fflush(stdout);
 
-    while (!stop_requested) {
-        h2o_evloop_run(loop, ad_timers_next_wait(200));
-        ad_timers_run();
-    }
+    while (!stop_requested)
+        loop_turn(loop, ad_timers_next_wait(200));
 
     /* Graceful stop: no new connections; everything already handed to the writer is committed and its
      * answer sent before the process exits. */
@@ -447,7 +455,7 @@ int ad_server_run(struct ad_config *cfg)
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */
     int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
-        h2o_evloop_run(loop, 20);
+        loop_turn(loop, 20);
     ad_webhook_stop();
     ad_cluster_stop();
     ad_writer_stop();
@@ -457,7 +465,7 @@ int ad_server_run(struct ad_config *cfg)
             (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
     int64_t until = ad_mono_ms() + 500;
     while (ad_mono_ms() < until)
-        h2o_evloop_run(loop, 50);
+        loop_turn(loop, 50);
     ad_srv.store->ops->disconnect(ad_srv.rconn);
     ad_srv.store->ops->close(ad_srv.store);
     ad_info("stopped");

@@ -4,6 +4,8 @@
  * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
  * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
+ * Completions come back to the event loop in one message per batch and are run a chunk per turn of the loop
+ * (ad_writer_deliver), between its reads.
  */
 #include "writer.h"
 #include "util.h"
@@ -13,6 +15,10 @@
 
 #define AD_WRITER_MAX_BATCH 1024
 #define AD_WRITER_GATHER_NS 500000
+/* Completions run per turn of the event loop. A batch's answers all arrive at once; run in one go, a batch
+ * of 250 keeps the loop from reading for 5 ms, while the writer, with nothing queued, waits. In turns, the
+ * requests that the first answers bring back are read, and reach the writer, between them. */
+#define AD_WRITER_DELIVER_CHUNK 32
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -36,15 +42,24 @@ static h2o_multithread_queue_t *mq;
 static h2o_multithread_receiver_t receiver;
 static void (*batch_hook)(void);
 
+/* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
+static h2o_linklist_t ready = {&ready, &ready};
+
 static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
 {
-    while (!h2o_linklist_is_empty(messages)) {
-        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+    h2o_linklist_insert_list(&ready, messages);
+}
+
+int ad_writer_deliver(void)
+{
+    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
+        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, ready.next);
         h2o_linklist_unlink(&m->link);
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
         op->done(op);
         __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
     }
+    return !h2o_linklist_is_empty(&ready);
 }
 
 /*

@@ -3,8 +3,9 @@
  *
  * The event loop hands operations to ad_writer_submit(). The writer thread opens one transaction, applies
  * every operation queued so far and those that keep arriving while it expects more (writer.c), commits once (one fsync
- * for the batch) and then hands each operation back to the event loop thread, where op->done runs. An operation's
- * result is therefore durable before done() is called: a 202 leaves only after its batch committed.
+ * for the batch) and then hands each operation back to the event loop thread, where op->done runs when the loop
+ * calls ad_writer_deliver. An operation's result is therefore durable before done() is called: a 202 leaves only
+ * after its batch committed.
  */
 #ifndef AD_WRITER_H
 #define AD_WRITER_H
@@ -37,6 +38,9 @@ int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t 
 /* Run fn on the writer thread after every batch's transaction has ended (committed or not), before the batch's
  * completions are handed back; NULL removes it. The webhook outbox uses it to wake its delivery thread. */
 void ad_writer_set_batch_hook(void (*fn)(void));
+/* Run the next few completions handed back (event loop thread, once per turn of the loop). Returns 1 when some
+ * are still waiting: turn again without sleeping. */
+int ad_writer_deliver(void);
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */

@@ -1,11 +1,11 @@
 /*
  * test_writer.c - the group-commit writer on a real SQLite store: operations queued together commit in one
  * batch, an operation that fails before writing costs the others nothing while one that fails after writing
- * fails its batch, done() runs on the event loop thread after the commit, and an operation that arrives
- * while a batch is open joins that batch.
+ * fails its batch, done() runs on the event loop thread after the commit, an operation that arrives
+ * while a batch is open joins that batch, and a batch's completions are run a chunk per turn of the loop.
  *
  * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
- * decided by the test and not by thread timing.
+ * decided by the test and not by thread timing. writer.c is included to count its list of completions.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 #include "store_test.h"
 #include "tmpdir.h"
-#include "writer.h"
+#include "../../src/writer.c"
 
 struct test_op {
     struct ad_op op;
@@ -96,7 +96,7 @@ static void run_until_done(struct test_op **ops, size_t n)
             done += ops[i]->done;
         if (done == n)
             return;
-        h2o_evloop_run(loop, 100);
+        h2o_evloop_run(loop, ad_writer_deliver() ? 0 : 100);
     }
 }
 
@@ -130,6 +130,8 @@ static int teardown(void **state)
     (void)state;
     ad_writer_stop();
     h2o_evloop_run(loop, 0); /* deliver what the stop left */
+    while (ad_writer_deliver())
+        ;
     store->ops->disconnect(reader);
     store->ops->close(store);
     tmpdir_remove(dir);
@@ -259,12 +261,62 @@ static void test_arrival_joins_the_open_batch(void **state)
     sem_destroy(&go);
 }
 
+/* The completions handed back to the loop and not run yet (writer.c's ready list). */
+static size_t waiting(void)
+{
+    size_t n = 0;
+    for (h2o_linklist_t *l = ready.next; l != &ready; l = l->next)
+        n++;
+    return n;
+}
+
+/* A batch of 80 comes back to the loop at once and is run AD_WRITER_DELIVER_CHUNK completions per ad_writer_deliver,
+ * which says whether any are left: between chunks the loop reads its sockets. Last: it leaves the writer expecting
+ * large batches. */
+static void test_completions_run_in_chunks(void **state)
+{
+    (void)state;
+    enum { N = 80 };
+    sem_t started, go;
+    sem_init(&started, 0, 0);
+    sem_init(&go, 0, 0);
+    struct test_op hold, ops[N];
+    init_op(&hold, NULL);
+    hold.started = &started;
+    hold.go = &go;
+    ad_writer_submit(&hold.op);
+    sem_wait(&started);
+    for (int i = 0; i < N; i++) {
+        init_op(&ops[i], NULL);
+        ad_writer_submit(&ops[i].op);
+    }
+    sem_post(&go);
+    for (int turns = 0; waiting() < N + 1; turns++) {
+        assert_true(turns < 1000); /* 10 s */
+        h2o_evloop_run(loop, 10);
+    }
+    size_t left = N + 1;
+    for (int more = 1; more;) {
+        more = ad_writer_deliver();
+        size_t ran = left - waiting();
+        assert_int_equal(ran, left < AD_WRITER_DELIVER_CHUNK ? left : AD_WRITER_DELIVER_CHUNK);
+        left -= ran;
+        assert_int_equal(more, left != 0);
+    }
+    assert_true(hold.done);
+    for (int i = 0; i < N; i++)
+        assert_true(ops[i].done);
+    sem_destroy(&started);
+    sem_destroy(&go);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_commits_together_and_fails_alone),
         cmocka_unit_test(test_failure_after_a_write_fails_the_batch),
         cmocka_unit_test(test_arrival_joins_the_open_batch),
+        cmocka_unit_test(test_completions_run_in_chunks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
