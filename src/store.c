@@ -115,3 +115,60 @@ void ad_delivery_list_free(struct ad_delivery_list *l)
     l->items = NULL;
     l->n = 0;
 }
+
+static char *dup_opt(const char *s)
+{
+    return s != NULL ? ad_strdup(s) : NULL;
+}
+
+static struct ad_webhook *webhook_dup(const struct ad_webhook *w)
+{
+    struct ad_webhook *d = ad_calloc(1, sizeof(*d));
+    *d = *w;
+    d->id = dup_opt(w->id);
+    d->tenant = dup_opt(w->tenant);
+    d->url = dup_opt(w->url);
+    d->secret = dup_opt(w->secret);
+    d->prev_secret = dup_opt(w->prev_secret);
+    d->disabled_reason = dup_opt(w->disabled_reason);
+    return d;
+}
+
+static void webhook_list_copy(const struct ad_webhook_list *from, struct ad_webhook_list *to)
+{
+    to->n = from->n;
+    to->items = ad_calloc(from->n + 1, sizeof(*to->items));
+    for (size_t i = 0; i < from->n; i++)
+        to->items[i] = webhook_dup(from->items[i]);
+}
+
+int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                       struct ad_webhook_list *out)
+{
+    for (size_t i = 0; tenant != NULL && i < c->n; i++)
+        if (c->items[i].kind == kind && strcmp(c->items[i].tenant, tenant) == 0) {
+            webhook_list_copy(&c->items[i].list, out);
+            return 1;
+        }
+    return 0;
+}
+
+void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                        const struct ad_webhook_list *l)
+{
+    if (tenant == NULL || c->n == AD_HOOK_CACHE_MAX)
+        return;
+    c->items[c->n].kind = kind;
+    c->items[c->n].tenant = ad_strdup(tenant);
+    webhook_list_copy(l, &c->items[c->n].list);
+    c->n++;
+}
+
+void ad_hook_cache_drop(struct ad_hook_cache *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->items[i].tenant);
+        ad_webhook_list_free(&c->items[i].list);
+    }
+    c->n = 0;
+}

@@ -125,6 +125,30 @@ struct ad_webhook_list {
 void ad_webhook_free(struct ad_webhook *w);
 void ad_webhook_list_free(struct ad_webhook_list *l);
 
+/*
+ * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the
+ * tenant's endpoints on every change of a job. A backend keeps one per connection, asks it only while its
+ * transaction holds the write lock (no other writer can change the endpoints meanwhile), and drops it when the
+ * transaction or an operation in it ends undone, and whenever it writes an endpoint itself.
+ */
+enum ad_hook_kind { AD_HOOKS_ALL, AD_HOOKS_ENABLED, AD_HOOKS_CALLBACK };
+#define AD_HOOK_CACHE_MAX 64
+struct ad_hook_cache {
+    struct {
+        enum ad_hook_kind kind;
+        char *tenant;
+        struct ad_webhook_list list; /* AD_HOOKS_CALLBACK: the secret, or empty when the tenant has none */
+    } items[AD_HOOK_CACHE_MAX];
+    size_t n;
+};
+/* A copy of the lookup kept for (kind, tenant) into out (the caller frees it): 1, or 0 when none is kept. */
+int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                       struct ad_webhook_list *out);
+/* Keep a copy of l as the lookup for (kind, tenant); nothing once the cache is full. */
+void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                        const struct ad_webhook_list *l);
+void ad_hook_cache_drop(struct ad_hook_cache *c);
+
 /* A row of the webhook outbox: one event for one destination, and how its delivery went. */
 enum ad_delivery_state { AD_DLV_PENDING = 0, AD_DLV_DELIVERED = 1, AD_DLV_DEAD = 2 };
 struct ad_delivery {

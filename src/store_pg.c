@@ -182,7 +182,6 @@ static const char *const migrations[] = {
 /* Collect the results of pipelined writes at least this often, so that neither side's buffers fill up. */
 #define PG_MAX_PENDING 512
 /* The webhook lookups remembered within one transaction (the outbox asks once per job change). */
-#define PG_HOOK_CACHE_MAX 64
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define PG_LIST_STATUS 1
@@ -363,14 +362,6 @@ struct pg_pending {
     const char *what; /* for the log */
 };
 
-/* A webhook lookup remembered for the rest of a writer transaction. */
-enum pg_hook_kind { HOOKS_ALL, HOOKS_ENABLED, HOOKS_CALLBACK };
-struct pg_hook_cache {
-    enum pg_hook_kind kind;
-    char *tenant;
-    struct ad_webhook_list list; /* HOOKS_CALLBACK: the secret, or empty when the tenant has none */
-};
-
 struct ad_conn {
     struct pg_store *s;
     PGconn *pg;
@@ -387,8 +378,7 @@ struct ad_conn {
     int seq_known;     /* begin's counter read has been collected */
     char **ids;        /* jobs inserted or updated in the transaction, to announce at commit */
     size_t nids, ids_cap, ids_savepoint;
-    struct pg_hook_cache hooks[PG_HOOK_CACHE_MAX];
-    size_t nhooks;
+    struct ad_hook_cache hooks;
 };
 
 /* ---- errors ---- */
@@ -769,8 +759,6 @@ static int revive(struct ad_conn *c)
     return 0;
 }
 
-static void hooks_drop(struct ad_conn *c);
-
 static void ids_clear(struct ad_conn *c)
 {
     for (size_t i = 0; i < c->nids; i++)
@@ -784,7 +772,7 @@ static void pg_disconnect(struct ad_conn *c)
         return;
     PQfinish(c->pg);
     ids_clear(c);
-    hooks_drop(c);
+    ad_hook_cache_drop(&c->hooks);
     free(c->ids);
     free(c->pend);
     free(c);
@@ -910,7 +898,7 @@ static void tx_end(struct ad_conn *c)
     c->auto_tx = 0;
     c->poison = AD_E_OK;
     ids_clear(c);
-    hooks_drop(c);
+    ad_hook_cache_drop(&c->hooks);
 }
 
 /*
@@ -1093,7 +1081,7 @@ static void pg_rollback_to(struct ad_conn *c)
     while (c->nids > c->ids_savepoint)
         free(c->ids[--c->nids]);
     /* A webhook written by the undone operation may be in a remembered lookup. */
-    hooks_drop(c);
+    ad_hook_cache_drop(&c->hooks);
 }
 
 /* A write outside begin/commit is a transaction of its own (as SQLite's autocommit): it takes the write
@@ -1506,63 +1494,17 @@ static void pg_snapshot_end(struct ad_conn *c)
 {
 }
 
-static char *dup_opt(const char *s)
+/* Only inside a transaction: the write lock keeps every other writer out until it ends, and this
+ * connection's own writes drop what it holds. */
+static int hooks_find(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, struct ad_webhook_list *out)
 {
-    return s != NULL ? ad_strdup(s) : NULL;
+    return c->in_tx && ad_hook_cache_find(&c->hooks, kind, tenant, out);
 }
 
-static struct ad_webhook *webhook_dup(const struct ad_webhook *w)
+static void hooks_keep(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const struct ad_webhook_list *l)
 {
-    struct ad_webhook *d = ad_calloc(1, sizeof(*d));
-    *d = *w;
-    d->id = dup_opt(w->id);
-    d->tenant = dup_opt(w->tenant);
-    d->url = dup_opt(w->url);
-    d->secret = dup_opt(w->secret);
-    d->prev_secret = dup_opt(w->prev_secret);
-    d->disabled_reason = dup_opt(w->disabled_reason);
-    return d;
-}
-
-static void webhook_list_copy(const struct ad_webhook_list *from, struct ad_webhook_list *to)
-{
-    to->n = from->n;
-    to->items = ad_calloc(from->n + 1, sizeof(*to->items));
-    for (size_t i = 0; i < from->n; i++)
-        to->items[i] = webhook_dup(from->items[i]);
-}
-
-static void hooks_drop(struct ad_conn *c)
-{
-    for (size_t i = 0; i < c->nhooks; i++) {
-        free(c->hooks[i].tenant);
-        ad_webhook_list_free(&c->hooks[i].list);
-    }
-    c->nhooks = 0;
-}
-
-/* A copy of a remembered lookup into out: 1, or 0 when there is none. Only inside a transaction: the write
- * lock keeps every other writer out until it ends, and this connection's own writes drop what it holds. */
-static int hooks_find(struct ad_conn *c, enum pg_hook_kind kind, const char *tenant, struct ad_webhook_list *out)
-{
-    if (!c->in_tx || tenant == NULL)
-        return 0;
-    for (size_t i = 0; i < c->nhooks; i++)
-        if (c->hooks[i].kind == kind && strcmp(c->hooks[i].tenant, tenant) == 0) {
-            webhook_list_copy(&c->hooks[i].list, out);
-            return 1;
-        }
-    return 0;
-}
-
-static void hooks_keep(struct ad_conn *c, enum pg_hook_kind kind, const char *tenant, const struct ad_webhook_list *l)
-{
-    if (!c->in_tx || tenant == NULL || c->nhooks == PG_HOOK_CACHE_MAX)
-        return;
-    struct pg_hook_cache *h = &c->hooks[c->nhooks++];
-    h->kind = kind;
-    h->tenant = ad_strdup(tenant);
-    webhook_list_copy(l, &h->list);
+    if (c->in_tx)
+        ad_hook_cache_keep(&c->hooks, kind, tenant, l);
 }
 
 static struct ad_webhook *read_webhook(const PGresult *r, int row)
@@ -1595,7 +1537,7 @@ static ad_err fetch_webhooks(struct ad_conn *c, enum pg_stmt id, const struct pg
 
 static ad_err pg_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
 {
-    hooks_drop(c);
+    ad_hook_cache_drop(&c->hooks);
     struct pg_params p = {0};
     param_TEXT(&p, w->id);
     param_TEXT(&p, w->tenant);
@@ -1617,14 +1559,14 @@ static ad_err pg_webhook_get(struct ad_conn *c, const char *tenant, const char *
     *out = NULL;
     struct ad_webhook_list l;
     ad_err e = AD_E_OK;
-    if (id != NULL || !hooks_find(c, HOOKS_CALLBACK, tenant, &l)) {
+    if (id != NULL || !hooks_find(c, AD_HOOKS_CALLBACK, tenant, &l)) {
         struct pg_params p = {0};
         param_TEXT(&p, id != NULL ? id : tenant);
         if (id != NULL)
             param_TEXT(&p, tenant);
         e = fetch_webhooks(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK, &p, &l, "get webhook");
         if (e == AD_E_OK && id == NULL)
-            hooks_keep(c, HOOKS_CALLBACK, tenant, &l);
+            hooks_keep(c, AD_HOOKS_CALLBACK, tenant, &l);
     }
     if (e == AD_E_OK && l.n == 0)
         e = AD_E_NOT_FOUND;
@@ -1639,7 +1581,7 @@ static ad_err pg_webhook_get(struct ad_conn *c, const char *tenant, const char *
 /* Remembered per (tenant, enabled_only) for the rest of a transaction: the outbox asks on every change. */
 static ad_err pg_webhook_list(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out)
 {
-    enum pg_hook_kind kind = enabled_only ? HOOKS_ENABLED : HOOKS_ALL;
+    enum ad_hook_kind kind = enabled_only ? AD_HOOKS_ENABLED : AD_HOOKS_ALL;
     if (hooks_find(c, kind, tenant, out))
         return AD_E_OK;
     struct pg_params p = {0};
@@ -1655,7 +1597,7 @@ static ad_err pg_webhook_list(struct ad_conn *c, const char *tenant, int enabled
  * deliveries go with it (foreign key). */
 static ad_err pg_webhook_delete(struct ad_conn *c, const char *tenant, const char *id)
 {
-    hooks_drop(c);
+    ad_hook_cache_drop(&c->hooks);
     int own;
     ad_err e = auto_begin(c, &own);
     if (e != AD_E_OK)

@@ -332,6 +332,7 @@ struct ad_conn {
     int in_tx;                   /* between begin and commit/rollback */
     int64_t seq;                 /* last seq handed out by this connection */
     int seq_synced;              /* seq has been raised to the file's high-water mark in this transaction */
+    struct ad_hook_cache hooks;  /* the write transaction's webhook lookups */
 };
 
 /* Test hook (declared by tests/unit/test_store_sqlite.c): the SQL of statement i, NULL past the last one. */
@@ -568,6 +569,7 @@ static void sq_disconnect(struct ad_conn *c)
     for (int i = 0; i < ST__COUNT; i++)
         sqlite3_finalize(c->st[i]);
     sqlite3_close(c->db);
+    ad_hook_cache_drop(&c->hooks);
     free(c);
 }
 
@@ -614,13 +616,19 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
     return c;
 }
 
+/* The transaction is over (or begins): nothing learnt in it holds any more. */
+static void tx_reset(struct ad_conn *c, int in_tx)
+{
+    c->in_tx = in_tx;
+    c->seq_synced = 0;
+    ad_hook_cache_drop(&c->hooks);
+}
+
 static ad_err sq_begin(struct ad_conn *c)
 {
     ad_err e = run_id(c, ST_BEGIN, "begin");
-    if (e == AD_E_OK) {
-        c->in_tx = 1;
-        c->seq_synced = 0;
-    }
+    if (e == AD_E_OK)
+        tx_reset(c, 1);
     return e;
 }
 
@@ -632,8 +640,7 @@ static ad_err sq_commit(struct ad_conn *c)
     /* A failed COMMIT in WAL mode leaves the transaction open; end it so the next begin starts clean. */
     if (e != AD_E_OK && !sqlite3_get_autocommit(c->db))
         run_id(c, ST_ROLLBACK, "rollback after failed commit");
-    c->in_tx = 0;
-    c->seq_synced = 0;
+    tx_reset(c, 0);
     return e;
 }
 
@@ -641,8 +648,7 @@ static void sq_rollback(struct ad_conn *c)
 {
     if (!sqlite3_get_autocommit(c->db))
         run_id(c, ST_ROLLBACK, "rollback");
-    c->in_tx = 0;
-    c->seq_synced = 0;
+    tx_reset(c, 0);
 }
 
 static int64_t sq_changes(struct ad_conn *c)
@@ -669,6 +675,8 @@ static void sq_rollback_to(struct ad_conn *c)
     /* ROLLBACK TO keeps the savepoint open; release it so the next operation's savepoint is not nested. */
     if (run_id(c, ST_ROLLBACK_TO, "rollback to savepoint") == AD_E_OK)
         run_id(c, ST_RELEASE, "release after rollback");
+    /* A webhook written by the undone operation may be in a remembered lookup. */
+    ad_hook_cache_drop(&c->hooks);
 }
 
 /* ---- jobs ---- */
@@ -1090,6 +1098,7 @@ static ad_err fetch_webhooks(struct ad_conn *c, sqlite3_stmt *st, struct ad_webh
 
 static ad_err sq_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
 {
+    ad_hook_cache_drop(&c->hooks);
     sqlite3_stmt *st;
     ad_err e = write_stmt(c, ST_WEBHOOK_PUT, &st);
     if (e != AD_E_OK)
@@ -1107,20 +1116,35 @@ static ad_err sq_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
     return run(c, st, "put webhook");
 }
 
+/* Lookups made inside the write transaction are remembered for the rest of it (ad_hook_cache): the writer is
+ * the only one to write the file, and its own endpoint writes drop them. The outbox asks on every change. */
+static int hooks_find(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, struct ad_webhook_list *out)
+{
+    return c->in_tx && ad_hook_cache_find(&c->hooks, kind, tenant, out);
+}
+
+static void hooks_keep(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const struct ad_webhook_list *l)
+{
+    if (c->in_tx)
+        ad_hook_cache_keep(&c->hooks, kind, tenant, l);
+}
+
 static ad_err sq_webhook_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out)
 {
     *out = NULL;
-    sqlite3_stmt *st = stmt(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK);
-    if (st == NULL)
-        return AD_E_INTERNAL;
-    if (id != NULL) {
-        bind_TEXT(st, 1, id);
-        bind_TEXT(st, 2, tenant);
-    } else {
-        bind_TEXT(st, 1, tenant);
-    }
     struct ad_webhook_list l;
-    ad_err e = fetch_webhooks(c, st, &l, "get webhook");
+    ad_err e = AD_E_OK;
+    if (id != NULL || !hooks_find(c, AD_HOOKS_CALLBACK, tenant, &l)) {
+        sqlite3_stmt *st = stmt(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK);
+        if (st == NULL)
+            return AD_E_INTERNAL;
+        bind_TEXT(st, 1, id != NULL ? id : tenant);
+        if (id != NULL)
+            bind_TEXT(st, 2, tenant);
+        e = fetch_webhooks(c, st, &l, "get webhook");
+        if (e == AD_E_OK && id == NULL)
+            hooks_keep(c, AD_HOOKS_CALLBACK, tenant, &l);
+    }
     if (e == AD_E_OK && l.n == 0)
         e = AD_E_NOT_FOUND;
     if (e == AD_E_OK) {
@@ -1134,16 +1158,23 @@ static ad_err sq_webhook_get(struct ad_conn *c, const char *tenant, const char *
 static ad_err sq_webhook_list(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out)
 {
     *out = (struct ad_webhook_list){0};
+    enum ad_hook_kind kind = enabled_only ? AD_HOOKS_ENABLED : AD_HOOKS_ALL;
+    if (hooks_find(c, kind, tenant, out))
+        return AD_E_OK;
     sqlite3_stmt *st = stmt(c, ST_WEBHOOK_LIST);
     if (st == NULL)
         return AD_E_INTERNAL;
     bind_TEXT(st, 1, tenant);
     sqlite3_bind_int(st, 2, enabled_only);
-    return fetch_webhooks(c, st, out, "list webhooks");
+    ad_err e = fetch_webhooks(c, st, out, "list webhooks");
+    if (e == AD_E_OK)
+        hooks_keep(c, kind, tenant, out);
+    return e;
 }
 
 static ad_err sq_webhook_delete(struct ad_conn *c, const char *tenant, const char *id)
 {
+    ad_hook_cache_drop(&c->hooks);
     sqlite3_stmt *st;
     ad_err e = write_stmt(c, ST_WEBHOOK_DELETE, &st);
     if (e != AD_E_OK)

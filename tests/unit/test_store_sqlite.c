@@ -5,6 +5,10 @@
  * filters, retention, idempotency records, durability across reopen, savepoints, and that every statement
  * the backend runs is served by an index.
  */
+/* Before cmocka.h, whose fail() macro would take over store_sqlite.c's fail(). Included to reach a connection's
+ * sqlite3 handle. */
+#include "../../src/store_sqlite.c"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,13 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store.h"
 #include "store_test.h"
 #include "tmpdir.h"
 #include "write_calls.h"
-
-/* Test hook in store_sqlite.c: the SQL of statement i, NULL past the last one. */
-const char *ad_store_sqlite_stmt_sql(size_t i);
 
 struct fx {
     char dir[64];   /* mkdtemp root, removed at teardown */
@@ -885,6 +885,72 @@ static void test_every_statement_uses_an_index(void **state)
     sqlite3_close(db);
 }
 
+/* Inside a write transaction the store answers a webhook lookup it has made once from memory: the outbox asks
+ * on every change. What it remembers follows its own endpoint writes and undone operations; a row changed
+ * behind its back (raw SQL on the same connection) shows only once the transaction has ended. */
+static void test_webhook_lookups_kept_for_the_transaction(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    struct ad_webhook w1 = {.id = "whk_1", .tenant = "t1", .url = "https://a.example/", .events = 5, .secret = "s1"};
+    struct ad_webhook w2 = {.id = "whk_2", .tenant = "t1", .url = "https://b.example/", .events = 1, .secret = "s2"};
+    struct ad_webhook cb = {.id = "whk_cb", .tenant = "t1", .secret = "cbs"};
+    assert_int_equal(ops->webhook_put(f->c, &w1), AD_E_OK);
+    assert_int_equal(ops->webhook_put(f->c, &w2), AD_E_OK);
+    assert_int_equal(ops->webhook_put(f->c, &cb), AD_E_OK);
+    struct ad_webhook_list l;
+    struct ad_webhook *g;
+
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_webhook_list_free(&l);
+    assert_int_equal(ops->webhook_get(f->c, "t1", NULL, &g), AD_E_OK);
+    ad_webhook_free(g);
+    assert_int_equal(sqlite3_exec(f->c->db,
+                                  "UPDATE webhooks SET disabled_at = 1 WHERE id = 'whk_1';"
+                                  "UPDATE webhooks SET secret = 'other' WHERE id = 'whk_cb'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 2); /* remembered */
+    assert_string_equal(l.items[1]->secret, "s2");
+    ad_webhook_list_free(&l);
+    assert_int_equal(ops->webhook_get(f->c, "t1", NULL, &g), AD_E_OK);
+    assert_string_equal(g->secret, "cbs"); /* remembered */
+    ad_webhook_free(g);
+    assert_int_equal(ops->webhook_put(f->c, &w2), AD_E_OK); /* its own write: looked up again */
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.items[0]->id, "whk_2");
+    ad_webhook_list_free(&l);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 0, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_webhook_list_free(&l);
+
+    /* An undone operation takes what it wrote out of the remembered lookups too. */
+    w1.disabled_at = 0;
+    assert_int_equal(ops->savepoint(f->c), AD_E_OK);
+    assert_int_equal(ops->webhook_put(f->c, &w1), AD_E_OK);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_webhook_list_free(&l);
+    ops->rollback_to(f->c);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 1);
+    ad_webhook_list_free(&l);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+
+    /* Outside a transaction every lookup reads the file. */
+    assert_int_equal(sqlite3_exec(f->c->db, "UPDATE webhooks SET disabled_at = NULL", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(ops->webhook_list(f->c, "t1", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_webhook_list_free(&l);
+    assert_int_equal(ops->webhook_get(f->c, "t1", NULL, &g), AD_E_OK);
+    assert_string_equal(g->secret, "other");
+    ad_webhook_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -911,6 +977,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_connection_sees_only_committed_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_statement_uses_an_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
