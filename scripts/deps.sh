@@ -11,10 +11,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
     build-essential pkg-config
     libh2o-evloop-dev libjansson-dev libsqlite3-dev libyaml-dev libssl-dev libcurl4-openssl-dev libpq-dev
-    liburing-dev
+    liburing-dev libgoogle-perftools-dev
     libcmocka-dev
     postgresql
-    wrk nginx-light nghttp2-client
+    wrk nginx-light nghttp2-client libnghttp2-dev
     clang-format
     clang libclang-rt-14-dev
     chromium
