@@ -4,7 +4,7 @@
 # wrk_rate and prints with report. Every process started here is stopped and the temp dir removed on exit.
 # Only loopback addresses are used. Settings (environment):
 #   ACCEPTD_BIN     binary under test (default: build/acceptd)
-#   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c32 -d5s)
+#   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c128 -d5s)
 #   BENCH_ROUNDS    rounds of bench/http.sh (default 3): its figures are medians over the rounds
 #   BENCH_RESULTS   if set, a file to which "name<TAB>req/s" lines are appended
 #   BENCH_KEEP=1    keep the temp dir (logs, nginx config, acceptd data) after the run
@@ -12,7 +12,7 @@
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_DIR="$BENCH_ROOT/bench"
 : "${ACCEPTD_BIN:=$BENCH_ROOT/build/acceptd}"
-: "${BENCH_WRK:=-t1 -c32 -d5s}"
+: "${BENCH_WRK:=-t1 -c128 -d5s}"
 
 BENCH_PIDS=()
 declare -A BENCH_RATE=()

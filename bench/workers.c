@@ -13,15 +13,24 @@
  *       completed jobs per second from the first submit to the last completion. Prints e2e-n and e2e (jobs/s).
  *       With "next", a worker's complete of the last job it holds asks for its next lease in the same call
  *       ("next" in :complete), and only leases on its own (parked, wait 5) when that brought nothing.
+ *   workers HOST PORT e2e-h2 JOBS SUBMITTERS WORKERS SLOTS
+ *       The same, with each worker one HTTP/2 connection (h2c) that holds up to SLOTS jobs at once, as a
+ *       worker running SLOTS jobs at a time does (acceptd worker --concurrency): it leases up to its free
+ *       slots (wait 5), completes every job it holds on a stream of its own, each complete asking for that
+ *       slot's next job ("next" with max 1), and leases again when slots are free and no lease is pending.
  *
- * Every connection is keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY. handoff uses blocking sockets;
- * e2e drives all of its connections from one thread with epoll, as wrk does. Any unexpected answer stops
- * the run with a message and exit status 1.
+ * Submitters and the e2e workers are keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY; e2e-h2's workers
+ * speak HTTP/2 through libnghttp2. handoff uses blocking sockets; e2e and e2e-h2 drive all of their
+ * connections from one thread with epoll, as wrk does. Any unexpected answer stops the run with a message
+ * and exit status 1.
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +47,12 @@ struct lease {
     char job[64], id[64];
 };
 
+struct h2worker;
+
 struct conn {
     int fd;
-    int worker;      /* e2e: a worker connection (else a submitter) */
+    int worker;          /* e2e: a worker connection (else a submitter) */
+    struct h2worker *h2; /* e2e-h2: the worker's HTTP/2 session (else HTTP/1.1) */
     int completing;  /* e2e worker: the request in flight is a complete */
     struct lease leased[MAX_LEASE];
     int nleased; /* e2e worker: leases not yet completed */
@@ -257,25 +269,233 @@ static void work_next(struct conn *c)
     c->completing = 0;
 }
 
-static void e2e(int jobs, int submitters, int workers)
+
+/* ---- e2e-h2: workers on HTTP/2 ---- */
+
+/* One request on a worker's HTTP/2 connection: its body going out and its answer coming in. */
+struct h2req {
+    struct h2worker *w;
+    int completing; /* a complete (else a lease request) */
+    char out[768];
+    size_t outlen, outoff;
+    int status;
+    char *in;
+    size_t inlen, incap;
+};
+
+struct h2worker {
+    struct conn c; /* fd and epoll registration */
+    nghttp2_session *s;
+    int slots, held; /* jobs it may hold, jobs it holds (leased, not yet completed) */
+    int leasing;     /* a lease request is in flight */
+};
+
+static int h2_jobs, h2_completed;
+
+static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                            nghttp2_data_source *src, void *user)
 {
-    int n = submitters + workers, ep = epoll_create1(0), completed = 0;
-    struct conn *conns = calloc((size_t)n, sizeof *conns);
-    for (int i = 0; i < n; i++) {
-        dial(&conns[i]);
-        conns[i].worker = i >= submitters;
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &conns[i]};
-        epoll_ctl(ep, EPOLL_CTL_ADD, conns[i].fd, &ev);
+    struct h2req *r = src->ptr;
+    size_t n = r->outlen - r->outoff < len ? r->outlen - r->outoff : len;
+    memcpy(buf, r->out + r->outoff, n);
+    r->outoff += n;
+    if (r->outoff == r->outlen)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+#define NV(name, value) {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value), NGHTTP2_NV_FLAG_NONE}
+
+static void h2_post(struct h2worker *w, const char *path, const char *body, int completing)
+{
+    struct h2req *r = calloc(1, sizeof *r);
+    r->w = w;
+    r->completing = completing;
+    r->outlen = strlen(body);
+    if (r->outlen >= sizeof r->out)
+        die("request body too big");
+    memcpy(r->out, body, r->outlen);
+    char len[16], authority[64];
+    snprintf(len, sizeof len, "%zu", r->outlen);
+    snprintf(authority, sizeof authority, "%s:%d", host, port);
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":authority", authority),
+                       NV(":path", path), NV("content-type", "application/json"), NV("content-length", len)};
+    nghttp2_data_provider prd = {.source.ptr = r, .read_callback = h2_read_body};
+    if (nghttp2_submit_request(w->s, NULL, nv, sizeof nv / sizeof nv[0], &prd, r) < 0)
+        die("nghttp2_submit_request");
+}
+
+static void h2_lease(struct h2worker *w)
+{
+    char req[256];
+    snprintf(req, sizeof req,
+             "{\"types\":[\"" E2E_TYPE "\"],\"max\":%d,\"wait\":5,\"leaseSeconds\":60,\"worker\":\"bench\"}",
+             w->slots - w->held);
+    w->leasing = 1;
+    h2_post(w, "/v1/leases", req, 0);
+}
+
+static void h2_complete(struct h2worker *w, const char *job, const char *id)
+{
+    char path[256], req[512];
+    snprintf(path, sizeof path, "/v1/jobs/%s:complete", job);
+    snprintf(req, sizeof req,
+             "{\"leaseId\":\"%s\",\"result\":{\"ok\":true},\"next\":{\"types\":[\"" E2E_TYPE "\"],\"max\":1,"
+             "\"leaseSeconds\":60,\"worker\":\"bench\"}}",
+             id);
+    h2_post(w, path, req, 1);
+}
+
+/* Complete every lease in an answer's "leases":[...]; returns how many there were. */
+static int h2_take(struct h2worker *w, const char *body)
+{
+    const char *leases = strstr(body, "\"leases\":[");
+    if (leases == NULL)
+        die("no leases in the answer");
+    int n = 0;
+    for (const char *p = strstr(leases, "{\"job\":"); p != NULL; p = strstr(p + 1, "{\"job\":")) {
+        struct lease l;
+        field(p, "id", l.job, sizeof l.job);
+        field(p, "leaseId", l.id, sizeof l.id);
+        h2_complete(w, l.job, l.id);
+        n++;
     }
+    return n;
+}
+
+static int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+{
+    struct h2req *r = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (r != NULL && namelen == 7 && memcmp(name, ":status", 7) == 0)
+        r->status = atoi((const char *)value);
+    return 0;
+}
+
+static int h2_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *user)
+{
+    struct h2req *r = nghttp2_session_get_stream_user_data(s, id);
+    if (r == NULL)
+        return 0;
+    if (r->inlen + len + 1 > r->incap) {
+        r->incap = (r->inlen + len + 1) * 2;
+        r->in = realloc(r->in, r->incap);
+    }
+    memcpy(r->in + r->inlen, data, len);
+    r->inlen += len;
+    r->in[r->inlen] = '\0';
+    return 0;
+}
+
+static int h2_on_close(nghttp2_session *s, int32_t id, uint32_t error, void *user)
+{
+    struct h2req *r = nghttp2_session_get_stream_user_data(s, id);
+    if (r == NULL)
+        return 0;
+    struct h2worker *w = r->w;
+    const char *body = r->in != NULL ? r->in : "";
+    if (error != 0)
+        die("a stream was reset");
+    if (r->completing) {
+        if (r->status != 200)
+            die("complete: want 200");
+        h2_completed++;
+        w->held--;
+        w->held += h2_take(w, body);
+    } else {
+        w->leasing = 0;
+        if (r->status == 200)
+            w->held += h2_take(w, body);
+        else if (r->status != 204)
+            die("lease: want 200 or 204");
+    }
+    if (w->held < w->slots && !w->leasing && h2_completed < h2_jobs)
+        h2_lease(w);
+    free(r->in);
+    free(r);
+    return 0;
+}
+
+/* Write what the session has to send; the socket is blocking-by-poll, so a full buffer waits. */
+static void h2_flush(struct h2worker *w)
+{
+    const uint8_t *data;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(w->s, &data)) > 0) {
+        for (ssize_t off = 0; off < n;) {
+            ssize_t k = write(w->c.fd, data + off, (size_t)(n - off));
+            if (k > 0) {
+                off += k;
+            } else {
+                struct pollfd p = {.fd = w->c.fd, .events = POLLOUT};
+                poll(&p, 1, 1000);
+            }
+        }
+    }
+    if (n < 0)
+        die("nghttp2_session_mem_send");
+}
+
+/* Feed what the socket has to the session, then send what that made it want to. */
+static void h2_input(struct h2worker *w)
+{
+    uint8_t buf[65536];
+    ssize_t n;
+    while ((n = read(w->c.fd, buf, sizeof buf)) > 0)
+        if (nghttp2_session_mem_recv(w->s, buf, (size_t)n) != n)
+            die("nghttp2_session_mem_recv");
+    if (n == 0)
+        die("connection closed by the daemon");
+    h2_flush(w);
+}
+
+static struct h2worker *h2_worker(int slots)
+{
+    struct h2worker *w = calloc(1, sizeof *w);
+    dial(&w->c);
+    w->c.worker = 1;
+    w->c.h2 = w;
+    w->slots = slots;
+    fcntl(w->c.fd, F_SETFL, O_NONBLOCK);
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+    if (nghttp2_session_client_new(&w->s, cb, w) != 0)
+        die("nghttp2_session_client_new");
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 256}};
+    nghttp2_submit_settings(w->s, NGHTTP2_FLAG_NONE, iv, 1);
+    h2_lease(w);
+    h2_flush(w);
+    return w;
+}
+
+/* slots 0: HTTP/1.1 workers (work_next); else HTTP/2 workers holding up to slots jobs each. */
+static void e2e(int jobs, int submitters, int workers, int slots)
+{
+    int ep = epoll_create1(0), completed = 0;
+    struct conn *conns = calloc((size_t)(submitters + workers), sizeof *conns);
     double t0 = now_ms(), deadline = t0 + 60000;
-    for (int i = 0; i < n; i++) {
-        if (conns[i].worker)
-            work_next(&conns[i]);
-        else
-            submit_next(&conns[i], jobs);
+    h2_jobs = jobs;
+    for (int i = 0; i < submitters + workers; i++) {
+        struct conn *c = &conns[i];
+        if (i >= submitters && slots > 0) {
+            c = &h2_worker(slots)->c;
+        } else {
+            dial(c);
+            c->worker = i >= submitters;
+        }
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+        if (!c->worker)
+            submit_next(c, jobs);
+        else if (c->h2 == NULL)
+            work_next(c);
     }
     struct epoll_event evs[64];
-    while (completed < jobs) {
+    while (completed + h2_completed < jobs) {
         if (now_ms() > deadline)
             die("e2e: not done within 60 s");
         int k = epoll_wait(ep, evs, 64, 1000);
@@ -283,6 +503,10 @@ static void e2e(int jobs, int submitters, int workers)
             struct conn *c = evs[e].data.ptr;
             char *body;
             int status;
+            if (c->h2 != NULL) {
+                h2_input(c->h2);
+                continue;
+            }
             fill(c);
             if ((status = parse(c, &body)) == 0)
                 continue;
@@ -308,6 +532,7 @@ static void e2e(int jobs, int submitters, int workers)
             }
         }
     }
+    completed += h2_completed;
     double s = (now_ms() - t0) / 1000;
     printf("e2e-n %d\n", completed);
     printf("e2e %.0f\n", completed / s);
@@ -315,7 +540,8 @@ static void e2e(int jobs, int submitters, int workers)
 
 int main(int argc, char **argv)
 {
-    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX [next]]";
+    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX [next]] |"
+                        " e2e-h2 JOBS SUBMITTERS WORKERS SLOTS";
     if (argc < 5)
         die(usage);
     host = argv[1];
@@ -329,7 +555,10 @@ int main(int argc, char **argv)
         chain = argc == 9;
         if (lease_max < 1 || lease_max > MAX_LEASE)
             die("MAX must be 1 to 100");
-        e2e(a, atoi(argv[5]), atoi(argv[6]));
+        e2e(a, atoi(argv[5]), atoi(argv[6]), 0);
+    } else if (strcmp(argv[3], "e2e-h2") == 0 && argc == 8 && a > 0 && atoi(argv[5]) > 0 && atoi(argv[6]) > 0 &&
+               atoi(argv[7]) > 0 && atoi(argv[7]) <= MAX_LEASE) {
+        e2e(a, atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
     } else {
         die(usage);
     }

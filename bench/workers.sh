@@ -1,43 +1,47 @@
 #!/usr/bin/env bash
-# bench/workers.sh - the worker side, against one acceptd started as bench/http.sh does. Two clients run the
-# same rounds: bench/workers.c (C, blocking sockets or one epoll loop; the figures the targets are judged on)
-# and bench/workers.mjs (node with undici, keep-alive connections; what a JavaScript worker would see):
+# bench/workers.sh - the worker side, against one acceptd started as bench/http.sh does. Two clients: bench/workers.c
+# (C, blocking sockets or one epoll loop, HTTP/1.1 or HTTP/2 through libnghttp2; the figures the targets are judged
+# on) and bench/workers.mjs (node with undici, keep-alive HTTP/1.1; what a JavaScript worker would see):
 #   handoff-p50/p99  a worker's parked POST /v1/leases gets a job submitted on another connection: from just
 #                    before the submit is sent to the lease answer, BENCH_HANDOFF_COUNT times in a row
 #                    (targets: p50 <= 1 ms, p99 <= 5 ms); handoff-node-p50/p99 from node
-#   submit-node      durable submits alone from the node client, 32 in flight
-#   submit           durable submits alone with wrk and bench/submit.lua, as in bench/http.sh
-#   e2e              BENCH_E2E_JOBS jobs submitted (32 in flight) while 8 HTTP worker connections lease (max 1,
-#                    wait 5) and complete, each complete asking for the worker's next job in the same call
-#                    ("next"): completed jobs per second, and its ratio to the wrk submit rate (target:
-#                    >= 0.5x); e2e-node the same from node, against submit-node
-#   e2e-lease        e2e with a separate POST /v1/leases for every job (no "next"): two commits per job for
-#                    a worker instead of one
-#   e2e-max8         e2e again with each worker leasing up to 8 jobs at a time (max 8) and completing them in
-#                    turn, the last complete asking for the next 8: what batching leases buys a worker
-#   e2e-w32          e2e with 32 worker connections, as many as there are submitters: each commit round then
-#                    moves as many jobs through the workers as it takes in, so this is what the daemon
-#                    sustains when the number of workers does not bound it
-#   e2e-cpu          the daemon's CPU time per job during the e2e round, per thread (as submit-cpu in http.sh)
-# Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 10000), and those of bench/lib.sh.
+#   submit           durable submits alone with wrk and bench/submit.lua, as in bench/http.sh (last: it leaves its
+#                    jobs queued)
+#   e2e              BENCH_E2E_JOBS jobs submitted by as many connections as BENCH_WRK's (-c), while 8 workers,
+#                    each one HTTP/2 connection holding up to BENCH_E2E_SLOTS jobs at a time (as acceptd worker
+#                    --concurrency does), lease and complete them, each complete asking for that slot's next job
+#                    ("next"): completed jobs per second from the first submit to the last completion, and its
+#                    ratio to the submit rate (target: >= 0.5x)
+#   e2e-cpu          the daemon's CPU time per job during e2e, per thread (as submit-cpu in http.sh)
+#   e2e-h1           e2e with the workers' slots on HTTP/1.1, a keep-alive connection each: what HTTP/2 saves
+#   e2e-1slot        e2e with 8 HTTP/1.1 workers holding one job at a time (a quarter of the jobs): each job then
+#                    costs its worker two commits in a row, which bounds the rate whatever the daemon's speed
+#   e2e-node         e2e-1slot from node with 32 submitters, against submit-node (node's own submits alone)
+# Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 60000), BENCH_E2E_SLOTS (32), and those of
+# bench/lib.sh.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${BENCH_HANDOFF_COUNT:=2000}"
-: "${BENCH_E2E_JOBS:=10000}"
-SUBMITTERS=32
-WORKER_LOOPS=8
+: "${BENCH_E2E_JOBS:=60000}"
+: "${BENCH_E2E_SLOTS:=32}"
+SUBMITTERS=$(sed -n 's/.*-c *\([0-9][0-9]*\).*/\1/p' <<<"$BENCH_WRK")
+[ -n "$SUBMITTERS" ] || SUBMITTERS=32
+NODE_SUBMITTERS=32
+WORKERS=8
+SLOW_JOBS=$((BENCH_E2E_JOBS / 4)) # for the clients that move a few thousand jobs a second
 RUN_LIMIT=120 # seconds before one client run is killed
 
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
 [ -d "$BENCH_ROOT/node_modules/undici" ] || bench_die "undici not installed (run scripts/deps.sh)"
 bench_init
 echo "workers: bench/workers.c and node $(node --version) (undici keep-alive); handoff x$BENCH_HANDOFF_COUNT;" \
-    "e2e $BENCH_E2E_JOBS jobs, $SUBMITTERS submitters, $WORKER_LOOPS worker loops; wrk $BENCH_WRK"
+    "e2e $BENCH_E2E_JOBS jobs, $SUBMITTERS submitters, $WORKERS workers x $BENCH_E2E_SLOTS slots; wrk $BENCH_WRK"
 
 WORKERS_C="$BENCH_TMP/workers"
-cc -O2 -Wall -Wextra -o "$WORKERS_C" "$BENCH_DIR/workers.c" || bench_die "cannot build bench/workers.c"
+cc -O2 -Wall -Wextra -Wno-unused-parameter -o "$WORKERS_C" "$BENCH_DIR/workers.c" -lnghttp2 ||
+    bench_die "cannot build bench/workers.c"
 start_acceptd
 
 # node_run MODE ARGS...: run bench/workers.mjs against the daemon; its "name value" lines go to RUN_OUT.
@@ -106,31 +110,27 @@ printf '%-16s %8.2f ms\n' handoff-node-p50 "$(value handoff-p50)"
 printf '%-16s %8.2f ms     (max %.2f ms, n %d)\n' handoff-node-p99 "$(value handoff-p99)" "$(value handoff-max)" \
     "$(value handoff-n)"
 
-node_run submit "$BENCH_E2E_JOBS" "$SUBMITTERS"
-record submit-node "$(value submit-node)"
-printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
-
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1 next
+c_run e2e-h2 "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKERS" "$BENCH_E2E_SLOTS"
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
 record e2e "$(value e2e)"
 e2e_cpu=$(cpu_per_request "$BENCH_TMP/ticks-before" "$BENCH_TMP/ticks-after" "${COMPLETED[e2e]}")
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 1
-record e2e-lease "$(value e2e)"
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS" 8 next
-record e2e-max8 "$(value e2e)"
-c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$SUBMITTERS" 1 next
-record e2e-w32 "$(value e2e)"
-node_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKER_LOOPS"
+c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" $((WORKERS * BENCH_E2E_SLOTS)) 1 next
+record e2e-h1 "$(value e2e)"
+c_run e2e "$SLOW_JOBS" "$SUBMITTERS" "$WORKERS" 1 next
+record e2e-1slot "$(value e2e)"
+node_run submit "$SLOW_JOBS" "$NODE_SUBMITTERS"
+record submit-node "$(value submit-node)"
+node_run e2e "$SLOW_JOBS" "$NODE_SUBMITTERS" "$WORKERS"
 record e2e-node "$(value e2e)"
 
-# Last: it leaves many queued jobs behind.
+# Last: it leaves its jobs queued.
 wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
 report submit
+printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
 
 e2e_line e2e submit 'target >= 0.5x: '"$(verdict "$(ratio e2e submit)" '>=' 0.5)"
 printf '%-16s%s per job\n' e2e-cpu "$e2e_cpu"
-e2e_line e2e-lease submit
-e2e_line e2e-max8 submit
-e2e_line e2e-w32 submit
+e2e_line e2e-h1 submit
+e2e_line e2e-1slot submit
 e2e_line e2e-node submit-node
