@@ -150,8 +150,9 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
     for (size_t i = 0; i < l.n && !done && !js->sse.closing; i++) {
         const struct ad_event *ev = &l.items[i];
         if (strcmp(ev->kind, "done") == 0) {
-            /* The done event carries the job as the cache has it; if the cache is still behind the log, the
-             * change's publish comes next and wakes the stream again. */
+            /* A log written before done events were made from the job ends with one. It carries the job as the
+             * cache has it; if the cache is still behind the log, the change's publish comes next and wakes the
+             * stream again. */
             if (ad_status_terminal(j->status) && j->seq >= ev->seq)
                 job_send_done(js, ev->seq, e);
             done = 1;
@@ -159,7 +160,9 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
             js->last = ev->seq;
         }
     }
-    /* A job that finished before it had an event log still ends its stream with done. */
+    /* done is not in the log: once the log is read to its end, a finished job's stream ends with done, made from
+     * the job under its last seq (and a job finished before it had a log ends the same way). While the cache is
+     * behind the log the job is not finished here yet, and the publish that follows wakes the stream again. */
     if (!done && l.n < AD_EVENTS_PAGE && !js->sse.closing && ad_status_terminal(j->status) && js->last < j->seq)
         job_send_done(js, j->seq, e);
     ad_event_list_free(&l);

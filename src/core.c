@@ -173,8 +173,9 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
 }
 
 /* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
- * event log (event.h) in the same transaction, with the job's new seq as its id. A done event stores no data:
- * it carries the job itself, which never changes again. Always releases prev. */
+ * event log (event.h) in the same transaction, with the job's new seq as its id. A done event is not stored: it
+ * carries the job itself, which never changes again, under the job's last seq, so a stream makes it from the
+ * job (api_events.c). Always releases prev. */
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
     /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
@@ -182,14 +183,12 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
         write = ad_webhook_outbox(c, prev->status, prev->progress, j);
     enum ad_event_kind k = ad_event_kind_of(prev, j);
     ad_event_prev_free(prev);
-    if (write != AD_E_OK || k == AD_EVK_NONE)
+    if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE)
         return write;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    if (k != AD_EVK_DONE) {
-        ad_event_render_brief(j, &b);
-        ad_buf_append(&b, "", 1);
-    }
+    ad_event_render_brief(j, &b);
+    ad_buf_append(&b, "", 1);
     ad_err e = st->event_append(c, j->id, j->seq, ad_event_name(k), b.data);
     ad_buf_free(&b);
     return e;
