@@ -222,6 +222,7 @@ enum sq_stmt {
     ST_EVENT_APPEND,
     ST_EVENTS_AFTER,
     ST_SNAPSHOT,
+    ST_DATA_VERSION,
     ST_WEBHOOK_PUT,
     ST_WEBHOOK_GET,
     ST_WEBHOOK_CALLBACK,
@@ -290,6 +291,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_EVENTS_AFTER] =
         "SELECT seq, kind, data FROM job_events WHERE job_id = ?1 AND seq > ?2 ORDER BY job_id, seq LIMIT ?3",
     [ST_SNAPSHOT] = "BEGIN DEFERRED",
+    [ST_DATA_VERSION] = "PRAGMA data_version",
     [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" SQ_WEBHOOK_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
                        " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
                        " secret = excluded.secret, prev_secret = excluded.prev_secret,"
@@ -333,6 +335,8 @@ struct ad_conn {
     int64_t seq;                 /* last seq handed out by this connection */
     int seq_synced;              /* seq has been raised to the file's high-water mark in this transaction */
     struct ad_hook_cache hooks;  /* the write transaction's webhook lookups */
+    struct ad_job **rows;        /* SQ_ROWS: jobs as this connection last updated them (sq_job_get), or NULL */
+    int64_t data_version;        /* PRAGMA data_version when rows was last known to match the file */
 };
 
 /* Test hook (declared by tests/unit/test_store_sqlite.c): the SQL of statement i, NULL past the last one. */
@@ -560,6 +564,65 @@ static ad_err fetch_jobs(struct ad_conn *c, sqlite3_stmt *st, struct ad_job_list
     return e;
 }
 
+/*
+ * The rows a write transaction changed, kept by job id in a small direct-mapped table: a worker's report reads
+ * its running job back before changing it, and the version this connection wrote when the job was leased (or
+ * last heartbeated) is still the job's, unless another connection committed since, which PRAGMA data_version
+ * tells at each begin. Kept only from updates (a job's first report follows its lease); only a write
+ * transaction's reads use them; dropped when a transaction or an operation is rolled back and when the sweep
+ * rewrites rows by query.
+ */
+#define SQ_ROWS 4096
+
+static size_t row_slot(const char *id)
+{
+    size_t h = 5381;
+    for (const char *p = id; *p != '\0'; p++)
+        h = h * 33 + (unsigned char)*p;
+    return h & (SQ_ROWS - 1);
+}
+
+static void rows_drop(struct ad_conn *c)
+{
+    for (size_t i = 0; c->rows != NULL && i < SQ_ROWS; i++) {
+        ad_job_free(c->rows[i]);
+        c->rows[i] = NULL;
+    }
+}
+
+static void rows_keep(struct ad_conn *c, const struct ad_job *j)
+{
+    if (c->rows == NULL)
+        c->rows = ad_calloc(SQ_ROWS, sizeof(*c->rows));
+    struct ad_job **slot = &c->rows[row_slot(j->id)];
+    ad_job_free(*slot);
+    *slot = ad_job_dup(j);
+}
+
+/* A copy of the kept row of job id (of tenant, unless NULL), or NULL. */
+static struct ad_job *rows_find(struct ad_conn *c, const char *tenant, const char *id)
+{
+    const struct ad_job *j = c->in_tx && c->rows != NULL ? c->rows[row_slot(id)] : NULL;
+    if (j == NULL || strcmp(j->id, id) != 0 || (tenant != NULL && strcmp(j->tenant, tenant) != 0))
+        return NULL;
+    return ad_job_dup(j);
+}
+
+/* At begin: the kept rows are stale if another connection has committed since this one last looked. */
+static ad_err rows_check(struct ad_conn *c)
+{
+    sqlite3_stmt *st = stmt(c, ST_DATA_VERSION);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    int rc = sqlite3_step(st);
+    int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    done(st);
+    if (v != c->data_version)
+        rows_drop(c);
+    c->data_version = v;
+    return rc == SQLITE_ROW ? AD_E_OK : fail(c, rc, "read data_version");
+}
+
 /* ---- connections and transactions ---- */
 
 static void sq_disconnect(struct ad_conn *c)
@@ -570,6 +633,8 @@ static void sq_disconnect(struct ad_conn *c)
         sqlite3_finalize(c->st[i]);
     sqlite3_close(c->db);
     ad_hook_cache_drop(&c->hooks);
+    rows_drop(c);
+    free(c->rows);
     free(c);
 }
 
@@ -629,6 +694,12 @@ static ad_err sq_begin(struct ad_conn *c)
     ad_err e = run_id(c, ST_BEGIN, "begin");
     if (e == AD_E_OK)
         tx_reset(c, 1);
+    if (e == AD_E_OK)
+        e = rows_check(c);
+    if (e != AD_E_OK && !sqlite3_get_autocommit(c->db)) {
+        run_id(c, ST_ROLLBACK, "rollback after failed begin");
+        tx_reset(c, 0);
+    }
     return e;
 }
 
@@ -640,6 +711,8 @@ static ad_err sq_commit(struct ad_conn *c)
     /* A failed COMMIT in WAL mode leaves the transaction open; end it so the next begin starts clean. */
     if (e != AD_E_OK && !sqlite3_get_autocommit(c->db))
         run_id(c, ST_ROLLBACK, "rollback after failed commit");
+    if (e != AD_E_OK)
+        rows_drop(c);
     tx_reset(c, 0);
     return e;
 }
@@ -649,6 +722,7 @@ static void sq_rollback(struct ad_conn *c)
     if (!sqlite3_get_autocommit(c->db))
         run_id(c, ST_ROLLBACK, "rollback");
     tx_reset(c, 0);
+    rows_drop(c);
 }
 
 static int64_t sq_changes(struct ad_conn *c)
@@ -675,8 +749,9 @@ static void sq_rollback_to(struct ad_conn *c)
     /* ROLLBACK TO keeps the savepoint open; release it so the next operation's savepoint is not nested. */
     if (run_id(c, ST_ROLLBACK_TO, "rollback to savepoint") == AD_E_OK)
         run_id(c, ST_RELEASE, "release after rollback");
-    /* A webhook written by the undone operation may be in a remembered lookup. */
+    /* A webhook or a job written by the undone operation may be in what is remembered. */
     ad_hook_cache_drop(&c->hooks);
+    rows_drop(c);
 }
 
 /* ---- jobs ---- */
@@ -725,12 +800,16 @@ static ad_err sq_job_update(struct ad_conn *c, struct ad_job *job)
     if (sqlite3_changes(c->db) == 0)
         return AD_E_NOT_FOUND;
     job->seq = seq;
+    if (c->in_tx)
+        rows_keep(c, job);
     return AD_E_OK;
 }
 
 static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
 {
-    *out = NULL;
+    *out = rows_find(c, tenant, id);
+    if (*out != NULL)
+        return AD_E_OK;
     sqlite3_stmt *st = stmt(c, ST_GET);
     if (st == NULL)
         return AD_E_INTERNAL;
@@ -871,6 +950,7 @@ static ad_err sq_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
         return e;
     /* The counter must cover the rows about to be deleted before they are gone. */
     e = sync_seq(c);
+    rows_drop(c); /* rows are tombstoned and deleted by query */
     int tombstoned = 0, deleted = 0;
     if (e == AD_E_OK)
         e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");

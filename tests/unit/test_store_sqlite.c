@@ -951,6 +951,61 @@ static void test_webhook_lookups_kept_for_the_transaction(void **state)
     ad_webhook_free(g);
 }
 
+/* A write transaction reads a job back as it last updated it, without a select, as long as no other connection
+ * committed since (PRAGMA data_version), nothing it wrote was rolled back, and for the tenant asked. */
+static void test_updated_rows_read_back_without_a_select(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    struct ad_job *j = new_job("kept", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, j);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    j->status = AD_RUNNING;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+
+    /* Changed behind the store's back on its own connection: the next transaction still reads its version. */
+    assert_int_equal(sqlite3_exec(f->c->db, "UPDATE jobs SET message = 'behind' WHERE id = 'kept'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    struct ad_job *g = NULL;
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_get(f->c, "t1", "kept", &g), AD_E_OK);
+    assert_job_equal(g, j);
+    ad_job_free(g);
+    assert_int_equal(ops->job_get(f->c, "t2", "kept", &g), AD_E_NOT_FOUND);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    assert_int_equal(ops->job_get(f->c, NULL, "kept", &g), AD_E_OK); /* outside a transaction: the file */
+    assert_string_equal(g->message, "behind");
+    ad_job_free(g);
+
+    /* Another connection commits: the next transaction reads the file. */
+    char err[256];
+    struct ad_conn *other = ops->connect(f->s, err, sizeof(err));
+    assert_non_null(other);
+    assert_int_equal(ops->begin(other), AD_E_OK);
+    ad_job_set(&j->message, "other");
+    assert_int_equal(ops->job_update(other, j), AD_E_OK);
+    assert_int_equal(ops->commit(other), AD_E_OK);
+    ops->disconnect(other);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_get(f->c, NULL, "kept", &g), AD_E_OK);
+    assert_string_equal(g->message, "other");
+    ad_job_free(g);
+    ops->rollback(f->c);
+
+    /* A rolled back update is forgotten. */
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    j->status = AD_SUCCEEDED;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK);
+    ops->rollback(f->c);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_get(f->c, NULL, "kept", &g), AD_E_OK);
+    assert_int_equal(g->status, AD_RUNNING);
+    ad_job_free(g);
+    ops->rollback(f->c);
+    ad_job_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -978,6 +1033,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_statement_uses_an_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
