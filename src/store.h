@@ -233,7 +233,8 @@ struct ad_store_ops {
     ad_err (*job_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out);
     /* Newest first (cseq descending), filtered, at most q->limit. */
     ad_err (*job_list)(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out);
-    /* Jobs of a tenant (NULL: of every tenant) with seq > since, by seq ascending, at most limit. */
+    /* Jobs of a tenant (NULL: of every tenant, PostgreSQL only: the cluster's pump) with seq > since, by seq
+     * ascending, at most limit. */
     ad_err (*job_changes)(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out);
     /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
     ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,

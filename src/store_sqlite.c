@@ -49,8 +49,8 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
  * in lease order (per tenant and type); jobs_running and jobs_scheduled are partial too, so they stay as
  * small as the sets they serve. jobs_expiry leads with tombstoned so that the tombstoning pass does not walk
  * the tombstones still waiting for deletion, and the deleting pass does not walk live jobs. meta keeps
- * seq_floor: the highest seq ever handed out before rows were deleted, so that seq never repeats even when
- * the newest rows are swept away.
+ * seq_hw, the highest seq a committed transaction handed out, so that seq never repeats, even after the newest
+ * rows are swept away (before migration 5: seq_floor, the highest seq handed out before rows were deleted).
  */
 static const char *const migrations[] = {
     /* 1 */
@@ -164,6 +164,62 @@ static const char *const migrations[] = {
     "CREATE INDEX deliveries_finished ON deliveries (created_at) WHERE state != 0;"
     "CREATE TRIGGER webhooks_delete_deliveries AFTER DELETE ON webhooks"
     " BEGIN DELETE FROM deliveries WHERE webhook_id = old.id; END;",
+    /* 5: seq is no longer UNIQUE. Its index was rewritten by every change of a job (a fifth of an update's index
+     * writes) and served only the high-water mark of seq, which meta keeps now as seq_hw, raised by each write
+     * transaction that hands out seqs (sq_commit); jobs_tenant_seq serves the change feed. SQLite cannot drop a
+     * constraint, so the table is rebuilt, with the same columns in the same order, indexes and triggers. */
+    "CREATE TABLE jobs_v5 ("
+    " cseq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " seq INTEGER NOT NULL,"
+    " tenant TEXT NOT NULL,"
+    " type TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " progress INTEGER,"
+    " priority INTEGER NOT NULL,"
+    " payload TEXT,"
+    " result TEXT,"
+    " result_location TEXT,"
+    " error TEXT,"
+    " message TEXT,"
+    " attempt INTEGER NOT NULL,"
+    " max_attempts INTEGER NOT NULL,"
+    " cancel_requested INTEGER NOT NULL,"
+    " timeout_seconds INTEGER NOT NULL,"
+    " on_complete_redirect INTEGER NOT NULL,"
+    " created_at INTEGER,"
+    " started_at INTEGER,"
+    " updated_at INTEGER,"
+    " finished_at INTEGER,"
+    " expires_at INTEGER,"
+    " run_at INTEGER,"
+    " callback_url TEXT,"
+    " retry_of TEXT,"
+    " resource TEXT,"
+    " lease_id TEXT,"
+    " lease_expires_at INTEGER,"
+    " worker TEXT,"
+    " tombstoned INTEGER NOT NULL);"
+    "INSERT INTO jobs_v5 SELECT * FROM jobs;"
+    "INSERT INTO meta (key, value) VALUES ('seq_hw', (SELECT max(coalesce((SELECT max(seq) FROM jobs), 0),"
+    " coalesce((SELECT value FROM meta WHERE key = 'seq_floor'), 0))))"
+    " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value);"
+    "DROP TABLE jobs;"
+    "ALTER TABLE jobs_v5 RENAME TO jobs;"
+    "CREATE INDEX jobs_tenant_cseq ON jobs (tenant, cseq);"
+    "CREATE INDEX jobs_tenant_status ON jobs (tenant, status, cseq);"
+    "CREATE INDEX jobs_tenant_type ON jobs (tenant, type, cseq);"
+    "CREATE INDEX jobs_tenant_seq ON jobs (tenant, seq);"
+    "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, cseq) WHERE status = 0;"
+    "CREATE INDEX jobs_running ON jobs (lease_expires_at) WHERE status = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE status = 0 AND run_at IS NOT NULL;"
+    "CREATE INDEX jobs_expiry ON jobs (tombstoned, expires_at) WHERE expires_at IS NOT NULL;"
+    "CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM attempts WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_delete_events AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM job_events WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_tombstone_events AFTER UPDATE OF tombstoned ON jobs WHEN new.tombstoned = 1"
+    " BEGIN DELETE FROM job_events WHERE job_id = new.id; END;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -178,10 +234,6 @@ static const char *const migrations[] = {
 #define SQ_LIST_F_TYPE " AND type = ?4"
 #define SQ_LIST_F_UPDATED " AND updated_at > ?5"
 #define SQ_LIST_TAIL " ORDER BY cseq DESC LIMIT ?6"
-
-#define SQ_SEQ_FLOOR_SQL                                                                                               \
-    "SELECT max(coalesce((SELECT max(seq) FROM jobs), 0),"                                                             \
-    " coalesce((SELECT value FROM meta WHERE key = 'seq_floor'), 0))"
 
 #define SQ_WEBHOOK_COLS                                                                                                \
     "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
@@ -205,13 +257,12 @@ enum sq_stmt {
     ST_LIST,
     ST_LIST_LAST = ST_LIST + SQ_LIST_VARIANTS - 1,
     ST_CHANGES,
-    ST_CHANGES_ALL,
     ST_LEASABLE,
     ST_RUNNING,
     ST_SCHEDULED,
     ST_TOMBSTONE,
     ST_DELETE,
-    ST_SET_SEQ_FLOOR,
+    ST_SET_SEQ_HW,
     ST_MAX_SEQ,
     ST_IDEM_GET,
     ST_IDEM_PUT,
@@ -264,7 +315,6 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST_LAST] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-    [ST_CHANGES_ALL] = SQ_SELECT_JOB "WHERE seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
     [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND tenant = ?1 AND type = ?2"
                                   " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
@@ -274,9 +324,9 @@ static const char *const stmt_sql[ST__COUNT] = {
                      " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
     [ST_DELETE] = "DELETE FROM jobs"
                   " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= ?1 LIMIT ?2)",
-    [ST_SET_SEQ_FLOOR] = "INSERT INTO meta (key, value) VALUES ('seq_floor', ?1)"
-                         " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
-    [ST_MAX_SEQ] = SQ_SEQ_FLOOR_SQL,
+    [ST_SET_SEQ_HW] = "INSERT INTO meta (key, value) VALUES ('seq_hw', ?1)"
+                      " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+    [ST_MAX_SEQ] = "SELECT coalesce((SELECT value FROM meta WHERE key = 'seq_hw'), 0)",
     [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = ?1 AND key = ?2",
     [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
                     " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, key) DO UPDATE SET"
@@ -333,6 +383,7 @@ struct ad_conn {
     sqlite3_stmt *st[ST__COUNT]; /* prepared on first use, kept until disconnect */
     int in_tx;                   /* between begin and commit/rollback */
     int64_t seq;                 /* last seq handed out by this connection */
+    int64_t seq_stored;          /* seq_hw as the file has it, as far as this connection knows */
     int seq_synced;              /* seq has been raised to the file's high-water mark in this transaction */
     struct ad_hook_cache hooks;  /* the write transaction's webhook lookups */
     struct ad_job **rows;        /* SQ_ROWS: jobs as this connection last updated them (sq_job_get), or NULL */
@@ -432,9 +483,9 @@ static ad_err write_stmt(struct ad_conn *c, enum sq_stmt id, sqlite3_stmt **st)
 }
 
 /*
- * Raise the seq counter to the file's high-water mark (the highest seq stored, or handed out before rows
- * were deleted) once per transaction, so that seq never goes backwards or repeats, even across restarts,
- * rolled-back transactions (which only leave gaps) and deletions of the newest rows.
+ * Raise the seq counter to the file's high-water mark (meta's seq_hw: the highest seq a committed transaction
+ * handed out, raised by sq_commit) once per transaction, so that seq never goes backwards or repeats, even
+ * across restarts, rolled-back transactions (which only leave gaps) and deletions of the newest rows.
  */
 static ad_err sync_seq(struct ad_conn *c)
 {
@@ -453,6 +504,7 @@ static ad_err sync_seq(struct ad_conn *c)
     done(st);
     if (max > c->seq)
         c->seq = max;
+    c->seq_stored = max;
     c->seq_synced = c->in_tx;
     return AD_E_OK;
 }
@@ -703,11 +755,27 @@ static ad_err sq_begin(struct ad_conn *c)
     return e;
 }
 
+/* The transaction's seqs are in the file once it commits: raise seq_hw to the last one it handed out. */
+static ad_err store_seq_hw(struct ad_conn *c)
+{
+    if (c->seq <= c->seq_stored)
+        return AD_E_OK;
+    sqlite3_stmt *st = stmt(c, ST_SET_SEQ_HW);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    sqlite3_bind_int64(st, 1, c->seq);
+    return run(c, st, "record seq high-water mark");
+}
+
 static ad_err sq_commit(struct ad_conn *c)
 {
     ad_err e = check_tx(c);
     if (e == AD_E_OK)
+        e = store_seq_hw(c);
+    if (e == AD_E_OK)
         e = run_id(c, ST_COMMIT, "commit");
+    if (e == AD_E_OK)
+        c->seq_stored = c->seq;
     /* A failed COMMIT in WAL mode leaves the transaction open; end it so the next begin starts clean. */
     if (e != AD_E_OK && !sqlite3_get_autocommit(c->db))
         run_id(c, ST_ROLLBACK, "rollback after failed commit");
@@ -756,53 +824,56 @@ static void sq_rollback_to(struct ad_conn *c)
 
 /* ---- jobs ---- */
 
-static ad_err sq_job_insert(struct ad_conn *c, struct ad_job *job)
+static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, const char *what)
 {
     ad_err e = check_tx(c);
     if (e == AD_E_OK)
         e = sync_seq(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_INSERT) : NULL;
+    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, id) : NULL;
     if (st == NULL)
         return e != AD_E_OK ? e : AD_E_INTERNAL;
     int64_t seq = ++c->seq;
     int rc = bind_job(st, job, seq);
     if (rc != SQLITE_OK) {
-        e = fail(c, rc, "bind job insert");
+        e = fail(c, rc, what);
         done(st);
         return e;
     }
-    e = run(c, st, "insert job");
-    if (e == AD_E_OK) {
-        job->seq = seq;
+    e = run(c, st, what);
+    if (e != AD_E_OK)
+        return e;
+    if (id == ST_UPDATE && sqlite3_changes(c->db) == 0)
+        return AD_E_NOT_FOUND;
+    job->seq = seq;
+    if (id == ST_INSERT)
         job->cseq = sqlite3_last_insert_rowid(c->db);
-    }
+    else if (c->in_tx)
+        rows_keep(c, job);
+    return AD_E_OK;
+}
+
+/* A write outside begin/commit is a transaction of its own, so that seq_hw moves with it. */
+static ad_err job_write_tx(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, const char *what)
+{
+    if (c->in_tx)
+        return job_write(c, job, id, what);
+    ad_err e = sq_begin(c);
+    if (e == AD_E_OK)
+        e = job_write(c, job, id, what);
+    if (e == AD_E_OK)
+        return sq_commit(c);
+    sq_rollback(c);
     return e;
+}
+
+static ad_err sq_job_insert(struct ad_conn *c, struct ad_job *job)
+{
+    return job_write_tx(c, job, ST_INSERT, "insert job");
 }
 
 static ad_err sq_job_update(struct ad_conn *c, struct ad_job *job)
 {
-    ad_err e = check_tx(c);
-    if (e == AD_E_OK)
-        e = sync_seq(c);
-    sqlite3_stmt *st = e == AD_E_OK ? stmt(c, ST_UPDATE) : NULL;
-    if (st == NULL)
-        return e != AD_E_OK ? e : AD_E_INTERNAL;
-    int64_t seq = ++c->seq;
-    int rc = bind_job(st, job, seq);
-    if (rc != SQLITE_OK) {
-        e = fail(c, rc, "bind job update");
-        done(st);
-        return e;
-    }
-    e = run(c, st, "update job");
-    if (e != AD_E_OK)
-        return e;
-    if (sqlite3_changes(c->db) == 0)
-        return AD_E_NOT_FOUND;
-    job->seq = seq;
-    if (c->in_tx)
-        rows_keep(c, job);
-    return AD_E_OK;
+    return job_write_tx(c, job, ST_UPDATE, "update job");
 }
 
 static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
@@ -852,11 +923,16 @@ static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, stru
 static ad_err sq_job_changes(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
-    sqlite3_stmt *st = stmt(c, tenant != NULL ? ST_CHANGES : ST_CHANGES_ALL);
+    if (tenant == NULL) {
+        /* Every tenant's changes in seq order: the cluster's pump, and a cluster needs PostgreSQL. No index
+         * serves it here (jobs_tenant_seq is per tenant). */
+        ad_error("store: the SQLite store has no change feed across tenants");
+        return AD_E_INTERNAL;
+    }
+    sqlite3_stmt *st = stmt(c, ST_CHANGES);
     if (st == NULL)
         return AD_E_INTERNAL;
-    if (tenant != NULL)
-        bind_TEXT(st, 1, tenant);
+    bind_TEXT(st, 1, tenant);
     sqlite3_bind_int64(st, 2, since);
     sqlite3_bind_int(st, 3, limit);
     return fetch_jobs(c, st, out, "job changes");
@@ -948,23 +1024,11 @@ static ad_err sq_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
         e = run_id(c, ST_SWEEP_SAVEPOINT, "sweep savepoint");
     if (e != AD_E_OK)
         return e;
-    /* The counter must cover the rows about to be deleted before they are gone. */
-    e = sync_seq(c);
     rows_drop(c); /* rows are tombstoned and deleted by query */
     int tombstoned = 0, deleted = 0;
-    if (e == AD_E_OK)
-        e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
+    e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
     if (e == AD_E_OK)
         e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");
-    if (e == AD_E_OK && deleted > 0) {
-        sqlite3_stmt *st = stmt(c, ST_SET_SEQ_FLOOR);
-        if (st == NULL) {
-            e = AD_E_INTERNAL;
-        } else {
-            sqlite3_bind_int64(st, 1, c->seq);
-            e = run(c, st, "record seq floor");
-        }
-    }
     if (e == AD_E_OK)
         e = run_id(c, ST_SWEEP_RELEASE, "sweep release");
     if (e != AD_E_OK) {

@@ -123,8 +123,8 @@ static void test_open_creates_private_dir_and_schema(void **state)
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT max(version), count(*) FROM schema_version", -1, &st, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(st, 0), 4); /* one row per migration applied */
-    assert_int_equal(sqlite3_column_int(st, 1), 4);
+    assert_int_equal(sqlite3_column_int(st, 0), SQ_SCHEMA_VERSION); /* one row per migration applied */
+    assert_int_equal(sqlite3_column_int(st, 1), SQ_SCHEMA_VERSION);
     sqlite3_finalize(st);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -872,7 +872,6 @@ static void test_every_statement_uses_an_index(void **state)
 
     assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
     assert_plan_uses(db, "tenant = ?1 AND seq > ?2 ORDER BY seq", "jobs_tenant_seq");
-    assert_plan_uses(db, "WHERE seq > ?2 ORDER BY seq", "sqlite_autoindex_jobs_2");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
     assert_plan_uses(db, "run_at > ?1 ORDER BY run_at", "jobs_scheduled");
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
@@ -883,6 +882,117 @@ static void test_every_statement_uses_an_index(void **state)
     assert_plan_uses(db, "cseq < ?2 AND status = ?3 ORDER BY", "jobs_tenant_status");
     assert_plan_uses(db, "cseq < ?2 AND type = ?4 ORDER BY", "jobs_tenant_type");
     sqlite3_close(db);
+}
+
+/* The one unique index of jobs: on id (seq lost its own in migration 5). */
+static void assert_unique_indexes_of_jobs(sqlite3 *db, const char *want)
+{
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT group_concat(name) FROM (SELECT ii.name FROM pragma_index_list('jobs')"
+                                        " AS il, pragma_index_info(il.name) AS ii WHERE il.\"unique\" = 1 AND"
+                                        " il.origin = 'u' ORDER BY ii.name)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), want);
+    sqlite3_finalize(st);
+}
+
+/* A database of schema 4, with jobs, an event log and a seq floor above their seqs, gets migration 5 when the
+ * store opens it: every row and event is kept, seq is unique no more, and the next seq is above the floor. */
+static void test_migration_5_keeps_rows_and_the_seq_high_water_mark(void **state)
+{
+    struct fx *f = *state;
+    close_store(f);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/acceptd.db", f->data);
+    unlink(path);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE schema_version (version INTEGER NOT NULL)", NULL, NULL, NULL),
+                     SQLITE_OK);
+    for (int v = 0; v < 4; v++) {
+        assert_int_equal(sqlite3_exec(db, migrations[v], NULL, NULL, NULL), SQLITE_OK);
+        char sql[80];
+        snprintf(sql, sizeof(sql), "INSERT INTO schema_version (version) VALUES (%d)", v + 1);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    }
+    assert_unique_indexes_of_jobs(db, "id,seq");
+    assert_int_equal(
+        sqlite3_exec(
+            db,
+            "INSERT INTO jobs (id, seq, tenant, type, status, progress, priority, payload, attempt, max_attempts,"
+            " cancel_requested, timeout_seconds, on_complete_redirect, created_at, updated_at, lease_id,"
+            " tombstoned) VALUES"
+            " ('a', 7, 't1', 'x', 1, 40, 2, '{\"k\":1}', 1, 3, 0, 0, 0, 100, 200, 'lse_a', 0),"
+            " ('b', 9, 't1', 'x', 0, NULL, 1, '{}', 0, 3, 0, 0, 0, 150, 150, NULL, 0);"
+            "INSERT INTO job_events (job_id, seq, kind, data) VALUES ('b', 9, 'status', '{}');"
+            "INSERT INTO meta (key, value) VALUES ('seq_floor', 1000)",
+            NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    db = NULL;
+
+    open_store(f);
+    struct ad_job *g = NULL;
+    assert_int_equal(f->s->ops->job_get(f->c, NULL, "a", &g), AD_E_OK);
+    assert_int_equal(g->seq, 7);
+    assert_int_equal(g->status, AD_RUNNING);
+    assert_int_equal(g->progress, 40);
+    assert_string_equal(g->payload, "{\"k\":1}");
+    assert_string_equal(g->lease_id, "lse_a");
+    int64_t cseq_a = g->cseq;
+    ad_job_free(g);
+    assert_int_equal(f->s->ops->job_get(f->c, NULL, "b", &g), AD_E_OK);
+    assert_int_equal(g->seq, 9);
+    assert_true(g->cseq > cseq_a);
+    ad_job_free(g);
+    struct ad_event_list events;
+    assert_int_equal(f->s->ops->events_after(f->c, "b", 0, 10, &events), AD_E_OK);
+    assert_int_equal(events.n, 1);
+    ad_event_list_free(&events);
+    int64_t max = 0;
+    assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, 1000);
+    struct ad_job *c = new_job("c", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, c);
+    assert_int_equal(c->seq, 1001);
+    ad_job_free(c);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_unique_indexes_of_jobs(db, "id");
+    sqlite3_close(db);
+}
+
+/* Seqs handed out by a write outside begin/commit (a transaction of its own) and by a committed batch reach
+ * seq_hw, which is what the next connection starts from; a rolled back batch's leave a gap at most. */
+static void test_seq_high_water_mark_follows_every_commit(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    struct ad_job *a = new_job("a", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, a); /* outside a transaction */
+    int64_t max = 0;
+    assert_int_equal(ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, a->seq);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_update(f->c, a), AD_E_OK);
+    assert_int_equal(ops->job_update(f->c, a), AD_E_OK);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    assert_int_equal(ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, a->seq);
+    int64_t committed = a->seq;
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_update(f->c, a), AD_E_OK);
+    ops->rollback(f->c);
+    assert_int_equal(ops->max_seq(f->c, &max), AD_E_OK);
+    assert_int_equal(max, committed);
+    reopen(f);
+    struct ad_job *b = new_job("b", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    insert(f, b);
+    assert_true(b->seq > committed);
+    ad_job_free(a);
+    ad_job_free(b);
 }
 
 /* Inside a write transaction the store answers a webhook lookup it has made once from memory: the outbox asks
@@ -1034,6 +1144,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_5_keeps_rows_and_the_seq_high_water_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seq_high_water_mark_follows_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
