@@ -13,6 +13,7 @@
  * replays the change feed from that cursor, page by page as the client drains, then goes live.
  */
 #include "api.h"
+#include "event.h"
 #include "sse.h"
 #include "valet.h"
 
@@ -135,11 +136,33 @@ static void job_send_done(struct job_stream *js, int64_t id, const struct ad_ent
     ad_sse_close(&js->sse, 0);
 }
 
+/* The job's first event, made from the job (its log does not hold it): a status event with the job as it was
+ * created, queued, under the seq of its insert. */
+static void job_send_created(struct job_stream *js, const struct ad_job *j)
+{
+    struct ad_job created = *j;
+    created.status = AD_QUEUED;
+    created.progress = -1;
+    created.message = NULL;
+    created.updated_at = j->created_at;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_event_render_brief(&created, &b);
+    if (ad_sse_event(&js->sse, j->created_seq, "status", b.data, b.len) == 0)
+        js->last = j->created_seq;
+    ad_buf_free(&b);
+}
+
 /* Queue the log's next page unless the client still has one to take. */
 static void job_pump(struct job_stream *js, const struct ad_entry *e)
 {
     if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
         return;
+    if (js->last < e->job->created_seq) {
+        job_send_created(js, e->job);
+        if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
+            return;
+    }
     struct ad_event_list l;
     if (ad_srv.store->ops->events_after(ad_srv.rconn, js->id, js->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
         ad_sse_close(&js->sse, conf->retry_ms);

@@ -173,17 +173,18 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
 }
 
 /* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
- * event log (event.h) in the same transaction, with the job's new seq as its id. A done event is not stored: it
- * carries the job itself, which never changes again, under the job's last seq, so a stream makes it from the
- * job (api_events.c). Always releases prev. */
+ * event log (event.h) in the same transaction, with the job's new seq as its id. The first and the last event are
+ * not stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
+ * (created_seq), and done, which carries the finished job itself under its last seq. Always releases prev. */
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
     /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
     if (write == AD_E_OK)
         write = ad_webhook_outbox(c, prev->status, prev->progress, j);
     enum ad_event_kind k = ad_event_kind_of(prev, j);
+    int creation = prev->status == AD_STATUS__COUNT;
     ad_event_prev_free(prev);
-    if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE)
+    if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE || creation)
         return write;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);

@@ -54,9 +54,11 @@ struct ad_job {
     char *lease_id; /* current lease while running, else NULL */
     int64_t lease_expires_at;
     char *worker;
-    int tombstoned; /* payload/result dropped at expiry; answers 410 */
-    int64_t seq;    /* change cursor: assigned by the store on every insert/update */
-    int64_t cseq;   /* creation order: assigned by the store on insert */
+    int tombstoned;      /* payload/result dropped at expiry; answers 410 */
+    int64_t seq;         /* change cursor: assigned by the store on every insert/update */
+    int64_t cseq;        /* creation order: assigned by the store on insert */
+    int64_t created_seq; /* the seq of the insert, set by the store: the id of the job's first event, which is not
+                            in its log but made from the job; 0 for a job whose log holds that event (older ones) */
 };
 
 /* The outcome of applying an event. */

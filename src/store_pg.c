@@ -35,7 +35,8 @@ enum pg_col {
     AD_JOB_COLUMNS(PG_COL_ENUM)
 #undef PG_COL_ENUM
         COL_seq,
-    COL_cseq
+    COL_cseq,
+    COL_created_seq
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -48,10 +49,10 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
 #define PG_COL_SET(name, kind, n, fixed) #name " = $" #n ", "
-#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq FROM jobs "
-/* The insert's columns and parameters: cseq is the seq of the insert. */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq"
-#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM
+#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq FROM jobs "
+/* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
+#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq"
+#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM
 
 /*
  * Migrations, applied in order at open; acceptd_schema holds the numbers applied. Never edit a shipped
@@ -170,6 +171,9 @@ static const char *const migrations[] = {
     "CREATE INDEX deliveries_finished ON deliveries (created_at) WHERE state != 0;"
     "CREATE TABLE acceptd_counter (id int PRIMARY KEY, seq bigint NOT NULL);"
     "INSERT INTO acceptd_counter (id, seq) VALUES (1, 0);",
+    /* 2: the seq of a job's insert, the id of its first event, which its log no longer holds (core.c); NULL for
+     * the jobs created before, whose logs do (SQLite's migration 6). */
+    "ALTER TABLE jobs ADD COLUMN created_seq bigint;",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -684,6 +688,7 @@ static struct ad_job *read_job(const PGresult *r, int row)
 #undef PG_READ
     j->seq = col_INT64(r, row, COL_seq);
     j->cseq = col_INT64(r, row, COL_cseq);
+    j->created_seq = col_INT64(r, row, COL_created_seq);
     return j;
 }
 
@@ -1172,7 +1177,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     if (e == AD_E_OK) {
         job->seq = seq;
         if (insert)
-            job->cseq = seq;
+            job->cseq = job->created_seq = seq;
     }
     return e;
 }

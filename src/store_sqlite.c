@@ -26,7 +26,8 @@ enum sq_col {
     AD_JOB_COLUMNS(SQ_COL_ENUM)
 #undef SQ_COL_ENUM
         COL_seq,
-    COL_cseq
+    COL_cseq,
+    COL_created_seq
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -39,7 +40,7 @@ enum sq_col {
 #define SQ_COL_SET_1(name, n)
 #define SQ_SEQ_PARAM "?30"
 _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
-#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq FROM jobs "
+#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq FROM jobs "
 
 /*
  * Migrations, applied in order; schema_version holds the number applied. Never edit a shipped migration:
@@ -220,6 +221,9 @@ static const char *const migrations[] = {
     " BEGIN DELETE FROM job_events WHERE job_id = old.id; END;"
     "CREATE TRIGGER jobs_tombstone_events AFTER UPDATE OF tombstoned ON jobs WHEN new.tombstoned = 1"
     " BEGIN DELETE FROM job_events WHERE job_id = new.id; END;",
+    /* 6: the seq of a job's insert, the id of its first event, which its log no longer holds (core.c); NULL for
+     * the jobs created before, whose logs do. */
+    "ALTER TABLE jobs ADD COLUMN created_seq INTEGER;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -303,7 +307,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
     [ST_SWEEP_RELEASE] = "RELEASE sweep",
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
-    [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq) VALUES (" AD_JOB_COLUMNS(SQ_COL_PARAM) "?)",
+    [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq) VALUES (" AD_JOB_COLUMNS(
+        SQ_COL_PARAM) SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ")",
     [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM " WHERE id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
@@ -576,6 +581,7 @@ static struct ad_job *read_job(sqlite3_stmt *st)
 #undef SQ_READ
     j->seq = sqlite3_column_int64(st, COL_seq);
     j->cseq = sqlite3_column_int64(st, COL_cseq);
+    j->created_seq = sqlite3_column_int64(st, COL_created_seq);
     return j;
 }
 
@@ -845,9 +851,10 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
     if (id == ST_UPDATE && sqlite3_changes(c->db) == 0)
         return AD_E_NOT_FOUND;
     job->seq = seq;
-    if (id == ST_INSERT)
+    if (id == ST_INSERT) {
         job->cseq = sqlite3_last_insert_rowid(c->db);
-    else if (c->in_tx)
+        job->created_seq = seq;
+    } else if (c->in_tx)
         rows_keep(c, job);
     return AD_E_OK;
 }

@@ -241,7 +241,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "1:1");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "2:2");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
@@ -268,6 +268,7 @@ static void test_every_field_round_trips(void **state)
     assert_int_equal(f->ops->job_insert(f->c, j), AD_E_OK);
     assert_true(j->seq > 0);
     assert_int_equal(j->cseq, j->seq);
+    assert_int_equal(j->created_seq, j->seq);
 
     /* Read back through a second connection: committed, and every column mapped. */
     struct ad_conn *r = connect_conn(f->s);
@@ -275,6 +276,7 @@ static void test_every_field_round_trips(void **state)
     assert_job_equal(g, j);
     assert_int_equal(g->seq, j->seq);
     assert_int_equal(g->cseq, j->cseq);
+    assert_int_equal(g->created_seq, j->seq);
     ad_job_free(g);
 
     /* Update: every field written, seq moves, cseq stays; NULLs written back as absent. */
@@ -300,6 +302,7 @@ static void test_every_field_round_trips(void **state)
     assert_int_equal(g->tombstoned, 0);
     assert_int_equal(g->seq, j->seq);
     assert_int_equal(g->cseq, first);
+    assert_int_equal(g->created_seq, first);
     ad_job_free(g);
     int64_t max = 0;
     assert_int_equal(f->ops->max_seq(r, &max), AD_E_OK);

@@ -163,11 +163,13 @@ static void test_every_field_round_trips(void **state)
     insert(f, j);
     assert_true(j->seq > 0);
     assert_true(j->cseq > 0);
+    assert_int_equal(j->created_seq, j->seq);
 
     struct ad_job *g = get(f, "t1", "job_full");
     assert_job_equal(g, j);
     assert_int_equal(g->seq, j->seq);
     assert_int_equal(g->cseq, j->cseq);
+    assert_int_equal(g->created_seq, j->seq);
     ad_job_free(g);
     ad_job_free(j);
 }
@@ -899,9 +901,10 @@ static void assert_unique_indexes_of_jobs(sqlite3 *db, const char *want)
     sqlite3_finalize(st);
 }
 
-/* A database of schema 4, with jobs, an event log and a seq floor above their seqs, gets migration 5 when the
- * store opens it: every row and event is kept, seq is unique no more, and the next seq is above the floor. */
-static void test_migration_5_keeps_rows_and_the_seq_high_water_mark(void **state)
+/* A database of schema 4, with jobs, an event log and a seq floor above their seqs, gets migrations 5 and 6 when
+ * the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor, and
+ * only the jobs inserted from then on have a created_seq (their first event is not in their log). */
+static void test_migrations_5_6_keep_rows_and_the_seq_high_water_mark(void **state)
 {
     struct fx *f = *state;
     close_store(f);
@@ -942,6 +945,7 @@ static void test_migration_5_keeps_rows_and_the_seq_high_water_mark(void **state
     assert_int_equal(g->progress, 40);
     assert_string_equal(g->payload, "{\"k\":1}");
     assert_string_equal(g->lease_id, "lse_a");
+    assert_int_equal(g->created_seq, 0); /* its log holds its first event */
     int64_t cseq_a = g->cseq;
     ad_job_free(g);
     assert_int_equal(f->s->ops->job_get(f->c, NULL, "b", &g), AD_E_OK);
@@ -958,6 +962,13 @@ static void test_migration_5_keeps_rows_and_the_seq_high_water_mark(void **state
     struct ad_job *c = new_job("c", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
     insert(f, c);
     assert_int_equal(c->seq, 1001);
+    assert_int_equal(c->created_seq, 1001);
+    c->status = AD_RUNNING;
+    assert_int_equal(f->s->ops->job_update(f->c, c), AD_E_OK);
+    assert_int_equal(f->s->ops->job_get(f->c, NULL, "c", &g), AD_E_OK);
+    assert_int_equal(g->seq, 1002);
+    assert_int_equal(g->created_seq, 1001); /* the insert's, kept by updates */
+    ad_job_free(g);
     ad_job_free(c);
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     assert_unique_indexes_of_jobs(db, "id");
@@ -1144,7 +1155,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migration_5_keeps_rows_and_the_seq_high_water_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrations_5_6_keep_rows_and_the_seq_high_water_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_high_water_mark_follows_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
