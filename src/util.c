@@ -178,8 +178,12 @@ void ad_time_rfc3339(int64_t ms, char *buf, size_t size)
     *p++ = '.';
     p = digits(p, u.ms, 3);
     *p++ = 'Z';
-    *p = '\0';
-    snprintf(buf, size, "%s", t);
+    /* Copied as snprintf("%s") would (cut to size), without its cost: every render writes six of these. */
+    if (size > 0) {
+        size_t n = (size_t)(p - t) < size ? (size_t)(p - t) : size - 1;
+        memcpy(buf, t, n);
+        buf[n] = '\0';
+    }
 }
 
 /* Exactly n digits at s, as a number; -1 when any is not a digit. */
