@@ -185,8 +185,6 @@ static const char *const migrations[] = {
 #define PG_NOTIFY_MAX 7000
 /* Collect the results of pipelined writes at least this often, so that neither side's buffers fill up. */
 #define PG_MAX_PENDING 512
-/* The webhook lookups remembered within one transaction (the outbox asks once per job change). */
-
 /* Filters of a list query, as bits of the index into the list statements. */
 #define PG_LIST_STATUS 1
 #define PG_LIST_TYPE 2

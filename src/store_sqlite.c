@@ -626,11 +626,13 @@ static ad_err fetch_jobs(struct ad_conn *c, sqlite3_stmt *st, struct ad_job_list
  * The rows a write transaction changed, kept by job id in a small direct-mapped table: a worker's report reads
  * its running job back before changing it, and the version this connection wrote when the job was leased (or
  * last heartbeated) is still the job's, unless another connection committed since, which PRAGMA data_version
- * tells at each begin. Kept only from updates (a job's first report follows its lease); only a write
- * transaction's reads use them; dropped when a transaction or an operation is rolled back and when the sweep
- * rewrites rows by query.
+ * tells at each begin. Kept only from updates (a job's first report follows its lease), and only for jobs whose
+ * texts are small (at most SQ_ROW_TEXT_MAX bytes of payload, result, error and message: the table holds at most
+ * SQ_ROWS of them, a few MiB); only a write transaction's reads use them; dropped when a transaction or an
+ * operation is rolled back and when the sweep rewrites rows by query.
  */
 #define SQ_ROWS 4096
+#define SQ_ROW_TEXT_MAX 2048
 
 static size_t row_slot(const char *id)
 {
@@ -648,13 +650,19 @@ static void rows_drop(struct ad_conn *c)
     }
 }
 
+static size_t text_len(const char *s)
+{
+    return s != NULL ? strlen(s) : 0;
+}
+
 static void rows_keep(struct ad_conn *c, const struct ad_job *j)
 {
     if (c->rows == NULL)
         c->rows = ad_calloc(SQ_ROWS, sizeof(*c->rows));
     struct ad_job **slot = &c->rows[row_slot(j->id)];
     ad_job_free(*slot);
-    *slot = ad_job_dup(j);
+    size_t texts = text_len(j->payload) + text_len(j->result) + text_len(j->error) + text_len(j->message);
+    *slot = texts <= SQ_ROW_TEXT_MAX ? ad_job_dup(j) : NULL;
 }
 
 /* A copy of the kept row of job id (of tenant, unless NULL), or NULL. */

@@ -1114,6 +1114,27 @@ static void test_updated_rows_read_back_without_a_select(void **state)
     ad_job_free(g);
     ops->rollback(f->c);
 
+    /* A job with large texts is not kept: the table stays small. */
+    struct ad_job *big = new_job("big", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    char payload[SQ_ROW_TEXT_MAX + 16];
+    memset(payload, 'x', sizeof(payload) - 1);
+    payload[0] = '"';
+    payload[sizeof(payload) - 2] = '"';
+    payload[sizeof(payload) - 1] = '\0';
+    ad_job_set(&big->payload, payload);
+    insert(f, big);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_update(f->c, big), AD_E_OK);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    assert_int_equal(sqlite3_exec(f->c->db, "UPDATE jobs SET message = 'behind' WHERE id = 'big'", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ops->job_get(f->c, NULL, "big", &g), AD_E_OK);
+    assert_string_equal(g->message, "behind");
+    ad_job_free(g);
+    ops->rollback(f->c);
+    ad_job_free(big);
+
     /* A rolled back update is forgotten. */
     assert_int_equal(ops->begin(f->c), AD_E_OK);
     j->status = AD_SUCCEEDED;
