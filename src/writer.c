@@ -4,7 +4,7 @@
  * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
  * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
- * Completions come back to the event loop in one message per batch and are run a chunk per turn of the loop
+ * A batch's completions reach the event loop together and are run a chunk per turn of the loop
  * (ad_writer_deliver), between its reads.
  */
 #include "writer.h"
