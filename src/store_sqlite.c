@@ -838,6 +838,7 @@ static void sq_rollback_to(struct ad_conn *c)
 
 /* ---- jobs ---- */
 
+/* Inside a transaction (job_write_tx). */
 static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, const char *what)
 {
     ad_err e = check_tx(c);
@@ -862,8 +863,9 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
     if (id == ST_INSERT) {
         job->cseq = sqlite3_last_insert_rowid(c->db);
         job->created_seq = seq;
-    } else if (c->in_tx)
+    } else {
         rows_keep(c, job);
+    }
     return AD_E_OK;
 }
 
