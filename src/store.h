@@ -18,8 +18,8 @@
  * The columns of the jobs table that mirror struct ad_job, in the order every backend selects and binds them:
  * XX(name, kind, n, fixed), n being the column's place from 1 (its parameter number where a backend numbers
  * them). Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). A fixed
- * column (1) is written when the job is created and never changed by an update (tombstoning empties the
- * payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend generates its
+ * column (1) is written when the job is created and never changed by an update (tombstoning sets tombstoned and
+ * empties the payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend generates its
  * select list, insert, update, binder and row reader from this one list, so no two can drift apart.
  */
 #define AD_JOB_COLUMNS(XX)                                                                                             \
@@ -51,7 +51,7 @@
     XX(lease_id, TEXT, 26, 0)                                                                                          \
     XX(lease_expires_at, TIME, 27, 0)                                                                                  \
     XX(worker, TEXT, 28, 0)                                                                                            \
-    XX(tombstoned, INT, 29, 0)
+    XX(tombstoned, INT, 29, 1)
 
 struct ad_store;
 struct ad_conn;
