@@ -288,7 +288,7 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
             return ad_status_terminal(x->job->status) ? AD_E_ILLEGAL_TRANSITION : AD_E_STALE_LEASE;
         e = ad_job_transition(x->job, AD_EV_CANCEL_ACK, &t);
         if (e == AD_E_OK)
-            e = st->attempt_end(c, x->job->id, x->now, "cancelled");
+            e = st->attempt_add(c, x->job, x->now, "cancelled");
     } else {
         e = ad_job_transition(x->job, AD_EV_CANCEL, &t);
     }
@@ -373,7 +373,8 @@ struct ad_retry_op *ad_retry_op_new(void)
     return x;
 }
 
-/* Lease one queued job to worker: running, a fresh lease id, attempt + 1, a new attempt history row. */
+/* Lease one queued job to worker: running, a fresh lease id, attempt + 1 (the attempt's history row is written
+ * when it ends). */
 static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now)
 {
     now = change_time(j, now);
@@ -392,8 +393,7 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, 
     free(lid);
     j->lease_expires_at = lease_until(j, now, lease_seconds);
     ad_job_set(&j->worker, worker);
-    e = log_event(c, j, &prev, st->job_update(c, j));
-    return e == AD_E_OK ? st->attempt_start(c, j->id, j->attempt, worker, now) : e;
+    return log_event(c, j, &prev, st->job_update(c, j));
 }
 
 static ad_err lease_apply(struct ad_op *op, struct ad_conn *c)
@@ -442,7 +442,7 @@ static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
     if (e != AD_E_OK)
         return e;
     if (x->event != AD_EV_HEARTBEAT) {
-        e = st->attempt_end(c, j->id, x->now, attempt_outcome(x->event, t.to));
+        e = st->attempt_add(c, j, x->now, attempt_outcome(x->event, t.to));
         if (e != AD_E_OK)
             return e;
     }
@@ -541,7 +541,7 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     /* The worker that lost this lease must hear 409 from now on, not a replay of someone's report. */
     ad_job_set(&j->lease_id, NULL);
     x->changed = 1;
-    e = st->attempt_end(c, j->id, x->now, attempt_outcome(AD_EV_LEASE_EXPIRED, t.to));
+    e = st->attempt_add(c, j, x->now, attempt_outcome(AD_EV_LEASE_EXPIRED, t.to));
     return log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
 }
 

@@ -48,6 +48,18 @@ void ad_attempt_list_free(struct ad_attempt_list *l)
     l->n = 0;
 }
 
+void ad_attempt_live(struct ad_attempt_list *l, const struct ad_job *j)
+{
+    if (j->status != AD_RUNNING)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].attempt == j->attempt && l->items[i].started_at == j->started_at)
+            return;
+    l->items = ad_realloc(l->items, (l->n + 1) * sizeof(*l->items));
+    l->items[l->n++] = (struct ad_attempt){
+        .attempt = j->attempt, .worker = j->worker != NULL ? ad_strdup(j->worker) : NULL, .started_at = j->started_at};
+}
+
 void ad_event_list_free(struct ad_event_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {

@@ -19,8 +19,8 @@
  * XX(name, kind, n, fixed), n being the column's place from 1 (its parameter number where a backend numbers
  * them). Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). A fixed
  * column (1) is written when the job is created and never changed by an update (tombstoning sets tombstoned and
- * empties the payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend generates its
- * select list, insert, update, binder and row reader from this one list, so no two can drift apart.
+ * empties the payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend
+ * generates its select list, insert, update, binder and row reader from this one list, so no two can drift apart.
  */
 #define AD_JOB_COLUMNS(XX)                                                                                             \
     XX(id, TEXT, 1, 1)                                                                                                 \
@@ -75,7 +75,7 @@ struct ad_idem {
     int64_t created_at;
 };
 
-/* One lease of a job: who held it, when, and how it ended (outcome NULL while it is live). */
+/* One lease of a job: who held it, when, and how it ended (ended_at 0 and outcome NULL while it is live). */
 struct ad_attempt {
     int attempt;
     char *worker;
@@ -88,6 +88,9 @@ struct ad_attempt_list {
     size_t n;
 };
 void ad_attempt_list_free(struct ad_attempt_list *l);
+/* Append the live attempt of job j to l, read by attempt_list, if j is running and l does not already hold it
+ * (j may be older than the store: its attempt may have ended since). */
+void ad_attempt_live(struct ad_attempt_list *l, const struct ad_job *j);
 
 /* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
  * event carries the job itself, rendered when it is sent). */
@@ -249,10 +252,11 @@ struct ad_store_ops {
     /* Highest seq in the store (0 when empty). */
     ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
 
-    /* Attempt history: a row per lease. attempt_end closes the job's open row (there is at most one). */
-    ad_err (*attempt_start)(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now);
-    ad_err (*attempt_end)(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome);
-    /* Oldest first. */
+    /* Attempt history: a row per lease, written when the lease ends, from the running job j (its attempt, worker and
+     * started_at) before the change that ends it. The live attempt of a running job is not stored: it is the job's
+     * own (ad_attempt_live). */
+    ad_err (*attempt_add)(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome);
+    /* The ended attempts, oldest first. */
     ad_err (*attempt_list)(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out);
 
     /* Idempotency records, scoped by tenant. idem_get: AD_E_NOT_FOUND when absent. */

@@ -174,6 +174,8 @@ static const char *const migrations[] = {
     /* 2: the seq of a job's insert, the id of its first event, which its log no longer holds (core.c); NULL for
      * the jobs created before, whose logs do (SQLite's migration 6). */
     "ALTER TABLE jobs ADD COLUMN created_seq bigint;",
+    /* 3: an attempt is written when it ends; the live one is the running job's own (SQLite's migration 7). */
+    "DELETE FROM attempts WHERE ended_at IS NULL;",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -230,8 +232,7 @@ enum pg_stmt {
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
-    ST_ATTEMPT_START,
-    ST_ATTEMPT_END,
+    ST_ATTEMPT_ADD,
     ST_ATTEMPT_LIST,
     ST_EVENT_APPEND,
     ST_EVENTS_AFTER,
@@ -298,8 +299,8 @@ static const char *const stmt_sql[ST__COUNT] = {
                     " fingerprint = excluded.fingerprint, job_id = excluded.job_id, created_at = excluded.created_at",
     [ST_IDEM_SWEEP] = "DELETE FROM idempotency WHERE (tenant, key) IN"
                       " (SELECT tenant, key FROM idempotency WHERE created_at < $1 LIMIT $2)",
-    [ST_ATTEMPT_START] = "INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES ($1, $2, $3, $4)",
-    [ST_ATTEMPT_END] = "UPDATE attempts SET ended_at = $2, outcome = $3 WHERE job_id = $1 AND ended_at IS NULL",
+    [ST_ATTEMPT_ADD] = "INSERT INTO attempts (job_id, attempt, worker, started_at, ended_at, outcome)"
+                       " VALUES ($1, $2, $3, $4, $5, $6)",
     [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = $1"
                         " ORDER BY started_at, id",
     [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1, $2, $3, $4)",
@@ -1413,23 +1414,16 @@ static ad_err pg_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *d
 
 /* ---- attempts ---- */
 
-static ad_err pg_attempt_start(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now)
+static ad_err pg_attempt_add(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome)
 {
     struct pg_params p = {0};
-    param_TEXT(&p, job_id);
-    param_INT(&p, attempt);
-    param_TEXT(&p, worker);
-    param_INT64(&p, now);
-    return write1(c, ST_ATTEMPT_START, &p, CHECK_NONE, "start attempt");
-}
-
-static ad_err pg_attempt_end(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome)
-{
-    struct pg_params p = {0};
-    param_TEXT(&p, job_id);
-    param_INT64(&p, now);
+    param_TEXT(&p, j->id);
+    param_INT(&p, j->attempt);
+    param_TEXT(&p, j->worker);
+    param_INT64(&p, j->started_at);
+    param_INT64(&p, ended_at);
     param_TEXT(&p, outcome);
-    return write1(c, ST_ATTEMPT_END, &p, CHECK_NONE, "end attempt");
+    return write1(c, ST_ATTEMPT_ADD, &p, CHECK_NONE, "add attempt");
 }
 
 static void read_attempt(const PGresult *r, int row, void *slot)
@@ -1926,8 +1920,7 @@ static const struct ad_store_ops pg_ops = {
     .job_scheduled = pg_job_scheduled,
     .sweep = pg_sweep,
     .max_seq = pg_max_seq,
-    .attempt_start = pg_attempt_start,
-    .attempt_end = pg_attempt_end,
+    .attempt_add = pg_attempt_add,
     .attempt_list = pg_attempt_list,
     .idem_get = pg_idem_get,
     .idem_put = pg_idem_put,

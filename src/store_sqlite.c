@@ -227,6 +227,8 @@ static const char *const migrations[] = {
     /* 6: the seq of a job's insert, the id of its first event, which its log no longer holds (core.c); NULL for
      * the jobs created before, whose logs do. */
     "ALTER TABLE jobs ADD COLUMN created_seq INTEGER;",
+    /* 7: an attempt is written when it ends; the live one is the running job's own (store.h). */
+    "DELETE FROM attempts WHERE ended_at IS NULL;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -274,8 +276,7 @@ enum sq_stmt {
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
-    ST_ATTEMPT_START,
-    ST_ATTEMPT_END,
+    ST_ATTEMPT_ADD,
     ST_ATTEMPT_LIST,
     ST_EVENT_APPEND,
     ST_EVENTS_AFTER,
@@ -313,7 +314,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq) VALUES (" AD_JOB_COLUMNS(
         SQ_COL_PARAM) SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
-    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM " WHERE cseq = " SQ_CSEQ_PARAM
+                                                                " AND id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_TAIL,
@@ -342,8 +344,8 @@ static const char *const stmt_sql[ST__COUNT] = {
                     " fingerprint = excluded.fingerprint, job_id = excluded.job_id, created_at = excluded.created_at",
     [ST_IDEM_SWEEP] = "DELETE FROM idempotency"
                       " WHERE rowid IN (SELECT rowid FROM idempotency WHERE created_at < ?1 LIMIT ?2)",
-    [ST_ATTEMPT_START] = "INSERT INTO attempts (job_id, attempt, worker, started_at) VALUES (?1, ?2, ?3, ?4)",
-    [ST_ATTEMPT_END] = "UPDATE attempts SET ended_at = ?2, outcome = ?3 WHERE job_id = ?1 AND ended_at IS NULL",
+    [ST_ATTEMPT_ADD] = "INSERT INTO attempts (job_id, attempt, worker, started_at, ended_at, outcome)"
+                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = ?1"
                         " ORDER BY started_at, rowid",
     [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES (?1, ?2, ?3, ?4)",
@@ -1131,29 +1133,19 @@ static ad_err sq_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *d
 
 /* ---- attempts ---- */
 
-static ad_err sq_attempt_start(struct ad_conn *c, const char *job_id, int attempt, const char *worker, int64_t now)
+static ad_err sq_attempt_add(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome)
 {
     sqlite3_stmt *st;
-    ad_err e = write_stmt(c, ST_ATTEMPT_START, &st);
+    ad_err e = write_stmt(c, ST_ATTEMPT_ADD, &st);
     if (e != AD_E_OK)
         return e;
-    bind_TEXT(st, 1, job_id);
-    sqlite3_bind_int(st, 2, attempt);
-    bind_TEXT(st, 3, worker);
-    sqlite3_bind_int64(st, 4, now);
-    return run(c, st, "start attempt");
-}
-
-static ad_err sq_attempt_end(struct ad_conn *c, const char *job_id, int64_t now, const char *outcome)
-{
-    sqlite3_stmt *st;
-    ad_err e = write_stmt(c, ST_ATTEMPT_END, &st);
-    if (e != AD_E_OK)
-        return e;
-    bind_TEXT(st, 1, job_id);
-    sqlite3_bind_int64(st, 2, now);
-    bind_TEXT(st, 3, outcome);
-    return run(c, st, "end attempt");
+    bind_TEXT(st, 1, j->id);
+    sqlite3_bind_int(st, 2, j->attempt);
+    bind_TEXT(st, 3, j->worker);
+    sqlite3_bind_int64(st, 4, j->started_at);
+    sqlite3_bind_int64(st, 5, ended_at);
+    bind_TEXT(st, 6, outcome);
+    return run(c, st, "add attempt");
 }
 
 static void read_attempt(sqlite3_stmt *st, void *slot)
@@ -1557,8 +1549,7 @@ static const struct ad_store_ops sq_ops = {
     .job_scheduled = sq_job_scheduled,
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
-    .attempt_start = sq_attempt_start,
-    .attempt_end = sq_attempt_end,
+    .attempt_add = sq_attempt_add,
     .attempt_list = sq_attempt_list,
     .idem_get = sq_idem_get,
     .idem_put = sq_idem_put,

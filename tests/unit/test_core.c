@@ -920,11 +920,23 @@ static void test_lease_after_a_later_change_keeps_time_moving_forward(void **sta
     assert_int_equal(l->leased.items[0]->updated_at, T0 + 30 * SEC);
     assert_int_equal(l->leased.items[0]->lease_expires_at, T0 + 60 * SEC);
     ad_op_free(&l->op);
+    /* The expired attempt is stored; the live one is the job's own. */
     struct ad_attempt_list a;
     assert_int_equal(f->s->ops->attempt_list(f->c, id, &a), AD_E_OK);
-    assert_int_equal(a.n, 2);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.items[0].attempt, 1);
+    assert_int_equal(a.items[0].started_at, T0);
     assert_int_equal(a.items[0].ended_at, T0 + 30 * SEC);
+    assert_string_equal(a.items[0].outcome, "expired");
+    struct ad_job *live = stored(f, id);
+    ad_attempt_live(&a, live);
+    ad_attempt_live(&a, live); /* already there: not twice */
+    assert_int_equal(a.n, 2);
+    assert_int_equal(a.items[1].attempt, 2);
     assert_int_equal(a.items[1].started_at, T0 + 30 * SEC);
+    assert_int_equal(a.items[1].ended_at, 0);
+    assert_null(a.items[1].outcome);
+    ad_job_free(live);
     ad_attempt_list_free(&a);
 
     /* A report made before the lease was granted is applied at the job's time too. */

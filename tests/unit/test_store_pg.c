@@ -241,7 +241,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "2:2");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "3:3");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
@@ -1178,19 +1178,22 @@ static void test_sweep_events_and_attempts(void **state)
     assert_null(ev.items[0].data);
     ad_event_list_free(&ev);
 
-    assert_int_equal(ops->attempt_start(f->c, "e1", 1, "w1", T0 - 100), AD_E_OK);
-    assert_int_equal(ops->attempt_end(f->c, "e1", T0 - 90, "failed"), AD_E_OK);
-    assert_int_equal(ops->attempt_start(f->c, "e1", 2, NULL, T0 - 80), AD_E_OK);
+    struct ad_job a1 = {.id = "e1", .attempt = 1, .worker = "w1", .started_at = T0 - 100};
+    struct ad_job a2 = {.id = "e1", .attempt = 2, .started_at = T0 - 80};
+    assert_int_equal(ops->attempt_add(f->c, &a1, T0 - 90, "retrying"), AD_E_OK);
+    assert_int_equal(ops->attempt_add(f->c, &a2, T0 - 70, "failed"), AD_E_OK);
     struct ad_attempt_list al;
     assert_int_equal(ops->attempt_list(f->c, "e1", &al), AD_E_OK);
     assert_int_equal(al.n, 2);
     assert_int_equal(al.items[0].attempt, 1);
     assert_string_equal(al.items[0].worker, "w1");
+    assert_int_equal(al.items[0].started_at, T0 - 100);
     assert_int_equal(al.items[0].ended_at, T0 - 90);
-    assert_string_equal(al.items[0].outcome, "failed");
+    assert_string_equal(al.items[0].outcome, "retrying");
+    assert_int_equal(al.items[1].attempt, 2);
     assert_null(al.items[1].worker);
-    assert_int_equal(al.items[1].ended_at, 0);
-    assert_null(al.items[1].outcome);
+    assert_int_equal(al.items[1].ended_at, T0 - 70);
+    assert_string_equal(al.items[1].outcome, "failed");
     ad_attempt_list_free(&al);
 
     int n = -1;

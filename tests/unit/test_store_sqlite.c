@@ -901,10 +901,11 @@ static void assert_unique_indexes_of_jobs(sqlite3 *db, const char *want)
     sqlite3_finalize(st);
 }
 
-/* A database of schema 4, with jobs, an event log and a seq floor above their seqs, gets migrations 5 and 6 when
- * the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor, and
- * only the jobs inserted from then on have a created_seq (their first event is not in their log). */
-static void test_migrations_5_6_keep_rows_and_the_seq_high_water_mark(void **state)
+/* A database of schema 4, with jobs, an event log, attempts and a seq floor above their seqs, gets migrations 5 to
+ * 7 when the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor,
+ * only the jobs inserted from then on have a created_seq (their first event is not in their log), and only ended
+ * attempts stay in the history (a live one is its running job's own). */
+static void test_migrations_5_7_keep_rows_and_the_seq_high_water_mark(void **state)
 {
     struct fx *f = *state;
     close_store(f);
@@ -931,6 +932,8 @@ static void test_migrations_5_6_keep_rows_and_the_seq_high_water_mark(void **sta
             " ('a', 7, 't1', 'x', 1, 40, 2, '{\"k\":1}', 1, 3, 0, 0, 0, 100, 200, 'lse_a', 0),"
             " ('b', 9, 't1', 'x', 0, NULL, 1, '{}', 0, 3, 0, 0, 0, 150, 150, NULL, 0);"
             "INSERT INTO job_events (job_id, seq, kind, data) VALUES ('b', 9, 'status', '{}');"
+            "INSERT INTO attempts (job_id, attempt, worker, started_at, ended_at, outcome) VALUES"
+            " ('a', 1, 'w1', 100, 150, 'released'), ('a', 1, 'w2', 160, NULL, NULL);"
             "INSERT INTO meta (key, value) VALUES ('seq_floor', 1000)",
             NULL, NULL, NULL),
         SQLITE_OK);
@@ -956,6 +959,12 @@ static void test_migrations_5_6_keep_rows_and_the_seq_high_water_mark(void **sta
     assert_int_equal(f->s->ops->events_after(f->c, "b", 0, 10, &events), AD_E_OK);
     assert_int_equal(events.n, 1);
     ad_event_list_free(&events);
+    struct ad_attempt_list attempts;
+    assert_int_equal(f->s->ops->attempt_list(f->c, "a", &attempts), AD_E_OK);
+    assert_int_equal(attempts.n, 1);
+    assert_string_equal(attempts.items[0].worker, "w1");
+    assert_string_equal(attempts.items[0].outcome, "released");
+    ad_attempt_list_free(&attempts);
     int64_t max = 0;
     assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
     assert_int_equal(max, 1000);
@@ -1176,7 +1185,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrations_5_6_keep_rows_and_the_seq_high_water_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrations_5_7_keep_rows_and_the_seq_high_water_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_high_water_mark_follows_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
