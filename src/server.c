@@ -310,13 +310,12 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     h2o_accept(&ad_srv.accept, sock);
 }
 
-/* One turn of the event loop: wait for events up to max_wait ms (not at all while completions are waiting),
- * handle them, run the next chunk of writer completions, then the timers that are due. */
+/* One turn of the event loop: wait for events up to max_wait ms (not at all while writer completions are
+ * waiting), handle them and a chunk of the completions, then run the timers that are due. */
 static void loop_turn(h2o_loop_t *loop, int32_t max_wait)
 {
-    static int more;
-    h2o_evloop_run(loop, more ? 0 : max_wait);
-    more = ad_writer_deliver();
+    h2o_evloop_run(loop, max_wait);
+    ad_writer_turn();
     ad_timers_run();
 }
 

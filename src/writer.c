@@ -5,7 +5,7 @@
  * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
  * A batch's completions reach the event loop together and are run a chunk per turn of the loop
- * (ad_writer_deliver), between its reads.
+ * (ad_writer_deliver, from a zero timeout of the loop), between its reads.
  */
 #include "writer.h"
 #include "util.h"
@@ -45,9 +45,31 @@ static void (*batch_hook)(void);
 /* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
 static h2o_linklist_t ready = {&ready, &ready};
 
+/*
+ * Completions run from a zero timeout of the loop, inside h2o_evloop_run, which finishes the answers they write
+ * (runs their write callbacks) before it next updates its epoll set. Run after h2o_evloop_run has returned, an
+ * HTTP/1 answer's socket was still writing when the next run updated it: libh2o 2.2 polled it for EPOLLOUT, and
+ * for EPOLLIN again once the callback had run, two epoll_ctl per answer.
+ */
+static h2o_loop_t *deliver_loop;
+static h2o_timeout_t deliver_timeout;
+static h2o_timeout_entry_t deliver_entry;
+
+static void deliver_cb(h2o_timeout_entry_t *entry)
+{
+    ad_writer_deliver();
+}
+
+void ad_writer_turn(void)
+{
+    if (!h2o_linklist_is_empty(&ready) && !h2o_timeout_is_linked(&deliver_entry))
+        h2o_timeout_link(deliver_loop, &deliver_timeout, &deliver_entry);
+}
+
 static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
 {
     h2o_linklist_insert_list(&ready, messages);
+    ad_writer_turn();
 }
 
 int ad_writer_deliver(void)
@@ -219,6 +241,9 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
     conn = s->ops->connect(s, err, errlen);
     if (conn == NULL)
         return -1;
+    deliver_loop = loop;
+    h2o_timeout_init(loop, &deliver_timeout, 0);
+    deliver_entry.cb = deliver_cb;
     mq = h2o_multithread_create_queue(loop);
     h2o_multithread_register_receiver(mq, &receiver, on_messages);
     stopping = 0;

@@ -38,9 +38,13 @@ int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t 
 /* Run fn on the writer thread after every batch's transaction has ended (committed or not), before the batch's
  * completions are handed back; NULL removes it. The webhook outbox uses it to wake its delivery thread. */
 void ad_writer_set_batch_hook(void (*fn)(void));
-/* Run the next few completions handed back (event loop thread, once per turn of the loop). Returns 1 when some
- * are still waiting: turn again without sleeping. */
+/* Run the next few completions handed back (event loop thread). The loop does it itself: the first chunk of
+ * what arrives runs in the h2o_evloop_run that receives it, and the next in each run after ad_writer_turn.
+ * Returns 1 when some are still waiting. */
 int ad_writer_deliver(void);
+/* After each h2o_evloop_run (event loop thread): have the next run, which then does not sleep, run the next chunk
+ * of completions, if any wait, after it has read its sockets. */
+void ad_writer_turn(void);
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
