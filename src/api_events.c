@@ -153,13 +153,26 @@ static void job_send_created(struct job_stream *js, const struct ad_job *j)
     ad_buf_free(&b);
 }
 
-/* Queue the log's next page unless the client still has one to take. */
+/* The running event of the job's current (or last) attempt, made from the job: its log does not hold it. */
+static void job_send_started(struct job_stream *js, const struct ad_job *j)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_event_render_started(j, &b);
+    if (ad_sse_event(&js->sse, j->started_seq, "status", b.data, b.len) == 0)
+        js->last = j->started_seq;
+    ad_buf_free(&b);
+}
+
+/* Queue the log's next page unless the client still has one to take, with the events made from the job in their
+ * places: the first (created_seq), the running event of the last lease (started_seq) and done. */
 static void job_pump(struct job_stream *js, const struct ad_entry *e)
 {
     if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
         return;
-    if (js->last < e->job->created_seq) {
-        job_send_created(js, e->job);
+    const struct ad_job *j = e->job;
+    if (js->last < j->created_seq) {
+        job_send_created(js, j);
         if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
             return;
     }
@@ -168,15 +181,25 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
         ad_sse_close(&js->sse, conf->retry_ms);
         return;
     }
-    const struct ad_job *j = e->job;
-    int done = 0;
+    int done = 0, ahead = 0;
     for (size_t i = 0; i < l.n && !done && !js->sse.closing; i++) {
         const struct ad_event *ev = &l.items[i];
+        /* The log can be ahead of the cached job (a commit is read before its publish): such events wait for the
+         * publish, which wakes the stream again. Sent now, they could pass the running event of a lease the
+         * cached job does not know yet. */
+        if (ev->seq > j->seq) {
+            ahead = 1;
+            break;
+        }
+        if (j->started_seq > js->last && j->started_seq < ev->seq) {
+            job_send_started(js, j);
+            if (js->sse.closing)
+                break;
+        }
         if (strcmp(ev->kind, "done") == 0) {
             /* A log written before done events were made from the job ends with one. It carries the job as the
-             * cache has it; if the cache is still behind the log, the change's publish comes next and wakes the
-             * stream again. */
-            if (ad_status_terminal(j->status) && j->seq >= ev->seq)
+             * cache has it. */
+            if (ad_status_terminal(j->status))
                 job_send_done(js, ev->seq, e);
             done = 1;
         } else if (ad_sse_event(&js->sse, ev->seq, ev->kind, ev->data, ev->data != NULL ? strlen(ev->data) : 0) == 0) {
@@ -184,10 +207,13 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
         }
     }
     /* done is not in the log: once the log is read to its end, a finished job's stream ends with done, made from
-     * the job under its last seq (and a job finished before it had a log ends the same way). While the cache is
-     * behind the log the job is not finished here yet, and the publish that follows wakes the stream again. */
-    if (!done && l.n < AD_EVENTS_PAGE && !js->sse.closing && ad_status_terminal(j->status) && js->last < j->seq)
-        job_send_done(js, j->seq, e);
+     * the job under its last seq (and a job finished before it had a log ends the same way). */
+    if (!done && !ahead && l.n < AD_EVENTS_PAGE && !js->sse.closing) {
+        if (j->started_seq > js->last)
+            job_send_started(js, j);
+        if (!js->sse.closing && ad_status_terminal(j->status) && js->last < j->seq)
+            job_send_done(js, j->seq, e);
+    }
     ad_event_list_free(&l);
 }
 

@@ -173,9 +173,10 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
 }
 
 /* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
- * event log (event.h) in the same transaction, with the job's new seq as its id. The first and the last event are
- * not stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
- * (created_seq), and done, which carries the finished job itself under its last seq. Always releases prev. */
+ * event log (event.h) in the same transaction, with the job's new seq as its id. Three kinds of event are not
+ * stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
+ * (created_seq); the running event of the lease that started its attempt, under that lease's seq (started_seq,
+ * see lease_job); and done, which carries the finished job itself under its last seq. Always releases prev. */
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
     /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
@@ -184,7 +185,7 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     enum ad_event_kind k = ad_event_kind_of(prev, j);
     int creation = prev->status == AD_STATUS__COUNT;
     ad_event_prev_free(prev);
-    if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE || creation)
+    if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE || creation || j->started_seq == j->seq)
         return write;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
@@ -382,6 +383,20 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, 
     ad_err e = ad_job_transition(j, AD_EV_LEASE, &t);
     if (e != AD_E_OK)
         return e;
+    /* The running event of the job's last attempt was made from the job: it goes into the log now that the job
+     * no longer holds it. This attempt's is made from the job too, unless the job keeps a message (the event
+     * carries it; ad_event_render_started has none). */
+    if (j->started_seq > 0) {
+        struct ad_buf b;
+        ad_buf_init(&b, SIZE_MAX);
+        ad_event_render_started(j, &b);
+        ad_buf_append(&b, "", 1);
+        e = st->event_append(c, j->id, j->started_seq, "status", b.data);
+        ad_buf_free(&b);
+        if (e != AD_E_OK)
+            return e;
+    }
+    j->started_seq = j->message == NULL ? AD_SEQ_OF_THIS_WRITE : 0;
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, j);
     apply_transition(j, &t, now);

@@ -49,6 +49,16 @@ const char *ad_event_name(enum ad_event_kind k)
     }
 }
 
+int ad_event_render_started(const struct ad_job *j, struct ad_buf *b)
+{
+    struct ad_job started = *j;
+    started.status = AD_RUNNING;
+    started.progress = -1;
+    started.message = NULL;
+    started.updated_at = j->started_at;
+    return ad_event_render_brief(&started, b);
+}
+
 int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b)
 {
     char updated[40];

@@ -36,7 +36,8 @@ enum pg_col {
 #undef PG_COL_ENUM
         COL_seq,
     COL_cseq,
-    COL_created_seq
+    COL_created_seq,
+    COL_started_seq
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -49,7 +50,7 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
 #define PG_COL_SET(name, kind, n, fixed) #name " = $" #n ", "
-#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq FROM jobs "
+#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq"
 #define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM
@@ -176,6 +177,8 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN created_seq bigint;",
     /* 3: an attempt is written when it ends; the live one is the running job's own (SQLite's migration 7). */
     "DELETE FROM attempts WHERE ended_at IS NULL;",
+    /* 4: the seq of the lease whose running event is made from the job (job.h); NULL for the leases before. */
+    "ALTER TABLE jobs ADD COLUMN started_seq bigint;",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -270,7 +273,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_COUNTER_SET] = "UPDATE acceptd_counter SET seq = $1 WHERE id = 1",
     [ST_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
-    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM " WHERE id = $1",
+    [ST_UPDATE] =
+        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $31 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -688,6 +692,7 @@ static struct ad_job *read_job(const PGresult *r, int row)
     j->seq = col_INT64(r, row, COL_seq);
     j->cseq = col_INT64(r, row, COL_cseq);
     j->created_seq = col_INT64(r, row, COL_created_seq);
+    j->started_seq = col_INT64(r, row, COL_started_seq);
     return j;
 }
 
@@ -1169,6 +1174,9 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     struct pg_params p = {0};
     param_job(&p, job, seq);
     int insert = id == ST_INSERT;
+    int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
+    if (!insert)
+        param_TIME(&p, started); /* $31 */
     e = send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
@@ -1177,6 +1185,8 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
         job->seq = seq;
         if (insert)
             job->cseq = job->created_seq = seq;
+        else
+            job->started_seq = started;
     }
     return e;
 }

@@ -27,7 +27,8 @@ enum sq_col {
 #undef SQ_COL_ENUM
         COL_seq,
     COL_cseq,
-    COL_created_seq
+    COL_created_seq,
+    COL_started_seq
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -43,7 +44,9 @@ enum sq_col {
 _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 #define SQ_CSEQ_PARAM "?31" /* an update's row */
 #define SQ_CSEQ_PARAM_N 31
-#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq FROM jobs "
+#define SQ_STARTED_PARAM "?32" /* an update's started_seq */
+#define SQ_STARTED_PARAM_N 32
+#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 
 /*
  * Migrations, applied in order; schema_version holds the number applied. Never edit a shipped migration:
@@ -229,6 +232,8 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN created_seq INTEGER;",
     /* 7: an attempt is written when it ends; the live one is the running job's own (store.h). */
     "DELETE FROM attempts WHERE ended_at IS NULL;",
+    /* 8: the seq of the lease whose running event is made from the job (job.h); NULL for the leases before. */
+    "ALTER TABLE jobs ADD COLUMN started_seq INTEGER;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -314,8 +319,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq) VALUES (" AD_JOB_COLUMNS(
         SQ_COL_PARAM) SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
-    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM " WHERE cseq = " SQ_CSEQ_PARAM
-                                                                " AND id = ?1",
+    [ST_UPDATE] =
+        "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM
+                                                      " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_HEAD SQ_LIST_F_STATUS SQ_LIST_TAIL,
@@ -588,6 +594,7 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     j->seq = sqlite3_column_int64(st, COL_seq);
     j->cseq = sqlite3_column_int64(st, COL_cseq);
     j->created_seq = sqlite3_column_int64(st, COL_created_seq);
+    j->started_seq = sqlite3_column_int64(st, COL_started_seq);
     return j;
 }
 
@@ -854,9 +861,12 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
     if (st == NULL)
         return e != AD_E_OK ? e : AD_E_INTERNAL;
     int64_t seq = ++c->seq;
+    int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     int rc = bind_job(st, job, seq);
     if (rc == SQLITE_OK && id == ST_UPDATE)
         rc = sqlite3_bind_int64(st, SQ_CSEQ_PARAM_N, job->cseq);
+    if (rc == SQLITE_OK && id == ST_UPDATE)
+        rc = bind_TIME(st, SQ_STARTED_PARAM_N, started);
     if (rc != SQLITE_OK) {
         e = fail(c, rc, what);
         done(st);
@@ -868,6 +878,8 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
     if (id == ST_UPDATE && sqlite3_changes(c->db) == 0)
         return AD_E_NOT_FOUND;
     job->seq = seq;
+    if (id == ST_UPDATE)
+        job->started_seq = started;
     if (id == ST_INSERT) {
         job->cseq = sqlite3_last_insert_rowid(c->db);
         job->created_seq = seq;

@@ -121,6 +121,35 @@ describe('GET /v1/jobs/{id}/events', () => {
         }
     });
 
+    it('a job leased twice streams and replays both attempts in order, live and from every Last-Event-ID', async () => {
+        const { c, w, keys } = tenant(d);
+        const id = (await submit(c)).json.id;
+        const live = await openSse(`${d.url}/v1/jobs/${id}/events`, { headers: auth(keys.c) });
+        await live.waitEvents(1);
+        const l1 = await leaseOne(w, 'report.export', { expectId: id });
+        expectStatus(await heartbeat(w, id, l1.leaseId, { progress: 30 }), 200);
+        await live.waitEvents(3);
+        expectStatus(await w.post(`/v1/jobs/${id}:release`, { leaseId: l1.leaseId }), 200);
+        const l2 = await leaseOne(w, 'report.export', { expectId: id });
+        expectStatus(await heartbeat(w, id, l2.leaseId, { progress: 60 }), 200);
+        await complete(w, id, l2.leaseId);
+        await live.waitEnd();
+        const want = [['status', 'queued', null], ['status', 'running', null], ['progress', 'running', 30],
+            ['status', 'queued', 30], ['status', 'running', null], ['progress', 'running', 60], ['done', 'succeeded', 100]];
+        const shape = (s) => s.events.map((e) => [e.event, JSON.parse(e.data).status, JSON.parse(e.data).progress]);
+        assert.deepEqual(shape(live), want);
+        assertIncreasing(live.events);
+        const full = await openSse(`${d.url}/v1/jobs/${id}/events`, { headers: auth(keys.c) });
+        await full.waitEnd();
+        assert.deepEqual(shape(full), want);
+        assert.deepEqual(ids(full), ids(live));
+        for (let k = 0; k < full.events.length - 1; k++) {
+            const s = await openSse(`${d.url}/v1/jobs/${id}/events`, { headers: { ...auth(keys.c), 'last-event-id': full.events[k].id } });
+            await s.waitEnd();
+            assert.deepEqual(ids(s), ids(full).slice(k + 1), `resumed after ${full.events[k].id}`);
+        }
+    });
+
     it('resumes in the middle of a live job with no gap and no duplicate', async () => {
         const { c, w, keys } = tenant(d);
         const id = (await submit(c)).json.id;

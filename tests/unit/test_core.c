@@ -661,15 +661,13 @@ static void test_report_complete(void **state)
     assert_int_equal(j->finished_at, now);
     assert_int_equal(j->expires_at, now + 30 * DAY);
     assert_string_equal(j->lease_id, lid); /* kept but no longer live */
-    /* The event log holds the change to running only: the first event (queued, under the seq of the insert) and
-     * done are made from the job itself. */
+    /* The event log holds nothing: the first event (queued, under the seq of the insert), the running event of its
+     * lease (under the lease's seq) and done are made from the job itself. */
     struct ad_event_list events;
     assert_int_equal(f->s->ops->events_after(f->c, id, 0, 10, &events), AD_E_OK);
-    assert_int_equal(events.n, 1);
-    assert_string_equal(events.items[0].kind, "status");
-    assert_non_null(strstr(events.items[0].data, "\"status\":\"running\""));
-    assert_true(j->created_seq > 0 && j->created_seq < events.items[0].seq && events.items[0].seq < j->seq);
+    assert_int_equal(events.n, 0);
     ad_event_list_free(&events);
+    assert_true(j->created_seq > 0 && j->created_seq < j->started_seq && j->started_seq < j->seq);
     ad_job_free(j);
 
     /* The same report again (its answer was lost): answered with the job, which does not change. */
@@ -901,6 +899,65 @@ static void test_expire_requeues(void **state)
     free(id);
 }
 
+/* A lease's running event is made from the job (started_seq, the lease's seq) until the job is leased again: then
+ * it goes into the log, and the new lease's is made from the job. A lease of a job that keeps a message from an
+ * earlier attempt logs its event, which carries the message. */
+static void test_running_events_move_to_the_log_at_the_next_lease(void **state)
+{
+    struct fx *f = *state;
+    char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
+    char *lid = lease_one(f, id, T0);
+    struct ad_job *j = stored(f, id);
+    int64_t first = j->started_seq;
+    assert_true(first > j->created_seq && first == j->seq);
+    ad_job_free(j);
+    struct ad_expire_op *x = expire_op(id, lid, T0 + 30 * SEC);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    ad_op_free(&x->op);
+    free(lid);
+    lid = lease_one(f, id, T0 + 31 * SEC);
+    j = stored(f, id);
+    int64_t second = j->started_seq;
+    assert_true(second > first && second == j->seq);
+    ad_job_free(j);
+    struct ad_event_list ev;
+    assert_int_equal(f->s->ops->events_after(f->c, id, 0, 10, &ev), AD_E_OK);
+    assert_int_equal(ev.n, 2);
+    assert_int_equal(ev.items[0].seq, first);
+    assert_string_equal(ev.items[0].kind, "status");
+    assert_non_null(strstr(ev.items[0].data, "\"status\":\"running\""));
+    assert_non_null(strstr(ev.items[0].data, "\"message\":null"));
+    assert_non_null(strstr(ev.items[1].data, "\"status\":\"queued\""));
+    assert_true(ev.items[1].seq > first && ev.items[1].seq < second);
+    ad_event_list_free(&ev);
+
+    /* A message from this attempt stays on the job into the next one, whose lease then logs its event. */
+    struct ad_report_op *r = report_op(AD_EV_HEARTBEAT, id, lid, T0 + 32 * SEC);
+    r->message = ad_strdup("half way");
+    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    ad_op_free(&r->op);
+    x = expire_op(id, lid, T0 + 70 * SEC);
+    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    ad_op_free(&x->op);
+    free(lid);
+    lid = lease_one(f, id, T0 + 71 * SEC);
+    j = stored(f, id);
+    assert_int_equal(j->started_seq, 0);
+    int64_t third = j->seq;
+    ad_job_free(j);
+    assert_int_equal(f->s->ops->events_after(f->c, id, first, 10, &ev), AD_E_OK);
+    assert_true(ev.n >= 3);
+    assert_int_equal(ev.items[ev.n - 1].seq, third);
+    assert_non_null(strstr(ev.items[ev.n - 1].data, "\"message\":\"half way\""));
+    int found_second = 0;
+    for (size_t i = 0; i < ev.n; i++)
+        found_second |= ev.items[i].seq == second;
+    assert_true(found_second);
+    ad_event_list_free(&ev);
+    free(lid);
+    free(id);
+}
+
 /* A lease op made (its now read) on another node a moment before the expiry it is applied after: the new
  * attempt starts no earlier than the old one ended, and the job's times do not go back. */
 static void test_lease_after_a_later_change_keeps_time_moving_forward(void **state)
@@ -1113,6 +1170,7 @@ int main(void)
         T(test_report_fail_retryable_requeues_with_backoff),
         T(test_report_fail_terminal),
         T(test_expire_requeues),
+        T(test_running_events_move_to_the_log_at_the_next_lease),
         T(test_lease_after_a_later_change_keeps_time_moving_forward),
         T(test_expire_fails_without_attempts),
         T(test_expire_cancels_when_requested),

@@ -902,10 +902,10 @@ static void assert_unique_indexes_of_jobs(sqlite3 *db, const char *want)
 }
 
 /* A database of schema 4, with jobs, an event log, attempts and a seq floor above their seqs, gets migrations 5 to
- * 7 when the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor,
- * only the jobs inserted from then on have a created_seq (their first event is not in their log), and only ended
- * attempts stay in the history (a live one is its running job's own). */
-static void test_migrations_5_7_keep_rows_and_the_seq_high_water_mark(void **state)
+ * 8 when the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor,
+ * only the jobs inserted (leased) from then on have a created_seq (started_seq): those events are not in their
+ * logs; and only ended attempts stay in the history (a live one is its running job's own). */
+static void test_migrations_5_8_keep_rows_and_the_seq_high_water_mark(void **state)
 {
     struct fx *f = *state;
     close_store(f);
@@ -949,6 +949,7 @@ static void test_migrations_5_7_keep_rows_and_the_seq_high_water_mark(void **sta
     assert_string_equal(g->payload, "{\"k\":1}");
     assert_string_equal(g->lease_id, "lse_a");
     assert_int_equal(g->created_seq, 0); /* its log holds its first event */
+    assert_int_equal(g->started_seq, 0); /* and the running event of its lease */
     int64_t cseq_a = g->cseq;
     ad_job_free(g);
     assert_int_equal(f->s->ops->job_get(f->c, NULL, "b", &g), AD_E_OK);
@@ -1185,7 +1186,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrations_5_7_keep_rows_and_the_seq_high_water_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrations_5_8_keep_rows_and_the_seq_high_water_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_high_water_mark_follows_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
