@@ -234,9 +234,9 @@ int ad_api_fail(struct ad_request *r, ad_err err)
 }
 
 /* Validators and cache headers shared by every answer that carries a job. */
-static void job_headers(h2o_req_t *req, const struct ad_entry *e)
+static void job_headers(h2o_req_t *req, struct ad_entry *e)
 {
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, e->etag, 24);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, ad_entry_etag(e), 24);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
     if (ad_status_terminal(e->job->status)) {
         char date[40];

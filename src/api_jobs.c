@@ -114,9 +114,12 @@ static int query_int(struct ad_request *r, const char *name, long long min, long
     return 0;
 }
 
-static int etag_matches(const char *inm, const struct ad_entry *e)
+static int etag_matches(const char *inm, struct ad_entry *e)
 {
-    return inm != NULL && (strcmp(inm, e->etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, e->etag) != NULL);
+    if (inm == NULL)
+        return 0;
+    const char *etag = ad_entry_etag(e);
+    return strcmp(inm, etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
 }
 
 /* ---- submit ---- */

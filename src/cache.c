@@ -86,17 +86,23 @@ static void wake_all(struct ad_entry *e, struct ad_entry *arg)
 #define SCRATCH_KEEP 65536
 static struct ad_buf scratch = {.max = SIZE_MAX};
 
+/* Render e's job into e->body (the caller frees the body it replaces). */
 static void render(struct ad_entry *e)
 {
     scratch.len = 0;
     ad_job_render(e->job, &scratch);
-    free(e->body);
     e->body = ad_malloc(scratch.len + 1);
     memcpy(e->body, scratch.data, scratch.len + 1);
     e->len = scratch.len;
     if (scratch.cap > SCRATCH_KEEP)
         ad_buf_free(&scratch);
-    ad_etag(e->body, e->len, e->etag);
+}
+
+const char *ad_entry_etag(struct ad_entry *e)
+{
+    if (e->etag[0] == '\0')
+        ad_etag(e->body, e->len, e->etag);
+    return e->etag;
 }
 
 static void unlink_entry(struct ad_entry **slot)
@@ -162,13 +168,18 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
         else
             ad_job_free(e->job);
         e->job = job;
-        char old_etag[25];
-        memcpy(old_etag, e->etag, sizeof(old_etag));
+        char *old = e->body;
+        size_t old_len = e->len;
         render(e);
+        /* The same representation keeps its ETag (and wakes no one); another one gets its own when asked. */
+        int same = old_len == e->len && memcmp(old, e->body, e->len) == 0;
+        free(old);
         *changed = 1;
         touch(e);
-        if (strcmp(old_etag, e->etag) != 0)
+        if (!same) {
+            e->etag[0] = '\0';
             wake_all(e, e);
+        }
         return e;
     }
     e = ad_calloc(1, sizeof(*e));

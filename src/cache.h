@@ -18,7 +18,7 @@ struct ad_entry {
     struct ad_job *job; /* owned */
     char *body;         /* rendered representation, owned */
     size_t len;
-    char etag[25];
+    char etag[25]; /* the body's (ad_etag), once asked for (ad_entry_etag); "" until then */
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
     struct ad_entry *next;  /* hash chain */
@@ -32,6 +32,9 @@ struct ad_waiter {
 };
 
 void ad_cache_init(size_t max_entries);
+/* The entry's strong ETag: its body's, hashed when first asked for. Most versions of a job are never asked (a
+ * leased job's goes out inside the lease answer, a worker's report is answered with the job inside the answer). */
+const char *ad_entry_etag(struct ad_entry *e);
 /* The entry for id, or NULL when not cached. Marks it recently used. */
 struct ad_entry *ad_cache_get(const char *id);
 /* Store job (takes ownership) unless the cached version is newer; returns the current entry. Wakes the
