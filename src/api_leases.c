@@ -98,7 +98,7 @@ static struct ad_lease_op *lease_op_new(const char *tenant, const struct lease_a
     x->ntypes = a->ntypes;
     x->max = a->max;
     x->lease_seconds = a->lease_seconds;
-    x->worker = a->worker != NULL ? ad_strdup(a->worker) : NULL;
+    x->worker = ad_strdup_opt(a->worker);
     x->now = ad_now_ms();
     return x;
 }

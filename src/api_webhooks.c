@@ -159,7 +159,7 @@ static struct ad_webhook_op *op_new(struct ad_request *r, enum ad_webhook_op_kin
     w->pend = ad_pending_new(r->req, w, NULL);
     x->ctx = w;
     x->tenant = ad_strdup(r->tenant);
-    x->id = r->id != NULL ? ad_strdup(r->id) : NULL;
+    x->id = ad_strdup_opt(r->id);
     x->now = ad_now_ms();
     x->op.done = done;
     return x;

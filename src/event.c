@@ -10,7 +10,7 @@ void ad_event_prev_take(struct ad_event_prev *p, const struct ad_job *j)
 {
     p->status = j != NULL ? j->status : AD_STATUS__COUNT;
     p->progress = j != NULL ? j->progress : -1;
-    p->message = j != NULL && j->message != NULL ? ad_strdup(j->message) : NULL;
+    p->message = j != NULL ? ad_strdup_opt(j->message) : NULL;
 }
 
 void ad_event_prev_free(struct ad_event_prev *p)

@@ -117,15 +117,10 @@ struct ad_job *ad_job_new(void)
     return j;
 }
 
-static char *dup_or_null(const char *s)
-{
-    return s != NULL ? ad_strdup(s) : NULL;
-}
-
 void ad_job_set(char **field, const char *v)
 {
     char *old = *field;
-    *field = dup_or_null(v);
+    *field = ad_strdup_opt(v);
     free(old);
 }
 
@@ -133,19 +128,19 @@ struct ad_job *ad_job_dup(const struct ad_job *j)
 {
     struct ad_job *d = ad_malloc(sizeof(*d));
     *d = *j;
-    d->id = dup_or_null(j->id);
-    d->tenant = dup_or_null(j->tenant);
-    d->type = dup_or_null(j->type);
-    d->payload = dup_or_null(j->payload);
-    d->result = dup_or_null(j->result);
-    d->result_location = dup_or_null(j->result_location);
-    d->error = dup_or_null(j->error);
-    d->message = dup_or_null(j->message);
-    d->callback_url = dup_or_null(j->callback_url);
-    d->retry_of = dup_or_null(j->retry_of);
-    d->resource = dup_or_null(j->resource);
-    d->lease_id = dup_or_null(j->lease_id);
-    d->worker = dup_or_null(j->worker);
+    d->id = ad_strdup_opt(j->id);
+    d->tenant = ad_strdup_opt(j->tenant);
+    d->type = ad_strdup_opt(j->type);
+    d->payload = ad_strdup_opt(j->payload);
+    d->result = ad_strdup_opt(j->result);
+    d->result_location = ad_strdup_opt(j->result_location);
+    d->error = ad_strdup_opt(j->error);
+    d->message = ad_strdup_opt(j->message);
+    d->callback_url = ad_strdup_opt(j->callback_url);
+    d->retry_of = ad_strdup_opt(j->retry_of);
+    d->resource = ad_strdup_opt(j->resource);
+    d->lease_id = ad_strdup_opt(j->lease_id);
+    d->worker = ad_strdup_opt(j->worker);
     return d;
 }
 

@@ -56,8 +56,8 @@ void ad_attempt_live(struct ad_attempt_list *l, const struct ad_job *j)
         if (l->items[i].attempt == j->attempt && l->items[i].started_at == j->started_at)
             return;
     l->items = ad_realloc(l->items, (l->n + 1) * sizeof(*l->items));
-    l->items[l->n++] = (struct ad_attempt){
-        .attempt = j->attempt, .worker = j->worker != NULL ? ad_strdup(j->worker) : NULL, .started_at = j->started_at};
+    l->items[l->n++] =
+        (struct ad_attempt){.attempt = j->attempt, .worker = ad_strdup_opt(j->worker), .started_at = j->started_at};
 }
 
 void ad_event_list_free(struct ad_event_list *l)
@@ -128,21 +128,16 @@ void ad_delivery_list_free(struct ad_delivery_list *l)
     l->n = 0;
 }
 
-static char *dup_opt(const char *s)
-{
-    return s != NULL ? ad_strdup(s) : NULL;
-}
-
 static struct ad_webhook *webhook_dup(const struct ad_webhook *w)
 {
     struct ad_webhook *d = ad_calloc(1, sizeof(*d));
     *d = *w;
-    d->id = dup_opt(w->id);
-    d->tenant = dup_opt(w->tenant);
-    d->url = dup_opt(w->url);
-    d->secret = dup_opt(w->secret);
-    d->prev_secret = dup_opt(w->prev_secret);
-    d->disabled_reason = dup_opt(w->disabled_reason);
+    d->id = ad_strdup_opt(w->id);
+    d->tenant = ad_strdup_opt(w->tenant);
+    d->url = ad_strdup_opt(w->url);
+    d->secret = ad_strdup_opt(w->secret);
+    d->prev_secret = ad_strdup_opt(w->prev_secret);
+    d->disabled_reason = ad_strdup_opt(w->disabled_reason);
     return d;
 }
 

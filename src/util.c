@@ -64,6 +64,11 @@ char *ad_strdup(const char *s)
     return ad_strndup(s, strlen(s));
 }
 
+char *ad_strdup_opt(const char *s)
+{
+    return s != NULL ? ad_strdup(s) : NULL;
+}
+
 char *ad_strndup(const char *s, size_t n)
 {
     const char *end = memchr(s, '\0', n);

@@ -21,6 +21,8 @@ void *ad_malloc(size_t n);
 void *ad_calloc(size_t count, size_t n);
 void *ad_realloc(void *p, size_t n);
 char *ad_strdup(const char *s);
+/* ad_strdup, or NULL for NULL. */
+char *ad_strdup_opt(const char *s);
 char *ad_strndup(const char *s, size_t n);
 /* printf into a new string; the caller frees. */
 char *ad_asprintf(const char *fmt, ...) AD_PRINTF(1, 2);

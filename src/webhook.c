@@ -120,7 +120,7 @@ static struct ad_webhook *hook_new(const char *tenant, const char *url, unsigned
     struct ad_webhook *w = ad_calloc(1, sizeof(*w));
     w->id = ad_new_id("whk_");
     w->tenant = ad_strdup(tenant);
-    w->url = url != NULL ? ad_strdup(url) : NULL;
+    w->url = ad_strdup_opt(url);
     w->events = events;
     w->created_at = now;
     ad_sign_new_secret(secret);
