@@ -136,32 +136,28 @@ static void job_send_done(struct job_stream *js, int64_t id, const struct ad_ent
     ad_sse_close(&js->sse, 0);
 }
 
-/* The job's first event, made from the job (its log does not hold it): a status event with the job as it was
- * created, queued, under the seq of its insert. */
-static void job_send_created(struct job_stream *js, const struct ad_job *j)
+/* A status event made from the job, which its log does not hold: view is the job as the event shows it
+ * (ad_event_created_view, ad_event_started_view). */
+static void job_send_view(struct job_stream *js, int64_t id, const struct ad_job *view)
 {
-    struct ad_job created = *j;
-    created.status = AD_QUEUED;
-    created.progress = -1;
-    created.message = NULL;
-    created.updated_at = j->created_at;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_event_render_brief(&created, &b);
-    if (ad_sse_event(&js->sse, j->created_seq, "status", b.data, b.len) == 0)
-        js->last = j->created_seq;
+    ad_event_render_brief(view, &b);
+    if (ad_sse_event(&js->sse, id, "status", b.data, b.len) == 0)
+        js->last = id;
     ad_buf_free(&b);
 }
 
-/* The running event of the job's current (or last) attempt, made from the job: its log does not hold it. */
+static void job_send_created(struct job_stream *js, const struct ad_job *j)
+{
+    struct ad_job v = ad_event_created_view(j);
+    job_send_view(js, j->created_seq, &v);
+}
+
 static void job_send_started(struct job_stream *js, const struct ad_job *j)
 {
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    ad_event_render_started(j, &b);
-    if (ad_sse_event(&js->sse, j->started_seq, "status", b.data, b.len) == 0)
-        js->last = j->started_seq;
-    ad_buf_free(&b);
+    struct ad_job v = ad_event_started_view(j);
+    job_send_view(js, j->started_seq, &v);
 }
 
 /* Queue the log's next page unless the client still has one to take, with the events made from the job in their

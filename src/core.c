@@ -177,6 +177,18 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
  * stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
  * (created_seq); the running event of the lease that started its attempt, under that lease's seq (started_seq,
  * see lease_job); and done, which carries the finished job itself under its last seq. Always releases prev. */
+/* Append to shown's event log a status or progress event under seq, showing shown. */
+static ad_err append_event(struct ad_conn *c, const struct ad_job *shown, int64_t seq, const char *kind)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_event_render_brief(shown, &b);
+    ad_buf_append(&b, "", 1);
+    ad_err e = st->event_append(c, shown->id, seq, kind, b.data);
+    ad_buf_free(&b);
+    return e;
+}
+
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
     /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
@@ -187,13 +199,7 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     ad_event_prev_free(prev);
     if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE || creation || j->started_seq == j->seq)
         return write;
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    ad_event_render_brief(j, &b);
-    ad_buf_append(&b, "", 1);
-    ad_err e = st->event_append(c, j->id, j->seq, ad_event_name(k), b.data);
-    ad_buf_free(&b);
-    return e;
+    return append_event(c, j, j->seq, ad_event_name(k));
 }
 
 /*
@@ -385,14 +391,10 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, 
         return e;
     /* The running event of the job's last attempt was made from the job: it goes into the log now that the job
      * no longer holds it. This attempt's is made from the job too, unless the job keeps a message (the event
-     * carries it; ad_event_render_started has none). */
+     * carries it; ad_event_started_view has none). */
     if (j->started_seq > 0) {
-        struct ad_buf b;
-        ad_buf_init(&b, SIZE_MAX);
-        ad_event_render_started(j, &b);
-        ad_buf_append(&b, "", 1);
-        e = st->event_append(c, j->id, j->started_seq, "status", b.data);
-        ad_buf_free(&b);
+        struct ad_job v = ad_event_started_view(j);
+        e = append_event(c, &v, j->started_seq, "status");
         if (e != AD_E_OK)
             return e;
     }

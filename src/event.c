@@ -49,14 +49,24 @@ const char *ad_event_name(enum ad_event_kind k)
     }
 }
 
-int ad_event_render_started(const struct ad_job *j, struct ad_buf *b)
+struct ad_job ad_event_created_view(const struct ad_job *j)
 {
-    struct ad_job started = *j;
-    started.status = AD_RUNNING;
-    started.progress = -1;
-    started.message = NULL;
-    started.updated_at = j->started_at;
-    return ad_event_render_brief(&started, b);
+    struct ad_job v = *j;
+    v.status = AD_QUEUED;
+    v.progress = -1;
+    v.message = NULL;
+    v.updated_at = j->created_at;
+    return v;
+}
+
+struct ad_job ad_event_started_view(const struct ad_job *j)
+{
+    struct ad_job v = *j;
+    v.status = AD_RUNNING;
+    v.progress = -1;
+    v.message = NULL;
+    v.updated_at = j->started_at;
+    return v;
 }
 
 int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b)

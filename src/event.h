@@ -38,8 +38,10 @@ const char *ad_event_name(enum ad_event_kind k);
 /* The data of a status or progress event: {"id","status","progress","message","lastUpdatedAt"}.
  * Returns 0 or -1 when b's cap is hit. (A done event carries the whole job, ad_job_render.) */
 int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b);
-/* The data of the running event of j's attempt started at j->started_seq, which the log does not hold: j as the
- * lease left it (running, progress and message unknown, updated at started_at). */
-int ad_event_render_started(const struct ad_job *j, struct ad_buf *b);
+/* j as the events made from it rather than stored show it (a copy whose strings are j's): its first event, as it
+ * was created (queued, progress and message unknown, updated at created_at), and the running event of the lease
+ * at j->started_seq (running, progress and message unknown, updated at started_at). */
+struct ad_job ad_event_created_view(const struct ad_job *j);
+struct ad_job ad_event_started_view(const struct ad_job *j);
 
 #endif

@@ -60,7 +60,7 @@ struct ad_job {
     int64_t created_seq; /* the seq of the insert, set by the store: the id of the job's first event, which is not
                             in its log but made from the job; 0 for a job whose log holds that event (older ones) */
     int64_t started_seq; /* the seq of the lease that started the current (or last) attempt when that attempt's
-                            running event is not in the log but made from the job (ad_event_render_started), else 0.
+                            running event is not in the log but made from the job (ad_event_started_view), else 0.
                             AD_SEQ_OF_THIS_WRITE asks the store to set it to the seq of the update it is written by */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)

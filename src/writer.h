@@ -3,9 +3,9 @@
  *
  * The event loop hands operations to ad_writer_submit(). The writer thread opens one transaction, applies
  * every operation queued so far and those that keep arriving while it expects more (writer.c), commits once (one fsync
- * for the batch) and then hands each operation back to the event loop thread, where op->done runs when the loop
- * calls ad_writer_deliver. An operation's result is therefore durable before done() is called: a 202 leaves only
- * after its batch committed.
+ * for the batch) and then hands each operation back to the event loop thread, where op->done runs inside
+ * h2o_evloop_run (ad_writer_deliver). An operation's result is therefore durable before done() is called: a 202
+ * leaves only after its batch committed.
  */
 #ifndef AD_WRITER_H
 #define AD_WRITER_H
