@@ -255,13 +255,22 @@ static void test_update_writes_fields_and_moves_seq(void **state)
     struct ad_job *ghost = new_job("job_ghost", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
     assert_int_equal(f->s->ops->job_update(f->c, ghost), AD_E_NOT_FOUND);
     assert_not_found(f, NULL, "job_ghost");
+    /* An update finds its row by cseq and id together: another job's cseq changes nothing. */
+    ghost->cseq = b->cseq;
+    ghost->status = AD_FAILED;
+    assert_int_equal(f->s->ops->job_update(f->c, ghost), AD_E_NOT_FOUND);
+    assert_not_found(f, NULL, "job_ghost");
+    g = get(f, "t1", "job_b");
+    assert_int_equal(g->status, AD_QUEUED);
+    assert_int_equal(g->seq, b->seq);
+    ad_job_free(g);
     ad_job_free(ghost);
     ad_job_free(a);
     ad_job_free(b);
 }
 
 /* An update writes only the columns that can change: the fixed ones keep what the insert wrote, so the
- * indexes on them (id, tenant, type) are left alone. */
+ * indexes on them (id, tenant, type) are left alone, and so does the trigger on tombstoned. */
 static void test_update_leaves_fixed_columns(void **state)
 {
     struct fx *f = *state;
@@ -274,9 +283,11 @@ static void test_update_leaves_fixed_columns(void **state)
     a->priority = AD_PRIO_HIGH;
     a->max_attempts = 9;
     a->created_at = T0 + 7;
+    a->tombstoned = 1; /* only the retention sweep tombstones, by a statement of its own */
     assert_int_equal(f->s->ops->job_update(f->c, a), AD_E_OK);
 
     struct ad_job *g = get(f, "t1", "job_a");
+    assert_int_equal(g->tombstoned, 0);
     assert_int_equal(g->status, AD_RUNNING);
     assert_int_equal(g->attempt, 1);
     assert_string_equal(g->type, "a");
