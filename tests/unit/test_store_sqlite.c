@@ -435,6 +435,38 @@ static void test_leasable_order_and_exclusions(void **state)
     ad_job_list_free(&l);
 }
 
+/* Tenants, and types, whose index keys collide share index ranges and still see only their own jobs. */
+static void test_colliding_keys_keep_tenants_and_types_apart(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(sq_key("t439599", NULL), sq_key("t622382", NULL));
+    assert_int_equal(sq_key("t1", "y821118"), sq_key("t1", "y1219044"));
+    insert_new(f, "a1", "t439599", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "b1", "t622382", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "b2", "t622382", "x", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    insert_new(f, "y1", "t1", "y821118", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, "y2", "t1", "y1219044", AD_QUEUED, AD_PRIO_NORMAL, 0);
+
+    struct ad_list_query q = {.tenant = "t439599", .limit = 1};
+    list(f, &q, "a1");
+    q.tenant = "t622382";
+    q.limit = 50;
+    list(f, &q, "b2,b1");
+    q.has_status = 1;
+    q.status = AD_QUEUED;
+    list(f, &q, "b1");
+    q = (struct ad_list_query){.tenant = "t1", .type = "y821118", .limit = 1};
+    list(f, &q, "y1");
+    q.type = "y1219044";
+    list(f, &q, "y2");
+    changes(f, "t439599", 0, 1, "a1");
+    changes(f, "t622382", 0, 50, "b1,b2");
+    const char *y[] = {"y821118"}, *x[] = {"x"};
+    leasable(f, "t1", y, 1, 1, "y1");
+    leasable(f, "t439599", x, 1, 1, "a1");
+    leasable(f, "t622382", x, 1, 50, "b1");
+}
+
 static void test_running_jobs_by_lease_expiry(void **state)
 {
     struct fx *f = *state;
@@ -871,7 +903,7 @@ static void test_every_statement_uses_an_index(void **state)
     assert_non_null(plan_problem(p));
     plan(db, "SELECT * FROM jobs WHERE tenant = ?1 ORDER BY updated_at", p, sizeof(p));
     assert_non_null(plan_problem(p));
-    plan(db, "SELECT * FROM jobs WHERE tenant = ?1 ORDER BY cseq", p, sizeof(p));
+    plan(db, "SELECT * FROM jobs WHERE tkey = ?1 AND status = 0 ORDER BY cseq", p, sizeof(p));
     assert_null(plan_problem(p));
 
     size_t n = 0;
@@ -884,16 +916,19 @@ static void test_every_statement_uses_an_index(void **state)
     assert_true(n >= 20);
 
     assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
-    assert_plan_uses(db, "tenant = ?1 AND seq > ?2 ORDER BY seq", "jobs_tenant_seq");
+    assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
     assert_plan_uses(db, "run_at > ?1 ORDER BY run_at", "jobs_scheduled");
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM jobs", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM idempotency", "idempotency_created");
     assert_plan_uses(db, "FROM job_events WHERE", "PRIMARY KEY");
-    assert_plan_uses(db, "cseq < ?2 ORDER BY", "jobs_tenant_cseq");
-    assert_plan_uses(db, "cseq < ?2 AND status = ?3 ORDER BY", "jobs_tenant_status");
-    assert_plan_uses(db, "cseq < ?2 AND type = ?4 ORDER BY", "jobs_tenant_type");
+    /* The unfiltered list merges one walk of jobs_tenant_status per status. */
+    plan_of(db, "status = 5 AND tenant = ?1 AND cseq < ?2 ORDER BY", p, sizeof(p));
+    if (strstr(p, "MERGE (UNION ALL)") == NULL || strstr(p, "jobs_tenant_status") == NULL)
+        fail_msg("the unfiltered list is not a merge of jobs_tenant_status walks:\n%s", p);
+    assert_plan_uses(db, "status = ?3 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_status");
+    assert_plan_uses(db, "type = ?4 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_type");
     sqlite3_close(db);
 }
 
@@ -916,7 +951,7 @@ static void assert_unique_indexes_of_jobs(sqlite3 *db, const char *want)
  * 8 when the store opens it: every row and event is kept, seq is unique no more, the next seq is above the floor,
  * only the jobs inserted (leased) from then on have a created_seq (started_seq): those events are not in their
  * logs; and only ended attempts stay in the history (a live one is its running job's own). */
-static void test_migrations_5_8_keep_rows_and_the_seq_high_water_mark(void **state)
+static void test_migrations_5_9_keep_rows_and_the_seq_high_water_mark(void **state)
 {
     struct fx *f = *state;
     close_store(f);
@@ -980,6 +1015,14 @@ static void test_migrations_5_8_keep_rows_and_the_seq_high_water_mark(void **sta
     int64_t max = 0;
     assert_int_equal(f->s->ops->max_seq(f->c, &max), AD_E_OK);
     assert_int_equal(max, 1000);
+    /* Migration 9 keyed the old rows: the indexes find them. */
+    struct ad_list_query q = {.tenant = "t1", .limit = 50};
+    list(f, &q, "b,a");
+    q.type = "x";
+    list(f, &q, "b,a");
+    changes(f, "t1", 0, 50, "a,b");
+    const char *x[] = {"x"};
+    leasable(f, "t1", x, 1, 50, "b");
     struct ad_job *c = new_job("c", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
     insert(f, c);
     assert_int_equal(c->seq, 1001);
@@ -1183,6 +1226,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_order_filters_and_keyset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changes_by_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leasable_order_and_exclusions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_colliding_keys_keep_tenants_and_types_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_running_jobs_by_lease_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scheduled_soonest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_tombstones_then_deletes, setup, teardown),
@@ -1197,7 +1241,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_webhook_lookups_kept_for_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updated_rows_read_back_without_a_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_migrations_5_8_keep_rows_and_the_seq_high_water_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrations_5_9_keep_rows_and_the_seq_high_water_mark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_high_water_mark_follows_every_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
