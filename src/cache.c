@@ -1,16 +1,25 @@
 /*
- * cache.c - chained hash table of ad_entry plus an LRU list for eviction.
+ * cache.c - hash table of ad_entry plus an LRU list for eviction.
  *
  * Keys are server-generated random ids, so a simple FNV-1a hash is enough; lookups of unknown ids never
- * insert anything.
+ * insert anything. The table is open-addressed with linear probing, and each slot holds its entry's hash: a
+ * probe compares hashes in the table itself and reaches an entry only when they match. (A chained table
+ * reached every entry of a chain to compare its hash; with a full cache that was a cache miss per entry and
+ * most of the time of a submit's put and of its eviction.) At most half the slots are used. A removal moves
+ * the entries after it back (no tombstones).
  */
 #include "cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static struct ad_entry **buckets;
-static size_t nbuckets, count, max_count;
+struct slot {
+    size_t hash;
+    struct ad_entry *e; /* NULL: empty */
+};
+
+static struct slot *slots;
+static size_t nslots, count, max_count;
 static h2o_linklist_t lru = {&lru, &lru};
 
 static size_t hash(const char *s)
@@ -21,49 +30,65 @@ static size_t hash(const char *s)
     return (size_t)h;
 }
 
-/* The chain link pointing at the entry for id (hash h), or at the chain's NULL end. The stored hash spares
- * a strcmp, and the cache misses of reaching each entry's id, for every other entry in the chain. */
-static struct ad_entry **find_slot(const char *id, size_t h)
+/* The slot of id (hash h), or the empty slot where it would go. */
+static size_t find_slot(const char *id, size_t h)
 {
-    struct ad_entry **p = &buckets[h & (nbuckets - 1)];
-    while (*p != NULL && ((*p)->hash != h || strcmp((*p)->job->id, id) != 0))
-        p = &(*p)->next;
-    return p;
+    size_t mask = nslots - 1, i = h & mask;
+    while (slots[i].e != NULL && (slots[i].hash != h || strcmp(slots[i].e->job->id, id) != 0))
+        i = (i + 1) & mask;
+    return i;
 }
 
-/* The chain link pointing at e, which is in the table. */
-static struct ad_entry **slot_of(struct ad_entry *e)
+/* The slot of e, which is in the table. */
+static size_t slot_of(const struct ad_entry *e)
 {
-    struct ad_entry **p = &buckets[e->hash & (nbuckets - 1)];
-    while (*p != e)
-        p = &(*p)->next;
-    return p;
+    size_t mask = nslots - 1, i = e->hash & mask;
+    while (slots[i].e != e)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static void table_alloc(size_t n)
+{
+    nslots = n;
+    slots = ad_calloc(nslots, sizeof(*slots));
 }
 
 void ad_cache_init(size_t max_entries)
 {
     max_count = max_entries;
-    nbuckets = 1024;
-    buckets = ad_calloc(nbuckets, sizeof(*buckets));
+    table_alloc(1024);
 }
 
 static void grow(void)
 {
-    size_t old_n = nbuckets;
-    struct ad_entry **old = buckets;
-    nbuckets *= 2;
-    buckets = ad_calloc(nbuckets, sizeof(*buckets));
-    for (size_t i = 0; i < old_n; i++) {
-        struct ad_entry *e = old[i];
-        while (e != NULL) {
-            struct ad_entry *next = e->next;
-            struct ad_entry **slot = &buckets[e->hash & (nbuckets - 1)];
-            e->next = *slot;
-            *slot = e;
-            e = next;
-        }
+    size_t old_n = nslots;
+    struct slot *old = slots;
+    table_alloc(nslots * 2);
+    for (size_t k = 0; k < old_n; k++) {
+        if (old[k].e == NULL)
+            continue;
+        size_t i = old[k].hash & (nslots - 1);
+        while (slots[i].e != NULL)
+            i = (i + 1) & (nslots - 1);
+        slots[i] = old[k];
     }
     free(old);
+}
+
+/* Empty slot i: each entry after it in its run moves back into the hole unless its home slot lies after the
+ * hole (cyclically), so that every entry stays reachable from its home without crossing an empty slot. */
+static void slot_clear(size_t i)
+{
+    size_t mask = nslots - 1;
+    for (size_t j = (i + 1) & mask; slots[j].e != NULL; j = (j + 1) & mask) {
+        size_t home = slots[j].hash & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            slots[i] = slots[j];
+            i = j;
+        }
+    }
+    slots[i].e = NULL;
 }
 
 /* The waiters are detached first: a wake callback may watch e again (a long poll whose status did not change),
@@ -105,10 +130,10 @@ const char *ad_entry_etag(struct ad_entry *e)
     return e->etag;
 }
 
-static void unlink_entry(struct ad_entry **slot)
+static void unlink_entry(size_t i)
 {
-    struct ad_entry *e = *slot;
-    *slot = e->next;
+    struct ad_entry *e = slots[i].e;
+    slot_clear(i);
     h2o_linklist_unlink(&e->lru);
     count--;
 }
@@ -143,7 +168,9 @@ static void touch(struct ad_entry *e)
 
 struct ad_entry *ad_cache_get(const char *id)
 {
-    struct ad_entry *e = *find_slot(id, hash(id));
+    if (nslots == 0)
+        return NULL;
+    struct ad_entry *e = slots[find_slot(id, hash(id))].e;
     if (e != NULL)
         touch(e);
     return e;
@@ -152,8 +179,10 @@ struct ad_entry *ad_cache_get(const char *id)
 struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **replaced)
 {
     size_t h = hash(job->id);
-    struct ad_entry **slot = find_slot(job->id, h);
-    struct ad_entry *e = *slot;
+    if (nslots == 0)
+        table_alloc(1024);
+    size_t slot = find_slot(job->id, h);
+    struct ad_entry *e = slots[slot].e;
     *changed = 0;
     if (replaced != NULL)
         *replaced = NULL;
@@ -187,11 +216,10 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
     e->hash = h;
     h2o_linklist_init_anchor(&e->waiters);
     render(e);
-    e->next = NULL;
-    *slot = e;
+    slots[slot] = (struct slot){h, e};
     h2o_linklist_insert(lru.next, &e->lru);
     *changed = 1;
-    if (++count > nbuckets)
+    if (++count * 2 > nslots)
         grow();
     if (count > max_count)
         evict(e);
@@ -200,8 +228,10 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
 
 void ad_cache_remove(const char *id)
 {
-    struct ad_entry **slot = find_slot(id, hash(id));
-    struct ad_entry *e = *slot;
+    if (nslots == 0)
+        return;
+    size_t slot = find_slot(id, hash(id));
+    struct ad_entry *e = slots[slot].e;
     if (e == NULL)
         return;
     unlink_entry(slot);
@@ -227,16 +257,19 @@ size_t ad_cache_size(void)
 
 void ad_cache_clear(void)
 {
-    for (size_t i = 0; i < nbuckets; i++) {
-        while (buckets[i] != NULL) {
-            struct ad_entry *e = buckets[i];
-            unlink_entry(&buckets[i]);
-            wake_all(e, NULL);
-            free_entry(e);
-        }
+    /* The table is let go first: a woken waiter that looks an id up finds nothing. */
+    struct slot *old = slots;
+    size_t old_n = nslots;
+    slots = NULL;
+    nslots = count = 0;
+    for (size_t i = 0; i < old_n; i++) {
+        struct ad_entry *e = old[i].e;
+        if (e == NULL)
+            continue;
+        h2o_linklist_unlink(&e->lru);
+        wake_all(e, NULL);
+        free_entry(e);
     }
-    free(buckets);
-    buckets = NULL;
-    nbuckets = 0;
+    free(old);
     ad_buf_free(&scratch);
 }

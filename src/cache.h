@@ -21,7 +21,6 @@ struct ad_entry {
     char etag[25]; /* the body's (ad_etag), once asked for (ad_entry_etag); "" until then */
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
-    struct ad_entry *next;  /* hash chain */
     size_t hash;            /* of job->id */
 };
 

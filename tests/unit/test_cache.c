@@ -435,6 +435,49 @@ static void test_growth_keeps_every_entry(void **state)
     }
 }
 
+/* Removals in random order from a table whose runs of occupied slots overlap: every entry left is still
+ * found, none removed is, and a removed id can be put again. Breaks when a removal leaves a hole in the run of
+ * an entry after it (or moves one past its home slot). */
+static void test_removals_keep_the_rest_reachable(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static char present[N];
+    char id[32];
+    int changed;
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof(id), "job_%07d", i);
+        ad_cache_put(mk(id, i + 1, AD_QUEUED, -1), &changed, NULL);
+        present[i] = 1;
+    }
+    uint32_t r = 12345;
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < N / 2; k++) {
+            r = r * 1103515245u + 12345u;
+            int i = (int)((r >> 8) % N);
+            snprintf(id, sizeof(id), "job_%07d", i);
+            if (present[i]) {
+                ad_cache_remove(id);
+                present[i] = 0;
+            } else if (k % 3 == 0) {
+                ad_cache_put(mk(id, N + i + 1, AD_QUEUED, -1), &changed, NULL);
+                present[i] = 1;
+            }
+        }
+        size_t want = 0;
+        for (int i = 0; i < N; i++) {
+            snprintf(id, sizeof(id), "job_%07d", i);
+            struct ad_entry *e = ad_cache_get(id);
+            if (present[i] != (e != NULL))
+                fail_msg("round %d: %s is %s", round, id, present[i] ? "lost" : "still cached");
+            if (e != NULL)
+                assert_string_equal(e->job->id, id);
+            want += present[i];
+        }
+        assert_int_equal(ad_cache_size(), want);
+    }
+}
+
 static void test_clear_wakes_and_empties(void **state)
 {
     (void)state;
@@ -469,6 +512,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_counts_as_use, setup_cap3, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_never_drops_the_entry_being_put, setup_cap3, teardown),
         cmocka_unit_test_setup_teardown(test_growth_keeps_every_entry, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_removals_keep_the_rest_reachable, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_clear_wakes_and_empties, setup_small, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
