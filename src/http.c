@@ -18,15 +18,25 @@ static int is_id_char(int c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
+/* Where the id starting at a place of the path ends: the patterns that share a prefix all scan the same id (a
+ * worker's report is tried against nine of them), so the end found first is kept for the others. */
+struct id_scan {
+    const char *start, *end;
+};
+
 /* Match path against pattern; on success returns 1 and the {id} span. */
-static int match_pattern(const char *pat, h2o_iovec_t path, h2o_iovec_t *id)
+static int match_pattern(const char *pat, h2o_iovec_t path, h2o_iovec_t *id, struct id_scan *scan)
 {
     const char *p = path.base, *end = path.base + path.len;
     while (*pat != '\0') {
         if (*pat == '{' && strncmp(pat, "{id}", 4) == 0) {
             const char *start = p;
-            while (p < end && is_id_char(*p))
-                p++;
+            if (scan->start != start) {
+                while (p < end && is_id_char(*p))
+                    p++;
+                *scan = (struct id_scan){start, p};
+            }
+            p = scan->end;
             if (p == start || p - start > 64)
                 return 0;
             *id = h2o_iovec_init(start, p - start);
@@ -51,9 +61,10 @@ ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n,
     h2o_iovec_t method = req->method;
     if (h2o_memis(method.base, method.len, H2O_STRLIT("HEAD")))
         method = h2o_iovec_init(H2O_STRLIT("GET"));
+    struct id_scan scan = {NULL, NULL};
     for (size_t i = 0; i < n; i++) {
         h2o_iovec_t span = {NULL, 0};
-        if (!match_pattern(table[i].pattern, path, &span))
+        if (!match_pattern(table[i].pattern, path, &span, &scan))
             continue;
         if (h2o_memis(method.base, method.len, table[i].method, strlen(table[i].method))) {
             *out = &table[i];
