@@ -305,7 +305,7 @@ static const char *const migrations[] = {
 #define SQ_LIST_F_TYPE " AND type = ?4"
 #define SQ_LIST_TYPE_HEAD SQ_SELECT_JOB "WHERE ttkey = ?8 AND type = ?4 AND tenant = ?1 AND cseq < ?2"
 /* Without a status or a type: one walk of jobs_tenant_status per status, merged by cseq. SQLite merges the
- * ordered branches lazily, so a page reads at most limit + 6 entries. */
+ * ordered branches lazily, so a page reads about limit + 6 entries, not every job of the tenant. */
 #define SQ_LIST_ANY_BRANCH(status, f)                                                                                  \
     SQ_SELECT_JOB "WHERE tkey = ?7 AND status = " #status " AND tenant = ?1 AND cseq < ?2" f
 #define SQ_LIST_ANY(f)                                                                                                 \
