@@ -118,9 +118,15 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
 {
     char until[40];
     ad_time_rfc3339(e->job->lease_expires_at, until, sizeof(until));
-    ad_buf_printf(b, "%s{\"job\":", first ? "" : ",");
+    /* Appended in pieces, not printed: every lease answer and report with "next" writes one per job. The
+     * lease id is the server's own (URL-safe), so it needs no escaping. */
+    ad_buf_str(b, first ? "{\"job\":" : ",{\"job\":");
     ad_buf_append(b, e->body, e->len);
-    ad_buf_printf(b, ",\"leaseId\":\"%s\",\"leaseExpiresAt\":\"%s\"}", e->job->lease_id, until);
+    AD_BUF_LIT(b, ",\"leaseId\":\"");
+    ad_buf_str(b, e->job->lease_id);
+    AD_BUF_LIT(b, "\",\"leaseExpiresAt\":\"");
+    ad_buf_str(b, until);
+    AD_BUF_LIT(b, "\"}");
 }
 
 /* Publish the jobs a lease op took (taking them from it) and append "leases":[...] to b. Returns how many. */
