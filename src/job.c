@@ -169,6 +169,13 @@ int ad_json_str(struct ad_buf *b, const char *s)
     static const char hex[] = "0123456789abcdef";
     if (s == NULL)
         return ad_buf_append(b, "null", 4);
+    /* Most strings (ids, types, URLs, lease ids) need no escape: then they are appended whole. */
+    const unsigned char *q = (const unsigned char *)s;
+    while (*q >= 0x20 && *q != '"' && *q != '\\')
+        q++;
+    if (*q == '\0')
+        return ad_buf_append(b, "\"", 1) | ad_buf_append(b, s, (size_t)(q - (const unsigned char *)s)) |
+               ad_buf_append(b, "\"", 1);
     if (ad_buf_append(b, "\"", 1) != 0)
         return -1;
     const char *run = s;

@@ -162,26 +162,40 @@ static char *digits(char *p, int64_t v, int n)
 
 void ad_time_rfc3339(int64_t ms, char *buf, size_t size)
 {
-    struct utc u = utc_of(ms);
-    if (u.year < 0 || u.year > 9999) {
-        snprintf(buf, size, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)u.year, u.mon, u.mday, u.hour, u.min,
-                 u.sec, u.ms);
-        return;
+    /* The date of the last day formatted, per thread: most times written together (a job's, a page's) are of
+     * one day, and the calendar arithmetic is most of the cost. */
+    static __thread int64_t last_day = INT64_MIN;
+    static __thread char last_date[11];
+    int64_t day = ms / 86400000, in_day = ms % 86400000;
+    if (in_day < 0) {
+        in_day += 86400000;
+        day--;
+    }
+    if (day != last_day) {
+        struct utc u = utc_of(ms);
+        if (u.year < 0 || u.year > 9999) {
+            snprintf(buf, size, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)u.year, u.mon, u.mday, u.hour,
+                     u.min, u.sec, u.ms);
+            return;
+        }
+        char *p = digits(last_date, u.year, 4);
+        *p++ = '-';
+        p = digits(p, u.mon, 2);
+        *p++ = '-';
+        digits(p, u.mday, 2);
+        last_day = day;
     }
     char t[AD_RFC3339_LEN + 1], *p = t;
-    p = digits(p, u.year, 4);
-    *p++ = '-';
-    p = digits(p, u.mon, 2);
-    *p++ = '-';
-    p = digits(p, u.mday, 2);
+    memcpy(p, last_date, 10);
+    p += 10;
     *p++ = 'T';
-    p = digits(p, u.hour, 2);
+    p = digits(p, in_day / 3600000, 2);
     *p++ = ':';
-    p = digits(p, u.min, 2);
+    p = digits(p, in_day / 60000 % 60, 2);
     *p++ = ':';
-    p = digits(p, u.sec, 2);
+    p = digits(p, in_day / 1000 % 60, 2);
     *p++ = '.';
-    p = digits(p, u.ms, 3);
+    p = digits(p, in_day % 1000, 3);
     *p++ = 'Z';
     /* Copied as snprintf("%s") would (cut to size), without its cost: every render writes six of these. */
     if (size > 0) {
@@ -615,7 +629,7 @@ static int buf_reserve(struct ad_buf *b, size_t n)
     return 0;
 }
 
-int ad_buf_append(struct ad_buf *b, const void *p, size_t n)
+int ad_buf_append_grow(struct ad_buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         return -1;

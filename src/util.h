@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define AD_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -102,8 +103,19 @@ struct ad_buf {
     int toobig;
 };
 void ad_buf_init(struct ad_buf *b, size_t max);
-/* Returns 0, or -1 when the cap would be exceeded (then b->toobig is set and nothing is appended). */
-int ad_buf_append(struct ad_buf *b, const void *p, size_t n);
+/* Returns 0, or -1 when the cap would be exceeded (then b->toobig is set and nothing is appended). Inline when
+ * the text fits the room already there: a job's rendering is some forty appends, most of a literal, whose copy
+ * the compiler then makes in a few moves. */
+int ad_buf_append_grow(struct ad_buf *b, const void *p, size_t n);
+static inline int ad_buf_append(struct ad_buf *b, const void *p, size_t n)
+{
+    if (b->cap - b->len <= n) /* the room must also hold the NUL; cap 0 (nothing yet) always grows */
+        return ad_buf_append_grow(b, p, n);
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
 int ad_buf_printf(struct ad_buf *b, const char *fmt, ...) AD_PRINTF(2, 3);
 /* Appending without printf, for what is rendered on every change (format parsing costs more than the text):
  * a string literal, a NUL-terminated string, a number in decimal. Same results as ad_buf_append. */

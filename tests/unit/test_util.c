@@ -88,6 +88,44 @@ static void test_time_rfc3339_format(void **state)
     assert_string_equal(small, "2026-11");
 }
 
+/* Against gmtime_r, for times scattered over four centuries and for runs within one day and across midnight:
+ * the date of the last day formatted is kept (per thread) and must never leak into another day's time. */
+static void test_time_rfc3339_matches_gmtime(void **state)
+{
+    (void)state;
+    uint64_t r = 88172645463325252ull;
+    int64_t ms = 0;
+    for (int i = 0; i < 20000; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        if (i % 4 == 0)
+            ms = (int64_t)(r % 12623040000000ull) - 2208988800000LL; /* 1900 to 2300 */
+        else if (i % 4 == 1)
+            ms += (int64_t)(r % 1000); /* the same day, mostly */
+        else if (i % 4 == 2)
+            ms = ms - ms % 86400000 + 86400000 - 1 - (int64_t)(r % 2); /* either side of midnight */
+        else
+            ms += 1;
+        time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+        struct tm tm;
+        assert_non_null(gmtime_r(&secs, &tm));
+        char want[80], got[40];
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms - (int64_t)secs * 1000));
+        ad_time_rfc3339(ms, got, sizeof got);
+        if (strcmp(want, got) != 0)
+            fail_msg("%lld: want %s, got %s", (long long)ms, want, got);
+    }
+    /* A year the fixed layout cannot hold, between two times of one cached day. */
+    char buf[40];
+    ad_time_rfc3339(T_2026, buf, sizeof buf);
+    ad_time_rfc3339((int64_t)253402300800000LL, buf, sizeof buf);
+    assert_string_equal(buf, "10000-01-01T00:00:00.000Z");
+    ad_time_rfc3339(T_2026, buf, sizeof buf);
+    assert_string_equal(buf, "2026-11-30T18:11:40.123Z");
+}
+
 static void test_time_rfc3339_parse(void **state)
 {
     (void)state;
@@ -722,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_alloc),
         cmocka_unit_test(test_clocks),
         cmocka_unit_test(test_time_rfc3339_format),
+        cmocka_unit_test(test_time_rfc3339_matches_gmtime),
         cmocka_unit_test(test_time_rfc3339_parse),
         cmocka_unit_test(test_time_rfc3339_round_trip),
         cmocka_unit_test(test_time_http),
