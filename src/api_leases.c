@@ -244,6 +244,15 @@ void ad_api_leases_kick(const char *tenant, const char *type)
         lease_issue(p);
 }
 
+/* Add the problem of member name of the object at JSON pointer at. Formatted only then: a valid ask (one in
+ * every report with "next") formats nothing. */
+static void member_error(struct ad_verr *v, const char *at, const char *name, const char *detail)
+{
+    char ptr[64];
+    snprintf(ptr, sizeof(ptr), "%s/%s", at, name);
+    ad_verr_add(v, ptr, detail);
+}
+
 /* Read an optional integer member in [min, max] of the object at JSON pointer at into *out. */
 static void opt_int(json_t *obj, const char *at, const char *name, long long min, long long max, int *out,
                     struct ad_verr *v)
@@ -252,10 +261,9 @@ static void opt_int(json_t *obj, const char *at, const char *name, long long min
     if (n == NULL || json_is_null(n))
         return;
     if (!json_is_integer(n) || json_integer_value(n) < min || json_integer_value(n) > max) {
-        char ptr[64], detail[128];
-        snprintf(ptr, sizeof(ptr), "%s/%s", at, name);
+        char detail[128];
         snprintf(detail, sizeof(detail), "%s must be an integer from %lld to %lld", name, min, max);
-        ad_verr_add(v, ptr, detail);
+        member_error(v, at, name, detail);
         return;
     }
     *out = (int)json_integer_value(n);
@@ -279,15 +287,13 @@ static json_t *object_body(struct ad_request *r)
 /* Read a lease request (the object at JSON pointer at) into a: types, max, wait, leaseSeconds, worker. */
 static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct ad_verr *v)
 {
-    char ptr[64];
-    snprintf(ptr, sizeof(ptr), "%s/types", at);
     json_t *types = json_object_get(obj, "types");
     size_t ntypes = json_array_size(types);
     if (!json_is_array(types) || ntypes == 0 || ntypes > AD_LEASE_MAX_TYPES)
-        ad_verr_add(v, ptr, "types must be an array of 1 to 32 job type names");
+        member_error(v, at, "types", "types must be an array of 1 to 32 job type names");
     for (size_t i = 0; i < ntypes; i++)
         if (!json_is_string(json_array_get(types, i)))
-            ad_verr_add(v, ptr, "every entry of types must be a string");
+            member_error(v, at, "types", "every entry of types must be a string");
     a->max = 1;
     a->wait = 0;
     a->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
@@ -297,9 +303,8 @@ static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct a
     if (a->wait > ad_srv.cfg->max_wait_seconds)
         a->wait = ad_srv.cfg->max_wait_seconds;
     json_t *worker = json_object_get(obj, "worker");
-    snprintf(ptr, sizeof(ptr), "%s/worker", at);
     if (worker != NULL && (!json_is_string(worker) || json_string_length(worker) > 128))
-        ad_verr_add(v, ptr, "worker must be a string of at most 128 characters");
+        member_error(v, at, "worker", "worker must be a string of at most 128 characters");
     if (v->n != 0)
         return;
     a->types = ad_calloc(ntypes, sizeof(char *));
