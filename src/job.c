@@ -173,9 +173,11 @@ int ad_json_str(struct ad_buf *b, const char *s)
     const unsigned char *q = (const unsigned char *)s;
     while (*q >= 0x20 && *q != '"' && *q != '\\')
         q++;
-    if (*q == '\0')
-        return ad_buf_append(b, "\"", 1) | ad_buf_append(b, s, (size_t)(q - (const unsigned char *)s)) |
-               ad_buf_append(b, "\"", 1);
+    if (*q == '\0') {
+        if (ad_buf_append(b, "\"", 1) != 0 || ad_buf_append(b, s, (size_t)(q - (const unsigned char *)s)) != 0)
+            return -1;
+        return ad_buf_append(b, "\"", 1);
+    }
     if (ad_buf_append(b, "\"", 1) != 0)
         return -1;
     const char *run = s;
