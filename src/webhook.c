@@ -161,7 +161,7 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
         ad_buf_printf(&b, "{\"id\":\"%s\",\"type\":\"%s\",\"createdAt\":\"%s\",\"data\":{\"job\":", ev->id,
                       event_names[ev->type], created);
         ad_json_str(&b, job_url);
-        ad_buf_append(&b, "}}", 3);
+        AD_BUF_LIT(&b, "}}");
         ev->body = b.data;
         free(job_url);
     }
