@@ -172,11 +172,6 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
     return same;
 }
 
-/* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
- * event log (event.h) in the same transaction, with the job's new seq as its id. Three kinds of event are not
- * stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
- * (created_seq); the running event of the lease that started its attempt, under that lease's seq (started_seq,
- * see lease_job); and done, which carries the finished job itself under its last seq. Always releases prev. */
 /* Append to shown's event log a status or progress event under seq, showing shown. */
 static ad_err append_event(struct ad_conn *c, const struct ad_job *shown, int64_t seq, const char *kind)
 {
@@ -189,6 +184,11 @@ static ad_err append_event(struct ad_conn *c, const struct ad_job *shown, int64_
     return e;
 }
 
+/* After writing a change of j (write = the insert's or update's outcome): append the event it makes to the job's
+ * event log (event.h) in the same transaction, with the job's new seq as its id. Three kinds of event are not
+ * stored, being made from the job (api_events.c): the job's creation as queued, under the seq of its insert
+ * (created_seq); the running event of the lease that started its attempt, under that lease's seq (started_seq,
+ * see lease_job); and done, which carries the finished job itself under its last seq. Always releases prev. */
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
     /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */

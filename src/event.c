@@ -49,24 +49,25 @@ const char *ad_event_name(enum ad_event_kind k)
     }
 }
 
-struct ad_job ad_event_created_view(const struct ad_job *j)
+/* j as it was when it entered status at the time at, before any worker reported progress or a message. */
+static struct ad_job view_at(const struct ad_job *j, enum ad_status status, int64_t at)
 {
     struct ad_job v = *j;
-    v.status = AD_QUEUED;
+    v.status = status;
     v.progress = -1;
     v.message = NULL;
-    v.updated_at = j->created_at;
+    v.updated_at = at;
     return v;
+}
+
+struct ad_job ad_event_created_view(const struct ad_job *j)
+{
+    return view_at(j, AD_QUEUED, j->created_at);
 }
 
 struct ad_job ad_event_started_view(const struct ad_job *j)
 {
-    struct ad_job v = *j;
-    v.status = AD_RUNNING;
-    v.progress = -1;
-    v.message = NULL;
-    v.updated_at = j->started_at;
-    return v;
+    return view_at(j, AD_RUNNING, j->started_at);
 }
 
 int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b)
