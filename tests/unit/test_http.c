@@ -125,6 +125,25 @@ static void test_match_routes(void **state)
     assert_int_equal(row, 8);
 }
 
+/* The id scanned for one pattern is reused only by a pattern whose {id} starts at the same place: here the
+ * first pattern scans "bc" from offset 3, and the second's id starts at offset 6, after its literal "bc:". */
+static void test_match_id_at_another_place(void **state)
+{
+    struct fake *f = *state;
+    static const struct ad_route_def shifted[] = {
+        {"POST", "/a/{id}:x", h_any, 0},
+        {"POST", "/a/bc:{id}", h_any, 0},
+    };
+    set_method(f, "POST");
+    const struct ad_route_def *out = NULL;
+    char *id = NULL;
+    h2o_iovec_t allow = {NULL, 0};
+    assert_int_equal(ad_http_match(&f->req, shifted, 2, h2o_iovec_init(H2O_STRLIT("/a/bc:d")), &out, &id, &allow),
+                     AD_E_OK);
+    assert_ptr_equal(out, &shifted[1]);
+    assert_string_equal(id, "d");
+}
+
 static void test_match_not_found(void **state)
 {
     struct fake *f = *state;
@@ -455,9 +474,18 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_match_routes),  T(test_match_not_found), T(test_match_id_length), T(test_match_method_not_allowed),
-        T(test_query),         T(test_prefer),          T(test_prefer_variants), T(test_prefer_rfc7240_syntax),
-        T(test_header_lookup), T(test_pending_guard),   T(test_held_reading),
+        T(test_match_routes),
+        T(test_match_id_at_another_place),
+        T(test_match_not_found),
+        T(test_match_id_length),
+        T(test_match_method_not_allowed),
+        T(test_query),
+        T(test_prefer),
+        T(test_prefer_variants),
+        T(test_prefer_rfc7240_syntax),
+        T(test_header_lookup),
+        T(test_pending_guard),
+        T(test_held_reading),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
