@@ -19,7 +19,8 @@ struct slot {
 };
 
 static struct slot *slots;
-static size_t nslots, count, max_count;
+static size_t nslots, count;
+static size_t bytes, max_bytes; /* what the entries take (entry_cost), and the budget */
 static h2o_linklist_t lru = {&lru, &lru};
 
 static size_t hash(const char *s)
@@ -54,9 +55,9 @@ static void table_alloc(size_t n)
     slots = ad_calloc(nslots, sizeof(*slots));
 }
 
-void ad_cache_init(size_t max_entries)
+void ad_cache_init(size_t budget)
 {
-    max_count = max_entries;
+    max_bytes = budget;
     table_alloc(1024);
 }
 
@@ -111,7 +112,14 @@ static void wake_all(struct ad_entry *e, struct ad_entry *arg)
 #define SCRATCH_KEEP 65536
 static struct ad_buf scratch = {.max = SIZE_MAX};
 
-/* Render e's job into e->body (the caller frees the body it replaces). */
+/* The heap bytes e takes with its job and body, allocator overhead aside. A job's texts are in the cache twice,
+ * as fields and inside the body: a job with a 1 MiB result costs 2 MiB. */
+static size_t entry_cost(const struct ad_entry *e)
+{
+    return sizeof(*e) + e->len + 1 + ad_job_bytes(e->job);
+}
+
+/* Render e's job into e->body (the caller frees the body it replaces) and account for its new cost. */
 static void render(struct ad_entry *e)
 {
     scratch.len = 0;
@@ -121,6 +129,9 @@ static void render(struct ad_entry *e)
     e->len = scratch.len;
     if (scratch.cap > SCRATCH_KEEP)
         ad_buf_free(&scratch);
+    bytes -= e->cost;
+    e->cost = entry_cost(e);
+    bytes += e->cost;
 }
 
 const char *ad_entry_etag(struct ad_entry *e)
@@ -136,6 +147,7 @@ static void unlink_entry(size_t i)
     slot_clear(i);
     h2o_linklist_unlink(&e->lru);
     count--;
+    bytes -= e->cost;
 }
 
 static void free_entry(struct ad_entry *e)
@@ -145,11 +157,11 @@ static void free_entry(struct ad_entry *e)
     free(e);
 }
 
-/* Evict least recently used entries without waiters until the cap is met, never the entry being put. */
+/* Evict least recently used entries without waiters until the budget is met, never the entry being put. */
 static void evict(struct ad_entry *keep)
 {
     h2o_linklist_t *node = lru.prev;
-    while (count > max_count && node != &lru) {
+    while (bytes > max_bytes && node != &lru) {
         struct ad_entry *e = H2O_STRUCT_FROM_MEMBER(struct ad_entry, lru, node);
         node = node->prev;
         if (e == keep || !h2o_linklist_is_empty(&e->waiters))
@@ -209,6 +221,7 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
             e->etag[0] = '\0';
             wake_all(e, e);
         }
+        evict(e);
         return e;
     }
     e = ad_calloc(1, sizeof(*e));
@@ -221,8 +234,7 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
     *changed = 1;
     if (++count * 2 > nslots)
         grow();
-    if (count > max_count)
-        evict(e);
+    evict(e);
     return e;
 }
 
@@ -255,13 +267,18 @@ size_t ad_cache_size(void)
     return count;
 }
 
+size_t ad_cache_bytes(void)
+{
+    return bytes;
+}
+
 void ad_cache_clear(void)
 {
     /* The table is let go first: a woken waiter that looks an id up finds nothing. */
     struct slot *old = slots;
     size_t old_n = nslots;
     slots = NULL;
-    nslots = count = 0;
+    nslots = count = bytes = 0;
     for (size_t i = 0; i < old_n; i++) {
         struct ad_entry *e = old[i].e;
         if (e == NULL)

@@ -3,7 +3,9 @@
  *
  * The poll path (GET with If-None-Match) is one lookup here and never touches the store. Entries are
  * replaced whenever the writer commits a change; an entry is never replaced by an older version (lower
- * seq). Long-poll waiters hang on entries. Entries without waiters are evicted oldest-first past a cap.
+ * seq). Long-poll waiters hang on entries. Entries without waiters are evicted least recently used first once
+ * the entries take more than a byte budget (a job's texts count, so large payloads and results cannot grow it
+ * without bound).
  * Event loop thread only.
  */
 #ifndef AD_CACHE_H
@@ -18,6 +20,7 @@ struct ad_entry {
     struct ad_job *job; /* owned */
     char *body;         /* rendered representation, owned */
     size_t len;
+    size_t cost;   /* the bytes counted against the budget for this entry (cache.c) */
     char etag[25]; /* the body's (ad_etag), once asked for (ad_entry_etag); "" until then */
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
@@ -30,7 +33,8 @@ struct ad_waiter {
     void (*wake)(struct ad_waiter *w, struct ad_entry *e);
 };
 
-void ad_cache_init(size_t max_entries);
+/* Start empty, with a budget of budget bytes for the entries. */
+void ad_cache_init(size_t budget);
 /* The entry's strong ETag: its body's, hashed when first asked for. Most versions of a job are never asked (a
  * leased job's goes out inside the lease answer, a worker's report is answered with the job inside the answer). */
 const char *ad_entry_etag(struct ad_entry *e);
@@ -47,6 +51,8 @@ void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w);
 /* Unlink w if it is still waiting. Safe to call twice. */
 void ad_cache_unwatch(struct ad_waiter *w);
 size_t ad_cache_size(void);
+/* The bytes the entries take, as counted against the budget. */
+size_t ad_cache_bytes(void);
 /* Free every entry (at shutdown). */
 void ad_cache_clear(void);
 

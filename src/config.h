@@ -97,6 +97,7 @@ struct ad_config {
     int default_max_attempts;      /* default 3 */
     int64_t retry_backoff_ms;      /* base delay before a failed attempt runs again (doubles each time): 1s */
     int max_connections;           /* default 10000 */
+    size_t cache_bytes;            /* budget of the in-memory job representations (cache.h): default 64 MiB */
     struct ad_webhooks_conf webhooks;
     struct ad_sse_conf sse;
     struct ad_tls_conf tls;

@@ -124,23 +124,29 @@ void ad_job_set(char **field, const char *v)
     free(old);
 }
 
+/* The job's heap-allocated texts: what a copy duplicates, a free releases and ad_job_bytes counts. */
+#define AD_JOB_TEXTS(X)                                                                                                \
+    X(id)                                                                                                              \
+    X(tenant)                                                                                                          \
+    X(type)                                                                                                            \
+    X(payload)                                                                                                         \
+    X(result)                                                                                                          \
+    X(result_location)                                                                                                 \
+    X(error)                                                                                                           \
+    X(message)                                                                                                         \
+    X(callback_url)                                                                                                    \
+    X(retry_of)                                                                                                        \
+    X(resource)                                                                                                        \
+    X(lease_id)                                                                                                        \
+    X(worker)
+
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
     struct ad_job *d = ad_malloc(sizeof(*d));
     *d = *j;
-    d->id = ad_strdup_opt(j->id);
-    d->tenant = ad_strdup_opt(j->tenant);
-    d->type = ad_strdup_opt(j->type);
-    d->payload = ad_strdup_opt(j->payload);
-    d->result = ad_strdup_opt(j->result);
-    d->result_location = ad_strdup_opt(j->result_location);
-    d->error = ad_strdup_opt(j->error);
-    d->message = ad_strdup_opt(j->message);
-    d->callback_url = ad_strdup_opt(j->callback_url);
-    d->retry_of = ad_strdup_opt(j->retry_of);
-    d->resource = ad_strdup_opt(j->resource);
-    d->lease_id = ad_strdup_opt(j->lease_id);
-    d->worker = ad_strdup_opt(j->worker);
+#define AD_DUP(f) d->f = ad_strdup_opt(j->f);
+    AD_JOB_TEXTS(AD_DUP)
+#undef AD_DUP
     return d;
 }
 
@@ -148,20 +154,19 @@ void ad_job_free(struct ad_job *j)
 {
     if (j == NULL)
         return;
-    free(j->id);
-    free(j->tenant);
-    free(j->type);
-    free(j->payload);
-    free(j->result);
-    free(j->result_location);
-    free(j->error);
-    free(j->message);
-    free(j->callback_url);
-    free(j->retry_of);
-    free(j->resource);
-    free(j->lease_id);
-    free(j->worker);
+#define AD_FREE(f) free(j->f);
+    AD_JOB_TEXTS(AD_FREE)
+#undef AD_FREE
     free(j);
+}
+
+size_t ad_job_bytes(const struct ad_job *j)
+{
+    size_t n = sizeof(*j);
+#define AD_COUNT(f) n += j->f != NULL ? strlen(j->f) + 1 : 0;
+    AD_JOB_TEXTS(AD_COUNT)
+#undef AD_COUNT
+    return n;
 }
 
 int ad_json_str(struct ad_buf *b, const char *s)

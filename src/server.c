@@ -25,7 +25,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define AD_CACHE_MAX 200000
 #define AD_TYPE_STATS_MAX 256
 #define AD_DEFAULT_RUN_MS 5000.0
 #define AD_DRAIN_MS 10000
@@ -363,7 +362,7 @@ int ad_server_run(struct ad_config *cfg)
         return 1;
     }
     ad_core_init(cfg, ad_srv.store);
-    ad_cache_init(AD_CACHE_MAX);
+    ad_cache_init(cfg->cache_bytes);
 
     h2o_config_init(&ad_srv.h2o);
     ad_srv.h2o.server_name = h2o_iovec_init(H2O_STRLIT("acceptd"));

@@ -1,6 +1,6 @@
 /*
  * test_cache.c - unit tests for src/cache.c: put/get, version ordering by seq, the changed flag, waking
- * long-poll waiters, unwatch, removal, LRU eviction past the cap and growth of the hash table.
+ * long-poll waiters, unwatch, removal, LRU eviction past the byte budget and growth of the hash table.
  *
  * The cache is process-global, so every test initialises it in setup and clears it in teardown.
  */
@@ -21,7 +21,7 @@
 static int setup_small(void **state)
 {
     (void)state;
-    ad_cache_init(1000);
+    ad_cache_init(1 << 20);
     return 0;
 }
 
@@ -290,10 +290,17 @@ static void test_remove_wakes_with_null(void **state)
     assert_ptr_equal(ad_cache_get("job_a"), again);
 }
 
+/* A budget of three and a half queued jobs as mk makes them (ids of the same length cost the same): room for
+ * three, whatever the few bytes by which a running version differs. */
 static int setup_cap3(void **state)
 {
     (void)state;
-    ad_cache_init(3);
+    int changed;
+    ad_cache_init(1 << 20);
+    ad_cache_put(mk("job_0", 1, AD_QUEUED, -1), &changed, NULL);
+    size_t one = ad_cache_bytes();
+    ad_cache_clear();
+    ad_cache_init(3 * one + one / 2);
     return 0;
 }
 
@@ -388,8 +395,68 @@ static void test_eviction_never_drops_the_entry_being_put(void **state)
 static int setup_big(void **state)
 {
     (void)state;
-    ad_cache_init(100000);
+    ad_cache_init((size_t)1 << 30);
     return 0;
+}
+
+static struct ad_job *mk_payload(const char *id, int64_t seq, size_t payload_bytes)
+{
+    struct ad_job *j = mk(id, seq, AD_QUEUED, -1);
+    char *p = ad_malloc(payload_bytes + 1);
+    memset(p, 'x', payload_bytes);
+    p[0] = '"';
+    p[payload_bytes - 1] = '"';
+    p[payload_bytes] = '\0';
+    free(j->payload);
+    j->payload = p;
+    return j;
+}
+
+/* The budget counts each entry's job and body: a payload counts twice (field and rendered), and the count follows
+ * puts, replacements and removals. */
+static void test_bytes_follow_the_entries(void **state)
+{
+    (void)state;
+    int changed;
+    ad_cache_put(mk("job_a", 1, AD_QUEUED, -1), &changed, NULL);
+    size_t small = ad_cache_bytes();
+    assert_true(small > 0);
+    ad_cache_put(mk_payload("job_b", 1, 10000), &changed, NULL);
+    size_t both = ad_cache_bytes();
+    if (both - small < 2 * 10000)
+        fail_msg("a 10000-byte payload added %zu bytes, want at least 20000", both - small);
+    ad_cache_put(mk("job_b", 2, AD_QUEUED, -1), &changed, NULL); /* replaced by a small version */
+    assert_int_equal(ad_cache_bytes(), 2 * small);
+    ad_cache_remove("job_a");
+    assert_int_equal(ad_cache_bytes(), small);
+    ad_cache_remove("job_b");
+    assert_int_equal(ad_cache_bytes(), 0);
+}
+
+/* Large jobs are evicted by their bytes, not by their number: a 1 MiB budget holds two jobs of 200 kB payloads
+ * (about 400 kB each), the two put last. */
+static void test_large_entries_are_evicted_by_bytes(void **state)
+{
+    (void)state;
+    int changed;
+    char id[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof(id), "job_%d", i);
+        struct ad_entry *e = ad_cache_put(mk_payload(id, 1, 200000), &changed, NULL);
+        assert_ptr_equal(ad_cache_get(id), e);
+        if (ad_cache_bytes() > (size_t)1 << 20)
+            fail_msg("after %d puts the entries take %zu bytes, over the 1 MiB budget", i + 1, ad_cache_bytes());
+    }
+    assert_int_equal(ad_cache_size(), 2);
+    assert_non_null(ad_cache_get("job_8"));
+    assert_non_null(ad_cache_get("job_9"));
+    assert_null(ad_cache_get("job_7"));
+
+    /* A version that grows past the budget evicts the others, and is kept itself. */
+    ad_cache_put(mk("job_a", 1, AD_QUEUED, -1), &changed, NULL);
+    ad_cache_put(mk_payload("job_a", 2, 600000), &changed, NULL);
+    assert_int_equal(ad_cache_size(), 1);
+    assert_non_null(ad_cache_get("job_a"));
 }
 
 static void test_growth_keeps_every_entry(void **state)
@@ -492,8 +559,9 @@ static void test_clear_wakes_and_empties(void **state)
     assert_int_equal(p.woken, 1);
     assert_null(p.last);
     assert_int_equal(ad_cache_size(), 0);
+    assert_int_equal(ad_cache_bytes(), 0);
     /* Usable again after a new init (teardown clears once more). */
-    ad_cache_init(10);
+    ad_cache_init(1 << 20);
     assert_null(ad_cache_get("job_a"));
     ad_cache_put(mk("job_a", 1, AD_RUNNING, 10), &changed, NULL);
     assert_int_equal(ad_cache_size(), 1);
@@ -511,6 +579,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eviction_lru_skips_waiters, setup_cap3, teardown),
         cmocka_unit_test_setup_teardown(test_update_counts_as_use, setup_cap3, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_never_drops_the_entry_being_put, setup_cap3, teardown),
+        cmocka_unit_test_setup_teardown(test_bytes_follow_the_entries, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_large_entries_are_evicted_by_bytes, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_growth_keeps_every_entry, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_removals_keep_the_rest_reachable, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_clear_wakes_and_empties, setup_small, teardown),

@@ -63,7 +63,7 @@ static const char example[] =
     "sweepInterval: 250ms\n"
     "maxAttempts: 7\n"
     "retryBackoff: 5s\n"
-    "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500 }\n";
+    "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500, cacheBytes: 8388608 }\n";
 
 static void test_defaults(void **state)
 {
@@ -89,6 +89,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.default_max_attempts, 3);
     assert_int_equal(cfg.retry_backoff_ms, SEC);
     assert_int_equal(cfg.max_connections, 10000);
+    assert_int_equal(cfg.cache_bytes, 64 << 20);
     ad_config_free(&cfg);
     assert_null(cfg.listen_host);
     assert_null(cfg.data_dir);
@@ -167,6 +168,7 @@ static void test_full_example(void **state)
     assert_int_equal(cfg.max_body_bytes, 2048);
     assert_int_equal(cfg.max_wait_seconds, 30);
     assert_int_equal(cfg.max_connections, 500);
+    assert_int_equal(cfg.cache_bytes, 8388608);
     ad_config_free(&cfg);
 }
 
@@ -313,6 +315,9 @@ static void test_wrong_values(void **state)
     expect_error("maxAttempts: [3]\n", "got '(not a scalar)'");
     expect_error("\n\nlimits:\n  maxBodyBytes: -1\n", "<config>:4: limits.maxBodyBytes: expected an integer");
     expect_error("limits: { maxBodyBytes: 99999999999999999999 }\n", "limits.maxBodyBytes");
+    /* The cache needs room for at least one large job. */
+    expect_error("limits: { cacheBytes: 1048575 }\n",
+                 "<config>:1: limits.cacheBytes: expected an integer from 1048576 to 1099511627776, got '1048575'");
     expect_error("limits: { maxConnections: 0 }\n", "limits.maxConnections");
     expect_error("limits: { maxWaitSeconds: 3601 }\n", "limits.maxWaitSeconds");
     expect_error("limits: 5\n", "<config>:1: expected a mapping in limits");
