@@ -637,7 +637,7 @@ int ad_api_attempts(struct ad_request *r)
     ad_err err = ad_srv.store->ops->attempt_list(ad_srv.rconn, e->job->id, &l);
     if (err != AD_E_OK)
         return ad_api_fail(r, err);
-    ad_attempt_live(&l, e->job);
+    ad_attempt_own(&l, e->job);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"attempts\":[", 13);

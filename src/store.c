@@ -48,16 +48,22 @@ void ad_attempt_list_free(struct ad_attempt_list *l)
     l->n = 0;
 }
 
-void ad_attempt_live(struct ad_attempt_list *l, const struct ad_job *j)
+void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j)
 {
-    if (j->status != AD_RUNNING)
+    int completed = j->status == AD_SUCCEEDED || j->status == AD_PARTIAL;
+    if (j->status != AD_RUNNING && !completed)
         return;
     for (size_t i = 0; i < l->n; i++)
         if (l->items[i].attempt == j->attempt && l->items[i].started_at == j->started_at)
             return;
     l->items = ad_realloc(l->items, (l->n + 1) * sizeof(*l->items));
-    l->items[l->n++] =
-        (struct ad_attempt){.attempt = j->attempt, .worker = ad_strdup_opt(j->worker), .started_at = j->started_at};
+    l->items[l->n++] = (struct ad_attempt){
+        .attempt = j->attempt,
+        .worker = ad_strdup_opt(j->worker),
+        .started_at = j->started_at,
+        .ended_at = completed ? j->finished_at : 0,
+        .outcome = completed ? ad_strdup(ad_status_name(j->status)) : NULL,
+    };
 }
 
 void ad_event_list_free(struct ad_event_list *l)

@@ -88,9 +88,11 @@ struct ad_attempt_list {
     size_t n;
 };
 void ad_attempt_list_free(struct ad_attempt_list *l);
-/* Append the live attempt of job j to l, read by attempt_list, if j is running and l does not already hold it
- * (j may be older than the store: its attempt may have ended since). */
-void ad_attempt_live(struct ad_attempt_list *l, const struct ad_job *j);
+/* Append to l, read by attempt_list, the attempt that job j holds itself, unless l already holds it (j may be
+ * older than the store: its attempt may have ended since; and earlier versions stored the rows of completed
+ * attempts too): the live attempt of a running job, or the last attempt of a job that its worker
+ * completed (succeeded or partialSuccess), ended at the job's finishedAt. */
+void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j);
 
 /* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
  * event carries the job itself, rendered when it is sent). */
@@ -253,8 +255,8 @@ struct ad_store_ops {
     ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
 
     /* Attempt history: a row per lease, written when the lease ends, from the running job j (its attempt, worker and
-     * started_at) before the change that ends it. The live attempt of a running job is not stored: it is the job's
-     * own (ad_attempt_live). */
+     * started_at) before the change that ends it. Two attempts are not stored, being the job's own (ad_attempt_own):
+     * the live attempt of a running job, and the attempt that a worker's complete ended, the job's last. */
     ad_err (*attempt_add)(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome);
     /* The ended attempts, oldest first. */
     ad_err (*attempt_list)(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out);

@@ -668,6 +668,19 @@ static void test_report_complete(void **state)
     assert_int_equal(events.n, 0);
     ad_event_list_free(&events);
     assert_true(j->created_seq > 0 && j->created_seq < j->started_seq && j->started_seq < j->seq);
+    /* The completed attempt is not stored either: it is the job's own, ended at finishedAt. */
+    struct ad_attempt_list a;
+    assert_int_equal(f->s->ops->attempt_list(f->c, id, &a), AD_E_OK);
+    assert_int_equal(a.n, 0);
+    ad_attempt_own(&a, j);
+    ad_attempt_own(&a, j); /* already there: not twice */
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.items[0].attempt, 1);
+    assert_int_equal(a.items[0].started_at, T0);
+    assert_int_equal(a.items[0].ended_at, now);
+    assert_string_equal(a.items[0].outcome, "succeeded");
+    assert_string_equal(a.items[0].worker, j->worker);
+    ad_attempt_list_free(&a);
     ad_job_free(j);
 
     /* The same report again (its answer was lost): answered with the job, which does not change. */
@@ -762,6 +775,13 @@ static void test_report_complete_partial_with_location(void **state)
     assert_null(j->result);
     assert_string_equal(j->result_location, "https://cdn/out");
     assert_int_equal(j->expires_at, T0 + SEC + 4 * 60 * SEC); /* the type's partialSuccess retention */
+    struct ad_attempt_list a;
+    assert_int_equal(f->s->ops->attempt_list(f->c, id, &a), AD_E_OK);
+    ad_attempt_own(&a, j);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.items[0].ended_at, T0 + SEC);
+    assert_string_equal(a.items[0].outcome, "partialSuccess");
+    ad_attempt_list_free(&a);
     ad_job_free(j);
     free(lid);
     free(id);
@@ -986,8 +1006,8 @@ static void test_lease_after_a_later_change_keeps_time_moving_forward(void **sta
     assert_int_equal(a.items[0].ended_at, T0 + 30 * SEC);
     assert_string_equal(a.items[0].outcome, "expired");
     struct ad_job *live = stored(f, id);
-    ad_attempt_live(&a, live);
-    ad_attempt_live(&a, live); /* already there: not twice */
+    ad_attempt_own(&a, live);
+    ad_attempt_own(&a, live); /* already there: not twice */
     assert_int_equal(a.n, 2);
     assert_int_equal(a.items[1].attempt, 2);
     assert_int_equal(a.items[1].started_at, T0 + 30 * SEC);
