@@ -113,10 +113,11 @@ static void wake_all(struct ad_entry *e, struct ad_entry *arg)
 static struct ad_buf scratch = {.max = SIZE_MAX};
 
 /* The heap bytes e takes with its job and body, allocator overhead aside. A job's texts are in the cache twice,
- * as fields and inside the body: a job with a 1 MiB result costs 2 MiB. */
+ * as fields and inside the body (a job with a 1 MiB result costs 2 MiB): the fields count as long as the body,
+ * which holds the large ones, so that no put reads through them again. */
 static size_t entry_cost(const struct ad_entry *e)
 {
-    return sizeof(*e) + e->len + 1 + ad_job_bytes(e->job);
+    return sizeof(*e) + sizeof(*e->job) + 2 * (e->len + 1);
 }
 
 /* Render e's job into e->body (the caller frees the body it replaces) and account for its new cost. */

@@ -124,7 +124,7 @@ void ad_job_set(char **field, const char *v)
     free(old);
 }
 
-/* The job's heap-allocated texts: what a copy duplicates, a free releases and ad_job_bytes counts. */
+/* The job's heap-allocated texts: what a copy duplicates and a free releases. */
 #define AD_JOB_TEXTS(X)                                                                                                \
     X(id)                                                                                                              \
     X(tenant)                                                                                                          \
@@ -158,15 +158,6 @@ void ad_job_free(struct ad_job *j)
     AD_JOB_TEXTS(AD_FREE)
 #undef AD_FREE
     free(j);
-}
-
-size_t ad_job_bytes(const struct ad_job *j)
-{
-    size_t n = sizeof(*j);
-#define AD_COUNT(f) n += j->f != NULL ? strlen(j->f) + 1 : 0;
-    AD_JOB_TEXTS(AD_COUNT)
-#undef AD_COUNT
-    return n;
 }
 
 int ad_json_str(struct ad_buf *b, const char *s)

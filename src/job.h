@@ -86,8 +86,6 @@ struct ad_job *ad_job_new(void);
 /* Deep copy; the caller frees with ad_job_free. */
 struct ad_job *ad_job_dup(const struct ad_job *j);
 void ad_job_free(struct ad_job *j);
-/* The bytes the job and its texts take on the heap (allocator overhead aside). */
-size_t ad_job_bytes(const struct ad_job *j);
 /* Replace a heap string field: frees the old value, copies v (may be NULL). */
 void ad_job_set(char **field, const char *v);
 
