@@ -1,11 +1,11 @@
 /*
  * cache.h - the in-memory representation of jobs: rendered JSON body and ETag, keyed by id.
  *
- * The poll path (GET with If-None-Match) is one lookup here and never touches the store. Entries are
- * replaced whenever the writer commits a change; an entry is never replaced by an older version (lower
- * seq). Long-poll waiters hang on entries. Entries without waiters are evicted least recently used first once
- * the entries take more than a byte budget (a job's texts count, so large payloads and results cannot grow it
- * without bound).
+ * The poll path (GET with If-None-Match) of a cached job is one lookup here and never touches the store.
+ * Entries are replaced whenever the writer commits a change; an entry is never replaced by an older version
+ * (lower seq). Long-poll waiters hang on entries. Entries without waiters are evicted least recently used first
+ * once the entries take more than a byte budget (an entry counts its body twice, so large payloads and results
+ * cannot grow it without bound); an evicted job is read back from the store when asked for.
  * Event loop thread only.
  */
 #ifndef AD_CACHE_H
