@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include "job.h"
 
+struct ad_timer;
+
 struct ad_entry {
     struct ad_job *job; /* owned */
     char *body;         /* rendered representation, owned */
@@ -25,6 +27,9 @@ struct ad_entry {
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
     size_t hash;            /* of job->id */
+    /* The expiry check of the job's lease, armed by server.c, which cancels it when the lease ends; NULL when
+     * none. Not owned: an evicted entry leaves its timer to fire. */
+    struct ad_timer *lease_timer;
 };
 
 /* Someone waiting for an entry to change; wake is called once, after the waiter is unlinked. */

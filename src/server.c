@@ -4,7 +4,8 @@
  *
  * Timers here are all in the one heap of timer.c. Lease expiry is checked lazily: a lease's timer fires
  * at the expiry it was armed with; if a heartbeat moved the expiry, the expire op finds the lease still
- * live and the timer is armed again for the new time. No table is ever scanned for due work.
+ * live and the timer is armed again for the new time. The change that ends a lease (complete, fail, cancel)
+ * cancels its timer through the job's cache entry. No table is ever scanned for due work.
  */
 #include "server.h"
 #include "api.h"
@@ -92,19 +93,51 @@ static int64_t mono_at(int64_t wall_ms)
 
 static void lease_timer_fire(struct ad_timer *t);
 
-/* Check lease lease_id of job id at monotonic time at. */
-static void arm_lease_check(const char *id, const char *lease_id, int64_t at)
+static int holds_lease(const struct ad_job *j, const char *lease_id)
+{
+    return j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, lease_id) == 0;
+}
+
+/*
+ * Check lease lease_id of job id at monotonic time at. The job's cache entry e (NULL: none), while it shows that
+ * lease, holds the timer (ad_entry.lease_timer), so that the change ending the lease cancels it
+ * (end_lease_timer). Without that, every finished lease stayed in memory until its expiry and then cost the
+ * writer a check that changed nothing. A timer whose entry was evicted just fires and makes that check.
+ */
+static void arm_lease_check(struct ad_entry *e, const char *id, const char *lease_id, int64_t at)
 {
     struct lease_timer *lt = ad_calloc(1, sizeof(*lt));
     lt->id = ad_strdup(id);
     lt->lease_id = ad_strdup(lease_id);
     lt->t.cb = lease_timer_fire;
     ad_timer_arm(&lt->t, at);
+    if (e != NULL && e->lease_timer == NULL && holds_lease(e->job, lease_id))
+        e->lease_timer = &lt->t;
 }
 
-static void arm_lease_timer(const struct ad_job *j)
+static void arm_lease_timer(struct ad_entry *e, const struct ad_job *j)
 {
-    arm_lease_check(j->id, j->lease_id, mono_at(j->lease_expires_at) + 1);
+    arm_lease_check(e, j->id, j->lease_id, mono_at(j->lease_expires_at) + 1);
+}
+
+static void lease_timer_free(struct lease_timer *lt)
+{
+    free(lt->id);
+    free(lt->lease_id);
+    free(lt);
+}
+
+/* Cancel the lease timer e holds once its job no longer holds that lease. */
+static void end_lease_timer(struct ad_entry *e)
+{
+    if (e->lease_timer == NULL)
+        return;
+    struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, e->lease_timer);
+    if (holds_lease(e->job, lt->lease_id))
+        return;
+    ad_timer_cancel(&lt->t);
+    lease_timer_free(lt);
+    e->lease_timer = NULL;
 }
 
 static void expire_done(struct ad_op *op)
@@ -113,16 +146,15 @@ static void expire_done(struct ad_op *op)
     if (op->err == AD_E_OK && x->job != NULL) {
         struct ad_job *j = x->job;
         x->job = NULL;
-        int still_leased = j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, x->lease_id) == 0;
-        if (still_leased && !x->changed)
-            arm_lease_timer(j);
+        if (holds_lease(j, x->lease_id) && !x->changed)
+            arm_lease_timer(ad_cache_get(j->id), j);
         if (x->changed)
             ad_server_publish(j);
         else
             ad_job_free(j);
     } else if (op->err != AD_E_OK && op->err != AD_E_NOT_FOUND) {
         /* The store is away: look again soon, or the lease would never run out. */
-        arm_lease_check(x->id, x->lease_id, ad_mono_ms() + AD_RECHECK_MS);
+        arm_lease_check(ad_cache_get(x->id), x->id, x->lease_id, ad_mono_ms() + AD_RECHECK_MS);
     }
     ad_op_free(op);
 }
@@ -130,6 +162,9 @@ static void expire_done(struct ad_op *op)
 static void lease_timer_fire(struct ad_timer *t)
 {
     struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, t);
+    struct ad_entry *e = ad_cache_get(lt->id);
+    if (e != NULL && e->lease_timer == t)
+        e->lease_timer = NULL;
     struct ad_expire_op *x = ad_expire_op_new();
     x->id = lt->id;
     x->lease_id = lt->lease_id;
@@ -180,8 +215,9 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
             else
                 ad_api_leases_kick(j->tenant, j->type);
         }
+        end_lease_timer(e);
         if (j->status == AD_RUNNING && j->lease_id != NULL && (prev_lease == NULL || strcmp(prev_lease, j->lease_id)))
-            arm_lease_timer(j);
+            arm_lease_timer(e, j);
         if (ad_status_terminal(j->status) && !ad_status_terminal(prev_status) && j->started_at != 0 &&
             j->status == AD_SUCCEEDED) {
             double *avg = type_avg(j->type, 1);
@@ -241,7 +277,7 @@ static int recover_timers(void)
         return -1;
     for (size_t i = 0; i < l.n; i++)
         if (l.items[i]->lease_id != NULL)
-            arm_lease_timer(l.items[i]);
+            arm_lease_timer(NULL, l.items[i]);
     size_t leases = l.n;
     ad_job_list_free(&l);
     if (ad_srv.store->ops->job_scheduled(ad_srv.rconn, ad_now_ms(), 10000, &l) != AD_E_OK)

@@ -430,3 +430,31 @@ describe('the next lease in a final report ("next")', () => {
         assert.equal((await getJob(c, waiting)).status, 'queued');
     });
 });
+
+describe('a lease that ends before it expires', () => {
+    it('costs the writer nothing more at its expiry (its timer goes with the lease)', async () => {
+        // Each change is one writer operation, and the daemon logs their count when it stops. A finished
+        // lease whose expiry check stayed armed made the writer look the job up once more at its expiry:
+        // one operation per job. Besides the jobs' own, the only operation here is the webhook thread's
+        // sweep of old deliveries, a second after the start (then once a minute).
+        const d = await startDaemon({ config: standardConfig({ sweepInterval: '1h' }) });
+        try {
+            const { c, w } = tenant(d);
+            const n = 10;
+            for (let i = 0; i < n; i++) {
+                const done = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 1 });
+                await complete(w, done.job.id, done.leaseId);
+                const failed = await submitAndLease(c, w, { type: 'report.export', payload: {}, maxAttempts: 1 }, { leaseSeconds: 1 });
+                await fail(w, failed.job.id, failed.leaseId, { retryable: false });
+            }
+            await sleep(2500); // past every lease's expiry
+            assert.deepEqual(await d.stop(), { code: 0, signal: null }, d.stderr.slice(-4000));
+            const ops = d.stderr.match(/writer: (\d+) operations in/);
+            assert.ok(ops !== null, `no writer summary in the log:\n${d.stderr.slice(-4000)}`);
+            const extra = Number(ops[1]) - 2 * n * 3; // a submit, a lease and a report per job
+            assert.ok(extra >= 0 && extra <= 1, `${extra} operations beyond the jobs' own:\n${d.stderr.slice(-4000)}`);
+        } finally {
+            await d.stop();
+        }
+    });
+});
