@@ -10,7 +10,8 @@
  *   workers HOST PORT e2e JOBS SUBMITTERS WORKERS [MAX]
  *       JOBS submitted over SUBMITTERS connections (one request in flight on each) while WORKERS connections
  *       each lease up to MAX jobs at a time (default 1; wait 5) and complete them one after the other. Rate:
- *       completed jobs per second from the first submit to the last completion. Prints e2e-n and e2e (jobs/s).
+ *       completed jobs per second from the first submit to the last completion. Prints e2e-n, e2e (jobs/s)
+ *       and e2e-client-us (this client's own CPU time per job, user and system).
  *       With "next", a worker's complete of the last job it holds asks for its next lease in the same call
  *       ("next" in :complete), and only leases on its own (parked, wait 5) when that brought nothing.
  *   workers HOST PORT e2e-h2 JOBS SUBMITTERS WORKERS SLOTS
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -546,8 +548,12 @@ static void e2e(int jobs, int submitters, int workers, int slots)
     }
     completed += h2_completed;
     double s = (now_ms() - t0) / 1000;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu_us = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
     printf("e2e-n %d\n", completed);
     printf("e2e %.0f\n", completed / s);
+    printf("e2e-client-us %.1f\n", cpu_us / completed);
 }
 
 int main(int argc, char **argv)

@@ -14,7 +14,9 @@
 #                    ratio to the submit rate (target: >= 0.5x). Measured in BENCH_ROUNDS rounds (default 3) of
 #                    e2e then submit, as bench/http.sh does: the median rates, and the median of the rounds' ratios
 #                    with their range
-#   e2e-cpu          the daemon's CPU time per job during e2e, per thread (as submit-cpu in http.sh)
+#   e2e-cpu          the daemon's CPU time per job during e2e, per thread (as submit-cpu in http.sh), the C client's
+#                    own (median of the rounds), and how busy the machine's CPUs were (and what the host took of
+#                    them, "stolen"): e2e and its clients share the 2 cores, so a loaded host lowers the ratio
 #   e2e-h1           e2e with the workers' slots on HTTP/1.1, a keep-alive connection each: what HTTP/2 saves
 #   e2e-1slot        e2e with 8 HTTP/1.1 workers holding one job at a time (a quarter of the jobs): each job then
 #                    costs its worker two commits in a row, which bounds the rate whatever the daemon's speed
@@ -85,6 +87,13 @@ record()
     fi
 }
 
+# machine_ticks: "busy stolen total" clock ticks of all CPUs so far (/proc/stat: busy is user, nice, system, irq
+# and softirq).
+machine_ticks()
+{
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 # verdict VALUE OP TARGET: "met" or "MISSED" (OP is <= or >=).
 verdict()
 {
@@ -115,10 +124,14 @@ printf '%-16s %8.2f ms\n' handoff-node-p50 "$(value handoff-p50)"
 printf '%-16s %8.2f ms     (max %.2f ms, n %d)\n' handoff-node-p99 "$(value handoff-p99)" "$(value handoff-max)" \
     "$(value handoff-n)"
 
-e2e_jobs=0
+e2e_jobs=0 busy=0 stolen=0 total=0 client_us=
 thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before"
 for round in $(seq "$BENCH_ROUNDS"); do
+    read -r b0 s0 t0 < <(machine_ticks)
     c_run e2e-h2 "$BENCH_E2E_JOBS" "$SUBMITTERS" "$WORKERS" "$BENCH_E2E_SLOTS"
+    read -r b1 s1 t1 < <(machine_ticks)
+    busy=$((busy + b1 - b0)) stolen=$((stolen + s1 - s0)) total=$((total + t1 - t0))
+    client_us+="$(value e2e-client-us) "
     thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-after"
     record e2e "$(value e2e)"
     e2e_jobs=$((e2e_jobs + COMPLETED[e2e]))
@@ -144,7 +157,9 @@ BENCH_RATE[e2e]=$(round_list e2e | spread | awk '{ printf "%d", $1 }')
 printf '%-16s %8d jobs/s %5.2fx submit (%.2f-%.2f)  target >= 0.5x: %s  (%d rounds of %d jobs)\n' e2e \
     "${BENCH_RATE[e2e]}" "$e2e_median" "$e2e_low" "$e2e_high" "$(verdict "$e2e_median" '>=' 0.5)" "$BENCH_ROUNDS" \
     "$BENCH_E2E_JOBS"
-printf '%-16s%s per job\n' e2e-cpu "$e2e_cpu"
+printf '%-16s%s per job; client %.1f us; machine %d%% busy, %d%% stolen\n' e2e-cpu "$e2e_cpu" \
+    "$(tr ' ' '\n' <<<"$client_us" | grep . | spread | awk '{ print $1 }')" $((100 * busy / total)) \
+    $((100 * stolen / total))
 e2e_line e2e-h1 submit
 e2e_line e2e-1slot submit
 e2e_line e2e-node submit-node
