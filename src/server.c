@@ -2,10 +2,11 @@
  * server.c - the daemon: listener, event loop, shutdown, and the hooks run for every committed change
  * (cache, waiters, parked workers, lease and runAt timers, run-time estimates).
  *
- * Timers here are all in the one heap of timer.c. Lease expiry is checked lazily: a lease's timer fires
- * at the expiry it was armed with; if a heartbeat moved the expiry, the expire op finds the lease still
- * live and the timer is armed again for the new time. The change that ends a lease (complete, fail, cancel)
- * cancels its timer through the job's cache entry. No table is ever scanned for due work.
+ * Timers here are all in the one heap of timer.c. A lease's expiry timer hangs on its job's cache entry:
+ * every published heartbeat moves it to the new expiry, and the change that ends the lease (complete, fail,
+ * release, cancel) cancels it. A timer whose entry was evicted fires at the expiry it knew; if a heartbeat
+ * moved it, the expire op finds the lease still live and the timer is armed again for the new time. No table
+ * is ever scanned for due work.
  */
 #include "server.h"
 #include "api.h"
@@ -101,17 +102,20 @@ static int holds_lease(const struct ad_job *j, const char *lease_id)
 /*
  * Check lease lease_id of job id at monotonic time at. The job's cache entry e (NULL: none), while it shows that
  * lease, holds the timer (ad_entry.lease_timer), so that the change ending the lease cancels it
- * (end_lease_timer). Without that, every finished lease stayed in memory until its expiry and then cost the
+ * (follow_lease_timer). Without that, every finished lease stayed in memory until its expiry and then cost the
  * writer a check that changed nothing. A timer whose entry was evicted just fires and makes that check.
  */
 static void arm_lease_check(struct ad_entry *e, const char *id, const char *lease_id, int64_t at)
 {
+    int linked = e != NULL && holds_lease(e->job, lease_id);
+    if (linked && e->lease_timer != NULL)
+        return; /* the entry's timer checks this lease, at its expiry (follow_lease_timer) */
     struct lease_timer *lt = ad_calloc(1, sizeof(*lt));
     lt->id = ad_strdup(id);
     lt->lease_id = ad_strdup(lease_id);
     lt->t.cb = lease_timer_fire;
     ad_timer_arm(&lt->t, at);
-    if (e != NULL && e->lease_timer == NULL && holds_lease(e->job, lease_id))
+    if (linked)
         e->lease_timer = &lt->t;
 }
 
@@ -127,14 +131,21 @@ static void lease_timer_free(struct lease_timer *lt)
     free(lt);
 }
 
-/* Cancel the lease timer e holds once its job no longer holds that lease. */
-static void end_lease_timer(struct ad_entry *e)
+/* Keep the lease timer e holds in step with e's new version: cancelled once the job no longer holds that lease,
+ * else moved to the lease's expiry, which a heartbeat may have moved. Later, the timer would fire at the old one
+ * and cost the writer a check that finds the lease still live; sooner (a heartbeat with a shorter leaseSeconds),
+ * the lease would run out long before anything looked. */
+static void follow_lease_timer(struct ad_entry *e)
 {
     if (e->lease_timer == NULL)
         return;
     struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, e->lease_timer);
-    if (holds_lease(e->job, lt->lease_id))
+    if (holds_lease(e->job, lt->lease_id)) {
+        int64_t at = mono_at(e->job->lease_expires_at) + 1;
+        if (at != lt->t.at)
+            ad_timer_arm(&lt->t, at);
         return;
+    }
     ad_timer_cancel(&lt->t);
     lease_timer_free(lt);
     e->lease_timer = NULL;
@@ -202,7 +213,6 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
     struct ad_entry *e = ad_cache_put(job, &changed, &prev);
     if (changed) {
         enum ad_status prev_status = prev != NULL ? prev->status : AD_STATUS__COUNT;
-        const char *prev_lease = prev != NULL ? prev->lease_id : NULL;
         const struct ad_job *j = e->job;
         ad_api_changes_notify(j->tenant);
         if (ad_cluster_enabled())
@@ -215,8 +225,10 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
             else
                 ad_api_leases_kick(j->tenant, j->type);
         }
-        end_lease_timer(e);
-        if (j->status == AD_RUNNING && j->lease_id != NULL && (prev_lease == NULL || strcmp(prev_lease, j->lease_id)))
+        /* A running job's entry holds the timer of its lease; one read back from the store after an eviction
+         * gets its own here (the evicted entry's still fires, at the expiry it knew, and checks). */
+        follow_lease_timer(e);
+        if (j->status == AD_RUNNING && j->lease_id != NULL && e->lease_timer == NULL)
             arm_lease_timer(e, j);
         if (ad_status_terminal(j->status) && !ad_status_terminal(prev_status) && j->started_at != 0 &&
             j->status == AD_SUCCEEDED) {

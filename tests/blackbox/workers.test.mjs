@@ -431,16 +431,30 @@ describe('the next lease in a final report ("next")', () => {
     });
 });
 
-describe('a lease that ends before it expires', () => {
-    it('costs the writer nothing more at its expiry (its timer goes with the lease)', async () => {
-        // Each change is one writer operation, and the daemon logs their count when it stops. A finished
-        // lease whose expiry check stayed armed made the writer look the job up once more at its expiry:
-        // one operation per job. Besides the jobs' own, the only operation here is the webhook thread's
-        // sweep of old deliveries, a second after the start (then once a minute).
-        const d = await startDaemon({ config: standardConfig({ sweepInterval: '1h' }) });
-        try {
-            const { c, w } = tenant(d);
-            const n = 10;
+/**
+ * Run fn(tenant) on a daemon of its own, stop it, and return how many writer operations it made beyond
+ * `own`: each change is one writer operation, and the daemon logs their count when it stops. Besides the
+ * jobs' own, the only operation here is the webhook thread's sweep of old deliveries, a second after the
+ * start (then once a minute).
+ */
+async function writerOpsBeyond(own, fn) {
+    const d = await startDaemon({ config: standardConfig({ sweepInterval: '1h' }) });
+    try {
+        await fn(tenant(d));
+        assert.deepEqual(await d.stop(), { code: 0, signal: null }, d.stderr.slice(-4000));
+        const ops = d.stderr.match(/writer: (\d+) operations in/);
+        assert.ok(ops !== null, `no writer summary in the log:\n${d.stderr.slice(-4000)}`);
+        return Number(ops[1]) - own;
+    } finally {
+        await d.stop();
+    }
+}
+
+describe("a lease's expiry check", () => {
+    it('goes with a lease that ends before its expiry: the writer does nothing more then', async () => {
+        // A finished lease whose check stayed armed made the writer read the job again at its expiry.
+        const n = 10;
+        const extra = await writerOpsBeyond(2 * n * 3, async ({ c, w }) => {
             for (let i = 0; i < n; i++) {
                 const done = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 1 });
                 await complete(w, done.job.id, done.leaseId);
@@ -448,11 +462,34 @@ describe('a lease that ends before it expires', () => {
                 await fail(w, failed.job.id, failed.leaseId, { retryable: false });
             }
             await sleep(2500); // past every lease's expiry
-            assert.deepEqual(await d.stop(), { code: 0, signal: null }, d.stderr.slice(-4000));
-            const ops = d.stderr.match(/writer: (\d+) operations in/);
-            assert.ok(ops !== null, `no writer summary in the log:\n${d.stderr.slice(-4000)}`);
-            const extra = Number(ops[1]) - 2 * n * 3; // a submit, a lease and a report per job
-            assert.ok(extra >= 0 && extra <= 1, `${extra} operations beyond the jobs' own:\n${d.stderr.slice(-4000)}`);
+        });
+        assert.ok(extra >= 0 && extra <= 1, `${extra} operations beyond a submit, a lease and a report per job`);
+    });
+
+    it('moves with a heartbeat that extends the lease: nothing checks a lease that is still live', async () => {
+        const beats = 6;
+        const extra = await writerOpsBeyond(3 + beats, async ({ c, w }) => {
+            const l = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 1 });
+            for (let i = 0; i < beats; i++) {
+                await sleep(400); // the lease is 1 s, then 2 s from each heartbeat: the first expiry passes
+                expectStatus(await heartbeat(w, l.job.id, l.leaseId, { leaseSeconds: 2 }), 200);
+            }
+            await complete(w, l.job.id, l.leaseId);
+        });
+        assert.ok(extra >= 0 && extra <= 1, `${extra} operations beyond the submit, lease, ${beats} heartbeats and complete`);
+    });
+
+    it('moves with a heartbeat that shortens the lease: the job is requeued soon after the new expiry', async () => {
+        const d = await startDaemon({ config: standardConfig() });
+        try {
+            const { c, w } = tenant(d);
+            const l = await submitAndLease(c, w, { type: 'report.export', payload: {} }, { leaseSeconds: 600 });
+            const hb = expectStatus(await heartbeat(w, l.job.id, l.leaseId, { leaseSeconds: 1 }), 200);
+            assert.ok(Date.parse(hb.json.leaseExpiresAt) <= Date.now() + 1500, hb.text);
+            // Checked at the lease's first expiry, 600 s on, the job would wait that long for its next worker.
+            const job = await waitUntil(() => getJob(c, l.job.id), (j) => j.status === 'queued', { timeoutMs: 15_000, what: 'the requeue' });
+            assert.equal(job.attempt, 1);
+            assertProblem(await heartbeat(w, l.job.id, l.leaseId), 409, 'stale-lease');
         } finally {
             await d.stop();
         }
