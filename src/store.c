@@ -48,11 +48,16 @@ void ad_attempt_list_free(struct ad_attempt_list *l)
     l->n = 0;
 }
 
+int ad_attempt_is_own(enum ad_status s)
+{
+    return s == AD_RUNNING || s == AD_SUCCEEDED || s == AD_PARTIAL;
+}
+
 void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j)
 {
-    int completed = j->status == AD_SUCCEEDED || j->status == AD_PARTIAL;
-    if (j->status != AD_RUNNING && !completed)
+    if (!ad_attempt_is_own(j->status))
         return;
+    int completed = j->status != AD_RUNNING;
     for (size_t i = 0; i < l->n; i++)
         if (l->items[i].attempt == j->attempt && l->items[i].started_at == j->started_at)
             return;

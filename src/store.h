@@ -93,6 +93,9 @@ void ad_attempt_list_free(struct ad_attempt_list *l);
  * attempts too): the live attempt of a running job, or the last attempt of a job that its worker
  * completed (succeeded or partialSuccess), ended at the job's finishedAt. */
 void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j);
+/* Whether a job in status s holds its latest attempt itself (ad_attempt_own), so that no row is written for it:
+ * running (the live attempt), succeeded or partialSuccess (the attempt its worker completed). */
+int ad_attempt_is_own(enum ad_status s);
 
 /* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
  * event carries the job itself, rendered when it is sent). */
