@@ -6,6 +6,7 @@
  */
 #include "api.h"
 #include "job.h"
+#include "timer.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 static const struct ad_route_def routes[] = {
     {"GET", "/healthz", ad_api_healthz, 0},
     {"GET", "/readyz", ad_api_readyz, 0},
+    {"GET", "/metrics", ad_api_metrics, AD_ROLE_ADMIN},
     {"POST", "/v1/jobs", ad_api_submit, CLIENT},
     {"GET", "/v1/jobs", ad_api_list, ALL},
     {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
@@ -286,4 +288,21 @@ int ad_api_readyz(struct ad_request *r)
     if (ad_srv.store->ops->max_seq(ad_srv.rconn, &seq) != AD_E_OK)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
     return ad_http_json(r, 200, body, sizeof(body) - 1);
+}
+
+/* A gauge in the Prometheus text format (version 0.0.4): its HELP, TYPE and sample lines, for a %zu value. */
+#define GAUGE(name, help) "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %zu\n"
+
+int ad_api_metrics(struct ad_request *r)
+{
+    char *body = ad_asprintf(
+        GAUGE("acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.")
+            GAUGE("acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.")
+                GAUGE("acceptd_scheduled_timers_limit", "limits.scheduledTimers.")
+                    GAUGE("acceptd_cache_jobs", "Jobs whose representation is cached in memory.")
+                        GAUGE("acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes."),
+        ad_timers_count(), ad_server_runat_timers(), ad_srv.cfg->scheduled_timers, ad_cache_size(), ad_cache_bytes());
+    int rc = ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, strlen(body));
+    free(body);
+    return rc;
 }

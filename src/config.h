@@ -98,6 +98,7 @@ struct ad_config {
     int64_t retry_backoff_ms;      /* base delay before a failed attempt runs again (doubles each time): 1s */
     int max_connections;           /* default 10000 */
     size_t cache_bytes;            /* budget of the in-memory job representations (cache.h): default 64 MiB */
+    size_t scheduled_timers;       /* runAt timers kept in memory; later jobs wait in the store: default 10000 */
     struct ad_webhooks_conf webhooks;
     struct ad_sse_conf sse;
     struct ad_tls_conf tls;

@@ -81,11 +81,6 @@ struct lease_timer {
     char *id, *lease_id;
 };
 
-struct runat_timer {
-    struct ad_timer t;
-    char *tenant, *type;
-};
-
 /* Monotonic deadline for a wall-clock time. */
 static int64_t mono_at(int64_t wall_ms)
 {
@@ -185,22 +180,131 @@ static void lease_timer_fire(struct ad_timer *t)
     ad_writer_submit(&x->op);
 }
 
-static void runat_fire(struct ad_timer *t)
+/*
+ * runAt. A job queued with a future runAt gets a timer that kicks a parked lease of its tenant and type when it
+ * comes due. At most limits.scheduledTimers of them are in memory at once; past that, jobs wait in the store
+ * behind a horizon. Every queued job whose key (run_at, cseq) is at or before the horizon has its timer (or was
+ * kicked); when the horizon comes due, runat_refill reads the next page past it from the store (job_scheduled,
+ * an index range, never a scan). So a million jobs scheduled for tomorrow hold a page of timers, not a million,
+ * and the ones a restart finds are read the same way.
+ */
+struct runat_timer {
+    struct ad_timer t;
+    h2o_linklist_t link; /* in runat.armed */
+    int64_t run_at, cseq;
+    char *tenant, *type;
+};
+
+/* Jobs read from the store per refill: one refill holds the event loop for about a millisecond per 200. */
+#define AD_RUNAT_PAGE 1000
+
+static struct {
+    h2o_linklist_t armed; /* struct runat_timer */
+    size_t n;
+    int64_t horizon_at, horizon_cseq; /* both INT64_MAX: every scheduled job has its timer */
+    struct ad_timer refill;           /* armed at horizon_at while there is a horizon */
+} runat = {.armed = {&runat.armed, &runat.armed}, .horizon_at = INT64_MAX, .horizon_cseq = INT64_MAX};
+
+static int runat_beyond(int64_t run_at, int64_t cseq)
 {
-    struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, t, t);
-    ad_api_leases_kick(rt->tenant, rt->type);
+    return run_at > runat.horizon_at || (run_at == runat.horizon_at && cseq > runat.horizon_cseq);
+}
+
+static void runat_unlink(struct runat_timer *rt)
+{
+    h2o_linklist_unlink(&rt->link);
+    runat.n--;
+}
+
+static void runat_free(struct runat_timer *rt)
+{
     free(rt->tenant);
     free(rt->type);
     free(rt);
 }
 
-static void arm_runat_timer(const struct ad_job *j)
+static void runat_fire(struct ad_timer *t)
+{
+    struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, t, t);
+    runat_unlink(rt);
+    ad_api_leases_kick(rt->tenant, rt->type);
+    runat_free(rt);
+}
+
+static void runat_arm(const struct ad_job *j)
 {
     struct runat_timer *rt = ad_calloc(1, sizeof(*rt));
+    rt->run_at = j->run_at;
+    rt->cseq = j->cseq;
     rt->tenant = ad_strdup(j->tenant);
     rt->type = ad_strdup(j->type);
     rt->t.cb = runat_fire;
+    h2o_linklist_insert(&runat.armed, &rt->link);
+    runat.n++;
     ad_timer_arm(&rt->t, mono_at(j->run_at));
+}
+
+/* Put the horizon at (run_at, cseq); the refill runs when it comes due (at once for one already due). */
+static void runat_set_horizon(int64_t run_at, int64_t cseq)
+{
+    runat.horizon_at = run_at;
+    runat.horizon_cseq = cseq;
+    int64_t at = mono_at(run_at), now = ad_mono_ms();
+    ad_timer_arm(&runat.refill, at > now ? at : now);
+}
+
+/* A job that has just become queued with a future runAt. */
+static void runat_schedule(const struct ad_job *j)
+{
+    if (runat_beyond(j->run_at, j->cseq))
+        return; /* a refill will read it */
+    if (runat.n < ad_srv.cfg->scheduled_timers)
+        runat_arm(j);
+    else
+        runat_set_horizon(j->run_at, j->cseq - 1); /* the timers already armed stay under the horizon */
+}
+
+static void runat_refill(struct ad_timer *t)
+{
+    /* The timers past the horizon (armed before it came down) are read again below: drop them first, so that
+     * none is kept twice. */
+    for (h2o_linklist_t *l = runat.armed.next; l != &runat.armed;) {
+        struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, link, l);
+        l = l->next;
+        if (runat_beyond(rt->run_at, rt->cseq)) {
+            ad_timer_cancel(&rt->t);
+            runat_unlink(rt);
+            runat_free(rt);
+        }
+    }
+    size_t room = ad_srv.cfg->scheduled_timers - runat.n;
+    int limit = room < AD_RUNAT_PAGE ? (int)room : AD_RUNAT_PAGE;
+    struct ad_job_list l = {0};
+    if (limit == 0 ||
+        ad_srv.store->ops->job_scheduled(ad_srv.rconn, runat.horizon_at, runat.horizon_cseq, limit, &l) != AD_E_OK) {
+        /* Full of timers that are due now and about to fire, or the store is away: look again soon. */
+        ad_timer_arm(&runat.refill, ad_mono_ms() + (limit == 0 ? 1 : AD_RECHECK_MS));
+        return;
+    }
+    int64_t now = ad_now_ms();
+    for (size_t i = 0; i < l.n; i++) {
+        if (l.items[i]->run_at <= now)
+            ad_api_leases_kick(l.items[i]->tenant, l.items[i]->type);
+        else
+            runat_arm(l.items[i]);
+    }
+    if (l.n == (size_t)limit) {
+        runat_set_horizon(l.items[l.n - 1]->run_at, l.items[l.n - 1]->cseq);
+    } else {
+        runat.horizon_at = runat.horizon_cseq = INT64_MAX;
+        ad_timer_cancel(&runat.refill);
+    }
+    ad_job_list_free(&l);
+}
+
+size_t ad_server_runat_timers(void)
+{
+    return runat.n;
 }
 
 /* ---- publishing committed changes ---- */
@@ -221,7 +325,7 @@ struct ad_entry *ad_server_publish(struct ad_job *job)
             ad_api_events_notify(j, e->body, e->len);
         if (j->status == AD_QUEUED && prev_status != AD_QUEUED) {
             if (j->run_at > ad_now_ms())
-                arm_runat_timer(j);
+                runat_schedule(j);
             else
                 ad_api_leases_kick(j->tenant, j->type);
         }
@@ -281,7 +385,8 @@ static void sweep_fire(struct ad_timer *t)
 
 /* ---- start-up ---- */
 
-/* Re-arm the timers that live only in memory: every running lease and the soonest scheduled jobs. */
+/* Re-arm the timers that live only in memory: every running lease, and the first page of scheduled jobs (the
+ * ones already due need no kick: no lease is parked yet, and a lease request reads the store). */
 static int recover_timers(void)
 {
     struct ad_job_list l = {0};
@@ -292,13 +397,13 @@ static int recover_timers(void)
             arm_lease_timer(NULL, l.items[i]);
     size_t leases = l.n;
     ad_job_list_free(&l);
-    if (ad_srv.store->ops->job_scheduled(ad_srv.rconn, ad_now_ms(), 10000, &l) != AD_E_OK)
-        return -1;
-    for (size_t i = 0; i < l.n; i++)
-        arm_runat_timer(l.items[i]);
-    if (leases != 0 || l.n != 0)
-        ad_info("recovered %zu running leases and %zu scheduled jobs", leases, l.n);
-    ad_job_list_free(&l);
+    runat.refill.cb = runat_refill;
+    runat.horizon_at = ad_now_ms();
+    runat.horizon_cseq = INT64_MAX;
+    runat_refill(&runat.refill);
+    if (leases != 0 || runat.n != 0)
+        ad_info("recovered %zu running leases and %zu scheduled jobs%s", leases, runat.n,
+                ad_timer_armed(&runat.refill) ? " (more are read as they come due)" : "");
     return 0;
 }
 

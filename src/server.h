@@ -43,4 +43,7 @@ ad_err ad_server_lookup(const char *tenant, const char *id, struct ad_entry **ou
 /* Estimated seconds until a client should look again (Retry-After), 1..30. */
 int ad_server_retry_after(const struct ad_job *job);
 
+/* runAt timers in memory now (at most limits.scheduledTimers). */
+size_t ad_server_runat_timers(void);
+
 #endif

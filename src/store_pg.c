@@ -179,6 +179,9 @@ static const char *const migrations[] = {
     "DELETE FROM attempts WHERE ended_at IS NULL;",
     /* 4: the seq of the lease whose running event is made from the job (job.h); NULL for the leases before. */
     "ALTER TABLE jobs ADD COLUMN started_seq bigint;",
+    /* 5: scheduled jobs are read past a (run_at, cseq) cursor (server.c keeps only so many runAt timers). */
+    "DROP INDEX jobs_scheduled;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at, cseq) WHERE status = 0 AND run_at IS NOT NULL;",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -291,7 +294,8 @@ static const char *const stmt_sql[ST__COUNT] = {
                                   " AND (run_at IS NULL OR run_at <= $3) ORDER BY priority DESC, cseq LIMIT $4"
                                   " FOR UPDATE SKIP LOCKED",
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
-    [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at > $1 ORDER BY run_at LIMIT $2",
+    [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
+                                   " ORDER BY run_at, cseq LIMIT $3",
     [ST_TOMBSTONE] = "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL"
                      " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= $1 LIMIT $2)",
     [ST_DELETE] = "DELETE FROM jobs"
@@ -1309,10 +1313,11 @@ static ad_err pg_job_running(struct ad_conn *c, struct ad_job_list *out)
     return fetch_jobs(c, ST_RUNNING, &p, out, "running jobs");
 }
 
-static ad_err pg_job_scheduled(struct ad_conn *c, int64_t now, int limit, struct ad_job_list *out)
+static ad_err pg_job_scheduled(struct ad_conn *c, int64_t run_at, int64_t cseq, int limit, struct ad_job_list *out)
 {
     struct pg_params p = {0};
-    param_INT64(&p, now);
+    param_INT64(&p, run_at);
+    param_INT64(&p, cseq);
     param_INT(&p, limit);
     return fetch_jobs(c, ST_SCHEDULED, &p, out, "scheduled jobs");
 }

@@ -402,7 +402,11 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
                                   " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
     [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
-    [ST_SCHEDULED] = SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at LIMIT ?2",
+    /* Two ordered branches, merged: a row value (run_at, cseq) > (?1, ?2) would seek on run_at alone and step
+     * over every job sharing run_at ?1 that comes before the cursor, on every page of a batch scheduled at once. */
+    [ST_SCHEDULED] =
+        SQ_SELECT_JOB "WHERE status = 0 AND run_at = ?1 AND cseq > ?2"
+                      " UNION ALL " SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at, cseq LIMIT ?3",
     [ST_TOMBSTONE] = "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL"
                      " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
     [ST_DELETE] = "DELETE FROM jobs"
@@ -1102,14 +1106,15 @@ static ad_err sq_job_running(struct ad_conn *c, struct ad_job_list *out)
     return st != NULL ? fetch_jobs(c, st, out, "running jobs") : AD_E_INTERNAL;
 }
 
-static ad_err sq_job_scheduled(struct ad_conn *c, int64_t now, int limit, struct ad_job_list *out)
+static ad_err sq_job_scheduled(struct ad_conn *c, int64_t run_at, int64_t cseq, int limit, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
     sqlite3_stmt *st = stmt(c, ST_SCHEDULED);
     if (st == NULL)
         return AD_E_INTERNAL;
-    sqlite3_bind_int64(st, 1, now);
-    sqlite3_bind_int(st, 2, limit);
+    sqlite3_bind_int64(st, 1, run_at);
+    sqlite3_bind_int64(st, 2, cseq);
+    sqlite3_bind_int(st, 3, limit);
     return fetch_jobs(c, st, out, "scheduled jobs");
 }
 

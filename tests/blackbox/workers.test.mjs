@@ -495,3 +495,79 @@ describe("a lease's expiry check", () => {
         }
     });
 });
+
+/** The gauges of GET /metrics (admin key), as {name: number}. */
+async function metrics(a) {
+    const res = expectStatus(await a.req('GET', '/metrics'), 200);
+    assert.match(hget(res, 'content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    return Object.fromEntries(res.text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).map((l) => {
+        const [name, value] = l.split(' ');
+        return [name, Number(value)];
+    }));
+}
+
+/**
+ * Park one lease per id (each takes one job) and check that every one gets a job, not before its runAt, and that
+ * together they got exactly ids. runAts: id -> ms.
+ */
+async function parkedLeasesGet(w, runAts) {
+    const answers = await Promise.all(Object.keys(runAts).map(async () => {
+        const res = await lease(w, 'report.export', { wait: 5 });
+        return { res, at: Date.now() };
+    }));
+    const got = [];
+    for (const { res, at } of answers) {
+        assert.equal(res.status, 200, `a parked lease was not woken by a due job: ${show(res)}`);
+        const { id } = res.json.leases[0].job;
+        assert.ok(at >= runAts[id] - 100, `${id} leased ${runAts[id] - at} ms before its runAt`);
+        got.push(id);
+    }
+    assert.deepEqual(got.sort(), Object.keys(runAts).sort());
+}
+
+describe('scheduled jobs past the runAt timers (limits.scheduledTimers)', () => {
+    const limits = '{ maxBodyBytes: 4096, maxWaitSeconds: 5, scheduledTimers: 3 }';
+
+    it('wait in the store and still wake parked workers when due, in any submit order', async () => {
+        const d = await startDaemon({ config: standardConfig({ limits }) });
+        try {
+            const { c, w, a } = tenant(d);
+            const t0 = Date.now() + 1000;
+            // Latest first, then earlier ones (each lowers the horizon), two sharing one runAt.
+            const offsets = [1100, 1000, 900, 200, 800, 100, 700, 0, 600, 300, 300, 500];
+            const runAts = {};
+            for (const ms of offsets) {
+                const at = t0 + ms;
+                runAts[(await submit(c, { type: 'report.export', payload: {}, runAt: new Date(at).toISOString() })).json.id] = at;
+            }
+            const m = await metrics(a);
+            assertProblem(await c.req('GET', '/metrics'), 403, 'forbidden'); // operators' figures: admin keys only
+            assert.equal(m.acceptd_scheduled_timers_limit, 3);
+            assert.ok(m.acceptd_scheduled_timers >= 1 && m.acceptd_scheduled_timers <= 3,
+                `${m.acceptd_scheduled_timers} runAt timers in memory, limit 3`);
+            await parkedLeasesGet(w, runAts);
+            assert.equal((await metrics(a)).acceptd_scheduled_timers, 0);
+        } finally {
+            await d.stop();
+        }
+    });
+
+    it('are read from the store after a restart, a page at a time', async () => {
+        const d = await startDaemon({ config: standardConfig({ limits }) });
+        try {
+            const { c, w, a } = tenant(d);
+            const t0 = Date.now() + 3000;
+            const runAts = {};
+            for (let i = 0; i < 8; i++) {
+                const at = t0 + 100 * i;
+                runAts[(await submit(c, { type: 'report.export', payload: {}, runAt: new Date(at).toISOString() })).json.id] = at;
+            }
+            await d.restart();
+            assert.match(d.stderr, /recovered 0 running leases and 3 scheduled jobs \(more are read as they come due\)/);
+            assert.equal((await metrics(a)).acceptd_scheduled_timers, 3);
+            await parkedLeasesGet(w, runAts);
+        } finally {
+            await d.stop();
+        }
+    });
+});

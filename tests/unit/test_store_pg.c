@@ -241,7 +241,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "4:4");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "5:5");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
@@ -481,7 +481,15 @@ static void test_leasable_running_scheduled(void **state)
     assert_int_equal(f->ops->job_running(c, &l), AD_E_OK);
     assert_ids(&l, "running");
     ad_job_list_free(&l);
-    assert_int_equal(f->ops->job_scheduled(c, T0, 10, &l), AD_E_OK);
+    assert_int_equal(f->ops->job_scheduled(c, T0, INT64_MAX, 10, &l), AD_E_OK);
+    assert_ids(&l, "future_high");
+    /* The cursor is (run_at, cseq): the job itself is not after its own key, and is after one just before it. */
+    int64_t cseq = l.items[0]->cseq;
+    ad_job_list_free(&l);
+    assert_int_equal(f->ops->job_scheduled(c, T0 + 1, cseq, 10, &l), AD_E_OK);
+    assert_ids(&l, "");
+    ad_job_list_free(&l);
+    assert_int_equal(f->ops->job_scheduled(c, T0 + 1, cseq - 1, 10, &l), AD_E_OK);
     assert_ids(&l, "future_high");
     ad_job_list_free(&l);
 }

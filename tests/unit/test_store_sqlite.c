@@ -494,16 +494,25 @@ static void test_scheduled_soonest_first(void **state)
     insert_new(f, "running", "t1", "a", AD_RUNNING, AD_PRIO_NORMAL, T0 + 50);
     insert_new(f, "now", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
     insert_new(f, "mid", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 200);
+    insert_new(f, "tie", "t2", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 200);
 
     struct ad_job_list l = {0};
-    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, 10, &l), AD_E_OK);
-    assert_ids(&l, "soon,mid,later");
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, INT64_MAX, 10, &l), AD_E_OK);
+    assert_ids(&l, "soon,mid,tie,later");
     ad_job_list_free(&l);
-    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, 2, &l), AD_E_OK);
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0 - 1, INT64_MAX, 10, &l), AD_E_OK);
+    assert_ids(&l, "due,soon,mid,tie,later");
+    ad_job_list_free(&l);
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0, INT64_MAX, 2, &l), AD_E_OK);
     assert_ids(&l, "soon,mid");
+    /* A cursor between two jobs of the same run_at: the next page starts with the second. */
+    int64_t mid_cseq = l.items[1]->cseq;
     ad_job_list_free(&l);
-    assert_int_equal(f->s->ops->job_scheduled(f->c, T0 + 100, 10, &l), AD_E_OK);
-    assert_ids(&l, "mid,later");
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0 + 200, mid_cseq, 10, &l), AD_E_OK);
+    assert_ids(&l, "tie,later");
+    ad_job_list_free(&l);
+    assert_int_equal(f->s->ops->job_scheduled(f->c, T0 + 200, INT64_MAX, 10, &l), AD_E_OK);
+    assert_ids(&l, "later");
     ad_job_list_free(&l);
 }
 
@@ -918,7 +927,7 @@ static void test_every_statement_uses_an_index(void **state)
     assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
     assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
-    assert_plan_uses(db, "run_at > ?1 ORDER BY run_at", "jobs_scheduled");
+    assert_plan_uses(db, "run_at = ?1 AND cseq > ?2", "jobs_scheduled (run_at=? AND rowid>?)");
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM jobs", "jobs_expiry");
     assert_plan_uses(db, "DELETE FROM idempotency", "idempotency_created");
