@@ -290,19 +290,26 @@ int ad_api_readyz(struct ad_request *r)
     return ad_http_json(r, 200, body, sizeof(body) - 1);
 }
 
-/* A gauge in the Prometheus text format (version 0.0.4): its HELP, TYPE and sample lines, for a %zu value. */
-#define GAUGE(name, help) "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %zu\n"
-
+/* GET /metrics: gauges in the Prometheus text format (version 0.0.4), each with its HELP and TYPE lines. */
 int ad_api_metrics(struct ad_request *r)
 {
-    char *body = ad_asprintf(
-        GAUGE("acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.")
-            GAUGE("acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.")
-                GAUGE("acceptd_scheduled_timers_limit", "limits.scheduledTimers.")
-                    GAUGE("acceptd_cache_jobs", "Jobs whose representation is cached in memory.")
-                        GAUGE("acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes."),
-        ad_timers_count(), ad_server_runat_timers(), ad_srv.cfg->scheduled_timers, ad_cache_size(), ad_cache_bytes());
-    int rc = ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", body, strlen(body));
-    free(body);
-    return rc;
+    const struct {
+        const char *name, *help;
+        size_t value;
+    } gauges[] = {
+        {"acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.",
+         ad_timers_count()},
+        {"acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.",
+         ad_server_runat_timers()},
+        {"acceptd_scheduled_timers_limit", "limits.scheduledTimers.", ad_srv.cfg->scheduled_timers},
+        {"acceptd_cache_jobs", "Jobs whose representation is cached in memory.", ad_cache_size()},
+        {"acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes.", ad_cache_bytes()},
+    };
+    char body[2048]; /* the names and help texts are fixed: about 600 bytes */
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]) && len < sizeof(body); i++)
+        len += (size_t)snprintf(body + len, sizeof(body) - len, "# HELP %s %s\n# TYPE %s gauge\n%s %zu\n",
+                                gauges[i].name, gauges[i].help, gauges[i].name, gauges[i].name, gauges[i].value);
+    return ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", body,
+                        len < sizeof(body) ? len : sizeof(body) - 1);
 }

@@ -63,8 +63,8 @@ static const char example[] =
     "sweepInterval: 250ms\n"
     "maxAttempts: 7\n"
     "retryBackoff: 5s\n"
-    "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500, cacheBytes: 8388608, scheduledTimers: 3 "
-    "}\n";
+    "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500, cacheBytes: 8388608,"
+    " scheduledTimers: 3 }\n";
 
 static void test_defaults(void **state)
 {
