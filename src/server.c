@@ -81,10 +81,12 @@ struct lease_timer {
     char *id, *lease_id;
 };
 
-/* Monotonic deadline for a wall-clock time. */
+/* Monotonic deadline for a wall-clock time, a millisecond late: the two clocks are read apart and in whole
+ * milliseconds, so without it a timer could fire just before wall_ms, when the job is not yet leasable (runAt)
+ * or its lease not yet over, and the kick or check it makes would find nothing to do. */
 static int64_t mono_at(int64_t wall_ms)
 {
-    return ad_mono_ms() + (wall_ms - ad_now_ms());
+    return ad_mono_ms() + (wall_ms - ad_now_ms()) + 1;
 }
 
 static void lease_timer_fire(struct ad_timer *t);
@@ -116,7 +118,7 @@ static void arm_lease_check(struct ad_entry *e, const char *id, const char *leas
 
 static void arm_lease_timer(struct ad_entry *e, const struct ad_job *j)
 {
-    arm_lease_check(e, j->id, j->lease_id, mono_at(j->lease_expires_at) + 1);
+    arm_lease_check(e, j->id, j->lease_id, mono_at(j->lease_expires_at));
 }
 
 static void lease_timer_free(struct lease_timer *lt)
@@ -136,7 +138,7 @@ static void follow_lease_timer(struct ad_entry *e)
         return;
     struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, e->lease_timer);
     if (holds_lease(e->job, lt->lease_id)) {
-        int64_t at = mono_at(e->job->lease_expires_at) + 1;
+        int64_t at = mono_at(e->job->lease_expires_at);
         if (at != lt->t.at)
             ad_timer_arm(&lt->t, at);
         return;
