@@ -223,6 +223,9 @@ struct ad_store_ops {
     ad_err (*begin)(struct ad_conn *c);
     ad_err (*commit)(struct ad_conn *c);
     void (*rollback)(struct ad_conn *c);
+    /* Writer thread, once a batch's answers have been handed back: upkeep that a commit would otherwise do
+     * before it returns (SQLite copies its write-ahead log back into the database here). NULL: none. */
+    void (*after_batch)(struct ad_conn *c);
     /* Rows inserted, updated or deleted on c so far (any count that moves with every row written). With it, the
      * writer applies a batch's operations without savepoints: an operation that fails having written nothing
      * costs the others nothing, and one that fails after writing fails its whole batch. NULL: the writer

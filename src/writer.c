@@ -190,7 +190,8 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     return batch;
 }
 
-/* Commit the batch unless it already failed (mu not held), then hand each operation back to the event loop. */
+/* Commit the batch unless it already failed (mu not held), hand each operation back to the event loop, and only
+ * then run the store's upkeep (after_batch), which the answers need not wait for. */
 static void commit_and_deliver(struct ad_op *batch, ad_err berr)
 {
     if (berr == AD_E_OK) {
@@ -210,6 +211,8 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr)
             op->err = berr;
         h2o_multithread_send_message(&receiver, &op->msg);
     }
+    if (store->ops->after_batch != NULL)
+        store->ops->after_batch(conn);
 }
 
 static void *writer_main(void *arg)

@@ -743,6 +743,43 @@ static void test_commit_writes_the_wal_at_once(void **state)
     ad_job_free(g);
 }
 
+static off_t db_size(struct fx *f)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/acceptd.db", f->data);
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* A batch's commit leaves the checkpoint (copying the log into the database file) to after_batch, which the
+ * writer runs once the batch's answers are out: the commit that fills the log past 1000 frames does not grow
+ * the database file, and after_batch does. */
+static void test_checkpoint_runs_after_the_batch(void **state)
+{
+    struct fx *f = *state;
+    char *payload = ad_malloc(5002), id[32];
+    memset(payload, 'x', 5002);
+    payload[0] = payload[5000] = '"';
+    payload[5001] = '\0';
+    off_t before = db_size(f);
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    for (int i = 0; i < 1000; i++) { /* 5 MB: about 1,300 pages */
+        snprintf(id, sizeof(id), "c%d", i);
+        struct ad_job *j = new_job(id, "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+        ad_job_set(&j->payload, payload);
+        insert(f, j);
+        ad_job_free(j);
+    }
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    free(payload);
+    assert_int_equal(db_size(f), before);
+    assert_true(f->c->wal_frames >= 1000);
+    f->s->ops->after_batch(f->c);
+    assert_true(db_size(f) > before + 1000 * 4096);
+    assert_int_equal(f->c->wal_frames, 0);
+}
+
 /* SQLite keeps no memory statistics in this process (their global mutex is taken on every allocation):
  * with them on, the memory in use after storing a job would be counted. */
 static void test_no_memory_statistics(void **state)
@@ -1242,6 +1279,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idempotency_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_seq_moves_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_writes_the_wal_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_runs_after_the_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_memory_statistics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_never_repeats_after_newest_rows_are_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_savepoints_and_rollback, setup, teardown),

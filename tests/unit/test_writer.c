@@ -2,7 +2,8 @@
  * test_writer.c - the group-commit writer on a real SQLite store: operations queued together commit in one
  * batch, an operation that fails before writing costs the others nothing while one that fails after writing
  * fails its batch, done() runs on the event loop thread after the commit, an operation that arrives
- * while a batch is open joins that batch, and a batch's completions are run by the loop itself, a chunk per run.
+ * while a batch is open joins that batch, a batch's completions are run by the loop itself, a chunk per run, and
+ * the store's upkeep after a batch (after_batch) does not hold back its answers.
  *
  * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
  * decided by the test and not by thread timing. writer.c is included for its chunk size.
@@ -313,6 +314,55 @@ static void test_completions_run_in_chunks(void **state)
     sem_destroy(&go);
 }
 
+/* A store's after_batch (SQLite checkpoints there) runs once the batch's answers are handed back: the batch's
+ * done() runs while after_batch is still held. */
+static sem_t after_entered, after_go, after_left;
+static void (*real_after_batch)(struct ad_conn *c);
+
+static void held_after_batch(struct ad_conn *c)
+{
+    sem_post(&after_entered);
+    sem_wait(&after_go);
+    real_after_batch(c);
+    sem_post(&after_left);
+}
+
+static void test_answers_leave_before_after_batch(void **state)
+{
+    (void)state;
+    const struct ad_store_ops *saved = store->ops;
+    struct ad_store_ops held = *saved;
+    real_after_batch = saved->after_batch;
+    held.after_batch = held_after_batch;
+    sem_init(&after_entered, 0, 0);
+    sem_init(&after_go, 0, 0);
+    sem_init(&after_left, 0, 0);
+    store->ops = &held; /* the writer is idle: it reads store->ops only for a submitted operation */
+    struct test_op a;
+    init_op(&a, "job_after");
+    ad_writer_submit(&a.op);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    int entered = sem_timedwait(&after_entered, &deadline) == 0;
+    for (int turns = 0; entered && !a.done && turns < 50; turns++) {
+        h2o_evloop_run(loop, 100);
+        ad_writer_turn();
+    }
+    int answered_while_held = a.done;
+    sem_post(&after_go); /* let the writer go before asserting, or a failure would leave it stuck in there */
+    if (entered)
+        sem_wait(&after_left);
+    store->ops = saved;
+    run_until_done((struct test_op *[]){&a}, 1);
+    sem_destroy(&after_entered);
+    sem_destroy(&after_go);
+    sem_destroy(&after_left);
+    assert_true(entered);
+    assert_true(answered_while_held);
+    assert_true(a.committed_at_done);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_failure_after_a_write_fails_the_batch),
         cmocka_unit_test(test_arrival_joins_the_open_batch),
         cmocka_unit_test(test_completions_run_in_chunks),
+        cmocka_unit_test(test_answers_leave_before_after_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
