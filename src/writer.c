@@ -19,12 +19,13 @@
 /* While a batch gathers behind a last batch of at least AD_WRITER_SPIN_BATCH operations, the writer waits for
  * the next one by yielding its CPU for up to AD_WRITER_SPIN_NS before it sleeps. With that many clients the next
  * operation is microseconds away, and waking a sleeping thread is not: on a 2-vCPU VM a wake-up across vCPUs
- * took 15-25 µs, and the event loop paid a futex call for each. Yielding lets any runnable thread (the event
- * loop, the clients) have the CPU first. Under `wrk -c128` submits, batches grew from about 75 operations to 120,
- * a commit took 0.22-0.24 ms instead of 0.33-0.37, the writer's CPU per submit fell from 6.2 to 5.1 µs and the
- * rate rose by 15% (docs/operations.md, Benchmarks). With fewer than 16 clients nothing spins. */
+ * took 15-25 µs, and the event loop paid a futex call for each. Yielding lets a runnable thread on the same CPU
+ * have it first. Under `wrk -c128` submits, batches grew from about 80 operations to 120, a commit took 0.21-0.23
+ * ms instead of 0.32-0.36, the writer's CPU per submit fell from about 6 to 4.9 µs, and the rate rose by 10%.
+ * A 100 µs spin gained more on submits but cost the end-to-end worker bench 7%: it keeps a CPU from going idle,
+ * so the scheduler does not move a waiting thread onto it (docs/operations.md, Benchmarks). */
 #define AD_WRITER_SPIN_BATCH 16
-#define AD_WRITER_SPIN_NS 100000
+#define AD_WRITER_SPIN_NS 20000
 /* Completions run per turn of the event loop. A batch's answers all arrive at once; run in one go, a batch
  * of 250 keeps the loop from reading for 5 ms, while the writer, with nothing queued, waits. In turns, the
  * requests that the first answers bring back are read, and reach the writer, between them. */
@@ -144,15 +145,16 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
 }
 
 /* Yield the CPU (mu held on entry and exit) until an operation is queued, the writer is stopping, or
- * AD_WRITER_SPIN_NS have passed. */
+ * AD_WRITER_SPIN_NS have passed. head and stopping are only peeked at here, without mu, so that the event loop's
+ * ad_writer_submit never waits for the spinning writer's lock; the caller looks again with mu held. */
 static void spin_for_next(void)
 {
     uint64_t until = mono_ns() + AD_WRITER_SPIN_NS;
-    while (head == NULL && !stopping && mono_ns() < until) {
-        pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&mu);
+    while (__atomic_load_n(&head, __ATOMIC_RELAXED) == NULL && !__atomic_load_n(&stopping, __ATOMIC_RELAXED) &&
+           mono_ns() < until)
         sched_yield();
-        pthread_mutex_lock(&mu);
-    }
+    pthread_mutex_lock(&mu);
 }
 
 /* Under steady load every client whose answer left with the last batch sends its next request at about
