@@ -712,15 +712,22 @@ static void test_reopen_keeps_data_and_seq_moves_on(void **state)
     ad_job_free(a);
 }
 
+/* A JSON string payload of n bytes, quotes included; the caller frees. */
+static char *string_payload(size_t n)
+{
+    char *p = ad_malloc(n + 1);
+    memset(p, 'x', n);
+    p[0] = p[n - 1] = '"';
+    p[n] = '\0';
+    return p;
+}
+
 /* The store opens its database through walbuf.c: a commit of some 30 pages leaves in a few write calls
  * (SQLite alone makes two per page). */
 static void test_commit_writes_the_wal_at_once(void **state)
 {
     struct fx *f = *state;
-    char *payload = ad_malloc(3002), id[32];
-    memset(payload, 'x', 3002);
-    payload[0] = payload[3000] = '"';
-    payload[3001] = '\0';
+    char *payload = string_payload(3001), id[32];
     for (int round = 0; round < 2; round++) { /* the first commit after open also writes the WAL's header */
         assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
         for (int i = 0; i < 30; i++) {
@@ -758,10 +765,7 @@ static off_t db_size(struct fx *f)
 static void test_checkpoint_runs_after_the_batch(void **state)
 {
     struct fx *f = *state;
-    char *payload = ad_malloc(5002), id[32];
-    memset(payload, 'x', 5002);
-    payload[0] = payload[5000] = '"';
-    payload[5001] = '\0';
+    char *payload = string_payload(5001), id[32];
     off_t before = db_size(f);
     assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
     for (int i = 0; i < 1000; i++) { /* 5 MB: about 1,300 pages */
