@@ -11,21 +11,10 @@
 #include "util.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <time.h>
 
 #define AD_WRITER_MAX_BATCH 1024
 #define AD_WRITER_GATHER_NS 500000
-/* While a batch gathers behind a last batch of at least AD_WRITER_SPIN_BATCH operations, the writer waits for
- * the next one by yielding its CPU for up to AD_WRITER_SPIN_NS before it sleeps. With that many clients the next
- * operation is microseconds away, and waking a sleeping thread is not: on a 2-vCPU VM a wake-up across vCPUs
- * took 15-25 µs, and the event loop paid a futex call for each. Yielding lets a runnable thread on the same CPU
- * have it first. Under `wrk -c128` submits, batches grew from about 80 operations to 120, a commit took 0.21-0.23
- * ms instead of 0.32-0.36, the writer's CPU per submit fell from about 6 to 4.9 µs, and the rate rose by 10%.
- * A 100 µs spin gained more on submits but cost the end-to-end worker bench 7%: it keeps a CPU from going idle,
- * so the scheduler does not move a waiting thread onto it (docs/operations.md, Benchmarks). */
-#define AD_WRITER_SPIN_BATCH 16
-#define AD_WRITER_SPIN_NS 20000
 /* Completions run per turn of the event loop. A batch's answers all arrive at once; run in one go, a batch
  * of 250 keeps the loop from reading for 5 ms, while the writer, with nothing queued, waits. In turns, the
  * requests that the first answers bring back are read, and reach the writer, between them. */
@@ -144,27 +133,17 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
     return first;
 }
 
-/* Yield the CPU (mu held on entry and exit) until an operation is queued, the writer is stopping, or
- * AD_WRITER_SPIN_NS have passed. head and stopping are only peeked at here, without mu, so that the event loop's
- * ad_writer_submit never waits for the spinning writer's lock; the caller looks again with mu held. */
-static void spin_for_next(void)
-{
-    uint64_t until = mono_ns() + AD_WRITER_SPIN_NS;
-    pthread_mutex_unlock(&mu);
-    while (__atomic_load_n(&head, __ATOMIC_RELAXED) == NULL && !__atomic_load_n(&stopping, __ATOMIC_RELAXED) &&
-           mono_ns() < until)
-        sched_yield();
-    pthread_mutex_lock(&mu);
-}
-
 /* Under steady load every client whose answer left with the last batch sends its next request at about
  * the same time. Starting a batch on the first arrival and committing at once would split them into a
  * batch of one and a batch of the rest; waiting for all of them before applying anything would leave the
  * writer idle while the event loop reads them. So a batch opens its transaction on the first arrival,
  * applies operations as they come, and commits once it holds as many as the last batch did, or when
  * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
- * and nothing waits. A store whose open transaction holds back other nodes (tx_blocks_others) waits for
- * the company before it begins instead, and then applies what has come.
+ * and nothing waits. The writer sleeps between arrivals: yielding its CPU instead grew batches but cost
+ * the end-to-end rate on a 2-vCPU host (docs/operations.md, Benchmarks). A store whose open transaction
+ * holds back other nodes (tx_blocks_others) waits for the company before it begins instead, and then
+ * applies what has come.
+ *
  * Returns the batch's chain and its length in *count, and in *berr what fails the whole batch: begin's error,
  * or that of an operation that failed after writing (the transaction is then rolled back here). mu is held on
  * entry and exit. */
@@ -206,8 +185,6 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
         }
         if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx || *berr != AD_E_OK)
             break;
-        if (head == NULL && last_batch >= AD_WRITER_SPIN_BATCH)
-            spin_for_next();
         if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
             break;
     }
