@@ -137,12 +137,12 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
  * the same time. Starting a batch on the first arrival and committing at once would split them into a
  * batch of one and a batch of the rest; waiting for all of them before applying anything would leave the
  * writer idle while the event loop reads them. So a batch opens its transaction on the first arrival,
- * applies operations as they come, and commits once it holds as many as the last batch did, or when
- * none has come for a moment (far less than an fsync). With one client at a time the last batch was 1,
- * and nothing waits. The writer sleeps between arrivals: yielding its CPU instead grew batches but cost
- * the end-to-end rate on a 2-vCPU host (docs/operations.md, Benchmarks). A store whose open transaction
- * holds back other nodes (tx_blocks_others) waits for the company before it begins instead, and then
- * applies what has come.
+ * applies operations as they come, and commits once it holds as many as the last batch did, or, once
+ * AD_WRITER_GATHER_NS (far less than an fsync) have passed since it began, as soon as none is queued.
+ * With one client at a time the last batch was 1, and nothing waits. The writer sleeps between arrivals:
+ * yielding its CPU instead grew batches but cost the end-to-end rate on a 2-vCPU host (docs/operations.md,
+ * Benchmarks). A store whose open transaction holds back other nodes (tx_blocks_others) waits for the
+ * company before it begins instead, and then applies what has come.
  *
  * Returns the batch's chain and its length in *count, and in *berr what fails the whole batch: begin's error,
  * or that of an operation that failed after writing (the transaction is then rolled back here). mu is held on
