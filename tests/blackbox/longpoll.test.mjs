@@ -86,6 +86,18 @@ describe('long polling', () => {
         assert.ok(applied(res).includes('wait=2'), `Preference-Applied: ${hget(res, 'preference-applied')}`);
     });
 
+    it('a wait that is not an integer 0-86400: 400 in the query, ignored in Prefer (RFC 7240)', async () => {
+        const { c } = tenant(d);
+        const id = (await submit(c)).json.id;
+        const etag = assertStrongEtag(await c.get(`/v1/jobs/${id}`));
+        for (const n of ['abc', '-1', '86401', '99999999999999999999']) {
+            assertProblem(await c.get(`/v1/jobs/${id}?wait=${n}`), 400, 'invalid-request');
+            const res = await c.get(`/v1/jobs/${id}`, { headers: { 'if-none-match': etag, prefer: `wait=${n}` } });
+            assert.equal(res.status, 304, `Prefer: wait=${n} -> ${res.status} ${res.text}`);
+            assert.deepEqual(applied(res), [], `Prefer: wait=${n}: Preference-Applied ${hget(res, 'preference-applied')}`);
+        }
+    });
+
     it('?wait is capped by limits.maxWaitSeconds (5)', async () => {
         const { c } = tenant(d);
         const id = (await submit(c)).json.id;
