@@ -4,6 +4,7 @@
  * The core and the store return these codes; only the HTTP layer turns them into a status and an
  * RFC 9457 problem. Each entry: enum name, stable machine code (also the last path segment of the
  * problem `type` URI), HTTP status, problem title. Add new codes at the end of a group, never reuse one.
+ * The first entry of each status is its generic code: the one an error h2o answers itself is given.
  */
 #ifndef AD_ERROR_H
 #define AD_ERROR_H
@@ -12,8 +13,8 @@
 
 #define AD_ERRNO_MAP(XX)                                                                                               \
     XX(OK, "ok", 200, "OK")                                                                                            \
-    XX(MALFORMED_JSON, "malformed-json", 400, "Malformed JSON")                                                        \
     XX(INVALID_REQUEST, "invalid-request", 400, "Invalid request")                                                     \
+    XX(MALFORMED_JSON, "malformed-json", 400, "Malformed JSON")                                                        \
     XX(IDEMPOTENCY_KEY_MISSING, "idempotency-key-missing", 400, "Idempotency-Key required")                            \
     XX(IDEMPOTENCY_KEY_INVALID, "idempotency-key-invalid", 400, "Invalid Idempotency-Key")                             \
     XX(UNAUTHORIZED, "unauthorized", 401, "Authentication required")                                                   \

@@ -268,12 +268,9 @@ static void problem_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bu
     h2o_ostream_send_next(self, req, &body, body.len != 0 ? 1 : 0, state);
 }
 
-/* The code of such an answer: the first with its status. A 400 of h2o's is about the request's framing
- * (a broken chunked body or Content-Length), never its JSON, so it is invalid-request. */
+/* The code of such an answer: the generic one of its status, the first listed in error.h. */
 static ad_err err_for_status(int status)
 {
-    if (status == 400)
-        return AD_E_INVALID_REQUEST;
     for (int e = 0; e < AD_E__COUNT; e++)
         if (ad_err_status((ad_err)e) == status)
             return (ad_err)e;

@@ -71,6 +71,24 @@ static void test_codes_unique(void **state)
     }
 }
 
+/* An error h2o answers itself gets the first code of its status (src/http.c), so that one must be generic. */
+static void test_first_code_of_each_status_is_the_generic_one(void **state)
+{
+    (void)state;
+    static const struct {
+        int status;
+        ad_err e;
+    } want[] = {
+        {400, AD_E_INVALID_REQUEST}, {404, AD_E_NOT_FOUND}, {413, AD_E_PAYLOAD_TOO_LARGE}, {500, AD_E_INTERNAL}};
+    for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++) {
+        size_t i = 0;
+        while (i < NMAP && map[i].status != want[w].status)
+            i++;
+        if (i == NMAP || map[i].e != want[w].e)
+            fail_msg("status %d: the first code is %s", want[w].status, i == NMAP ? "missing" : map[i].code);
+    }
+}
+
 static void test_documented_problems(void **state)
 {
     (void)state;
@@ -124,6 +142,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_map_entries_well_formed),
         cmocka_unit_test(test_codes_unique),
+        cmocka_unit_test(test_first_code_of_each_status_is_the_generic_one),
         cmocka_unit_test(test_documented_problems),
         cmocka_unit_test(test_out_of_range_is_internal),
     };
