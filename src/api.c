@@ -188,6 +188,15 @@ json_t *ad_api_body(struct ad_request *r)
     return v;
 }
 
+const char *ad_api_text(const json_t *v, size_t min, size_t max)
+{
+    const char *s = json_string_value(v);
+    if (s == NULL)
+        return NULL;
+    size_t len = json_string_length(v);
+    return len >= min && len <= max && strlen(s) == len ? s : NULL;
+}
+
 void ad_verr_init(struct ad_verr *v)
 {
     ad_buf_init(&v->b, 64 * 1024);

@@ -17,6 +17,11 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req);
  * The caller decrefs. */
 json_t *ad_api_body(struct ad_request *r);
 
+/* The text of v if it is a JSON string of min to max bytes holding no U+0000, else NULL. The body parser
+ * lets U+0000 into strings (payloads and results are kept as JSON, so it survives there), but a C string
+ * ends at it: a type, URL or lease id read as one would silently lose its tail. The text belongs to v. */
+const char *ad_api_text(const json_t *v, size_t min, size_t max);
+
 /* Validation errors collected for one 422 answer. */
 struct ad_verr {
     struct ad_buf b;

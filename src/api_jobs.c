@@ -306,11 +306,11 @@ static char *dump_compact(const json_t *v)
 static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v, int *unknown_type)
 {
     const struct ad_config *cfg = ad_srv.cfg;
-    json_t *type = json_object_get(body, "type");
-    if (!json_is_string(type) || json_string_length(type) == 0 || json_string_length(type) > 128) {
+    const char *type = ad_api_text(json_object_get(body, "type"), 1, 128);
+    if (type == NULL) {
         ad_verr_add(v, "/type", "type is required: a string of 1 to 128 characters");
     } else {
-        job->type = ad_strdup(json_string_value(type));
+        job->type = ad_strdup(type);
         if (cfg->ntypes != 0 && ad_config_type(cfg, job->type) == NULL)
             *unknown_type = 1;
     }
@@ -320,11 +320,12 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
     else if (payload != NULL)
         job->payload = dump_compact(payload);
     json_t *prio = json_object_get(body, "priority");
-    if (prio != NULL && (!json_is_string(prio) || ad_priority_parse(json_string_value(prio), &job->priority) != 0))
+    const char *prio_text = ad_api_text(prio, 0, SIZE_MAX);
+    if (prio != NULL && (prio_text == NULL || ad_priority_parse(prio_text, &job->priority) != 0))
         ad_verr_add(v, "/priority", "priority must be \"high\", \"normal\" or \"low\"");
     json_t *cb = json_object_get(body, "callbackUrl");
     if (cb != NULL && !json_is_null(cb)) {
-        const char *u = json_string_value(cb);
+        const char *u = ad_api_text(cb, 0, SIZE_MAX);
         char why[300];
         if (ad_api_webhook_url_invalid(u, why, sizeof(why)))
             ad_verr_add(v, "/callbackUrl", why);
@@ -333,7 +334,7 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
     }
     json_t *run_at = json_object_get(body, "runAt");
     if (run_at != NULL && !json_is_null(run_at) &&
-        (!json_is_string(run_at) || ad_time_parse_rfc3339(json_string_value(run_at), &job->run_at) != 0))
+        ad_time_parse_rfc3339(ad_api_text(run_at, 0, SIZE_MAX), &job->run_at) != 0)
         ad_verr_add(v, "/runAt", "runAt must be an RFC 3339 date-time");
     json_t *ma = json_object_get(body, "maxAttempts");
     if (ma != NULL) {
@@ -834,7 +835,7 @@ int ad_api_cancel(struct ad_request *r)
         if (body == NULL)
             return 0;
         json_t *lid = json_object_get(body, "leaseId");
-        if (lid != NULL && !json_is_string(lid)) {
+        if (lid != NULL && ad_api_text(lid, 0, SIZE_MAX) == NULL) {
             json_decref(body);
             struct ad_verr v;
             ad_verr_init(&v);

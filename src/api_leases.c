@@ -292,7 +292,7 @@ static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct a
     if (!json_is_array(types) || ntypes == 0 || ntypes > AD_LEASE_MAX_TYPES)
         member_error(v, at, "types", "types must be an array of 1 to 32 job type names");
     for (size_t i = 0; i < ntypes; i++)
-        if (!json_is_string(json_array_get(types, i)))
+        if (ad_api_text(json_array_get(types, i), 0, SIZE_MAX) == NULL)
             member_error(v, at, "types", "every entry of types must be a string");
     a->max = 1;
     a->wait = 0;
@@ -303,7 +303,7 @@ static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct a
     if (a->wait > ad_srv.cfg->max_wait_seconds)
         a->wait = ad_srv.cfg->max_wait_seconds;
     json_t *worker = json_object_get(obj, "worker");
-    if (worker != NULL && (!json_is_string(worker) || json_string_length(worker) > 128))
+    if (worker != NULL && ad_api_text(worker, 0, 128) == NULL)
         member_error(v, at, "worker", "worker must be a string of at most 128 characters");
     if (v->n != 0)
         return;
@@ -408,7 +408,7 @@ static int report(struct ad_request *r, enum ad_job_event event)
     ad_verr_init(&v);
     struct ad_report_op *x = ad_report_op_new();
     json_t *lid = json_object_get(body, "leaseId");
-    if (!json_is_string(lid))
+    if (ad_api_text(lid, 0, SIZE_MAX) == NULL)
         ad_verr_add(&v, "/leaseId", "leaseId is required: the id this job was leased under");
     else
         x->lease_id = ad_strdup(json_string_value(lid));
@@ -419,14 +419,14 @@ static int report(struct ad_request *r, enum ad_job_event event)
     opt_int(body, "", "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
     json_t *msg = json_object_get(body, "message");
     if (msg != NULL && !json_is_null(msg)) {
-        if (!json_is_string(msg) || json_string_length(msg) > 1024)
+        if (ad_api_text(msg, 0, 1024) == NULL)
             ad_verr_add(&v, "/message", "message must be a string of at most 1024 characters");
         else
             x->message = ad_strdup(json_string_value(msg));
     }
     if (event == AD_EV_COMPLETE) {
         json_t *st = json_object_get(body, "status");
-        const char *s = json_string_value(st);
+        const char *s = ad_api_text(st, 0, SIZE_MAX);
         if (st != NULL && (s == NULL || (strcmp(s, "succeeded") != 0 && strcmp(s, "partialSuccess") != 0)))
             ad_verr_add(&v, "/status", "status must be \"succeeded\" or \"partialSuccess\"");
         else if (s != NULL && strcmp(s, "partialSuccess") == 0)
@@ -436,7 +436,7 @@ static int report(struct ad_request *r, enum ad_job_event event)
             x->result = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
         json_t *loc = json_object_get(body, "resultLocation");
         if (loc != NULL && !json_is_null(loc)) {
-            const char *u = json_string_value(loc);
+            const char *u = ad_api_text(loc, 0, SIZE_MAX);
             if (u == NULL || strlen(u) > 2048 ||
                 (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0 && u[0] != '/'))
                 ad_verr_add(&v, "/resultLocation", "resultLocation must be an http(s) URL or an absolute path");

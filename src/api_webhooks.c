@@ -209,7 +209,7 @@ int ad_api_webhook_create(struct ad_request *r)
     struct ad_verr v;
     ad_verr_init(&v);
     char why[300];
-    const char *url = json_string_value(json_object_get(body, "url"));
+    const char *url = ad_api_text(json_object_get(body, "url"), 0, SIZE_MAX);
     unsigned events = AD_WHE_DEFAULT;
     if (!json_is_object(body)) {
         ad_verr_add(&v, "", "the body must be a JSON object");
@@ -223,7 +223,7 @@ int ad_api_webhook_create(struct ad_request *r)
             events = 0;
             for (size_t i = 0; i < json_array_size(list); i++) {
                 enum ad_webhook_event e;
-                const char *name = json_string_value(json_array_get(list, i));
+                const char *name = ad_api_text(json_array_get(list, i), 0, SIZE_MAX);
                 char ptr[32];
                 snprintf(ptr, sizeof(ptr), "/events/%zu", i);
                 if (name == NULL || ad_webhook_event_parse(name, &e) != 0)

@@ -166,6 +166,35 @@ describe('problems', () => {
         await assertStillServing();
     });
 
+    it('a U+0000 inside a name, URL or lease id -> 422, not a truncated value; payloads keep theirs', async () => {
+        const { c, w } = tenant(d);
+        const refused = async (res, pointer) => {
+            assertProblem(res, 422, 'validation-failed');
+            assert.deepEqual(res.json.errors.map((e) => e.pointer), [pointer], res.text);
+        };
+        await refused(await c.post('/v1/jobs', { type: 'report.export\0x' }), '/type');
+        await refused(await c.post('/v1/jobs', { type: 'report.export', priority: 'high\0x' }), '/priority');
+        await refused(await c.post('/v1/jobs', { type: 'report.export', runAt: '2026-01-01T00:00:00Z\0x' }), '/runAt');
+        await refused(await c.post('/v1/jobs', { type: 'report.export', callbackUrl: 'https://example.com/\0x' }), '/callbackUrl');
+        await refused(await c.post('/v1/webhooks', { url: 'https://example.com/hook', events: ['job.succeeded\0x'] }), '/events/0');
+        assert.deepEqual(await listAll(c), []);
+
+        // The payload is kept as JSON, so its U+0000 survives.
+        const job = (await submit(c, { type: 'report.export', payload: { s: 'a\0b' } })).json;
+        assert.equal(job.payload.s, 'a\0b');
+        // A worker naming "report.export\0x" must not be handed report.export jobs.
+        const bad = await w.post('/v1/leases', { types: ['report.export\0x'], wait: 0 });
+        assertProblem(bad, 422, 'validation-failed');
+        const { leases } = expectStatus(await lease(w, ['report.export'], { wait: 0 }), 200).json;
+        assert.equal(leases[0].job.id, job.id);
+        const leaseId = leases[0].leaseId;
+        await refused(await w.post(`/v1/jobs/${job.id}:heartbeat`, { leaseId: `${leaseId}\0x` }), '/leaseId');
+        await refused(await w.post(`/v1/jobs/${job.id}:heartbeat`, { leaseId, message: 'a\0b' }), '/message');
+        await refused(await w.post(`/v1/jobs/${job.id}:complete`, { leaseId, status: 'succeeded\0x' }), '/status');
+        expectStatus(await w.post(`/v1/jobs/${job.id}:complete`, { leaseId }), 200);
+        await assertStillServing();
+    });
+
     it('percent-encoded junk in a job path -> 400 or 404 problem', async () => {
         const { c } = tenant(d);
         for (const p of ['/v1/jobs/%00', '/v1/jobs/%ff%fe', '/v1/jobs/..%2f..%2fetc%2fpasswd', `/v1/jobs/${'x'.repeat(4000)}`]) {
