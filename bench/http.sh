@@ -7,7 +7,7 @@
 #   submit      POST /v1/jobs (durable: 202 after the group commit)
 #   submit-cpu  the daemon's CPU time per submit during that run, per thread (event loop, writer): a figure
 #               less shaken by other load on the machine than the rates
-# The lines are measured in BENCH_ROUNDS rounds (default 3), each measuring every line once, in the order
+# The lines are measured in BENCH_ROUNDS rounds (default 5), each measuring every line once, in the order
 # above. A rate printed is the median of its rounds, and a ratio the median of the ratios within each round:
 # on a shared machine the load moves from one minute to the next, and a ratio holds best between two runs
 # seconds apart. The spread of the ratio over the rounds follows it.
@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-: "${BENCH_ROUNDS:=3}"
+: "${BENCH_ROUNDS:=5}"
 reference_only=0
 [ "${1:-}" = --reference-only ] && reference_only=1
 

@@ -5,7 +5,7 @@
 # Only loopback addresses are used. Settings (environment):
 #   ACCEPTD_BIN     binary under test (default: build/acceptd)
 #   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c128 -d5s)
-#   BENCH_ROUNDS    rounds of bench/http.sh (default 3): its figures are medians over the rounds
+#   BENCH_ROUNDS    rounds of bench/http.sh (default 5; bench/workers.sh 3): its figures are medians over the rounds
 #   BENCH_RESULTS   if set, a file to which "name<TAB>req/s" lines are appended
 #   BENCH_KEEP=1    keep the temp dir (logs, nginx config, acceptd data) after the run
 
