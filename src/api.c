@@ -78,6 +78,53 @@ static const struct ad_key *find_key(const char *token, size_t len)
     return found;
 }
 
+/*
+ * Rate limits per key (limits.rateLimit, keys[i].rateLimit): a fixed window that opens at the key's first
+ * request and counts every authenticated request until it closes. Each answer to a limited key carries the
+ * policy and what is left of it (draft-ietf-httpapi-ratelimit-headers); the request past the quota is 429
+ * with Retry-After at the window's end. The counts live in this process only: in cluster mode each node
+ * counts its own.
+ */
+struct rate_window {
+    int64_t start_ms; /* monotonic */
+    int used;
+};
+
+static const struct ad_config *rate_cfg; /* the configuration rate_windows was sized for */
+static struct rate_window *rate_windows; /* one per configured key, in the keys' order */
+
+static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
+{
+    const struct ad_config *cfg = ad_srv.cfg;
+    const struct ad_rate *rate = k->rate.set ? &k->rate : &cfg->rate_limit;
+    if (rate->requests == 0)
+        return AD_E_OK;
+    if (rate_cfg != cfg) {
+        free(rate_windows);
+        rate_windows = ad_calloc(cfg->nkeys, sizeof(*rate_windows));
+        rate_cfg = cfg;
+    }
+    struct rate_window *w = &rate_windows[k - cfg->keys];
+    int64_t now = ad_mono_ms();
+    if (w->used == 0 || now >= w->start_ms + rate->window_ms) {
+        w->start_ms = now;
+        w->used = 0;
+    }
+    int64_t reset = (w->start_ms + rate->window_ms - now + 999) / 1000;
+    int over = w->used >= rate->requests;
+    if (!over)
+        w->used++;
+    char v[96];
+    snprintf(v, sizeof(v), "\"default\";q=%d;w=%lld", rate->requests, (long long)(rate->window_ms / 1000));
+    ad_http_header_str(r->req, "ratelimit-policy", v);
+    snprintf(v, sizeof(v), "\"default\";r=%d;t=%lld", rate->requests - w->used, (long long)reset);
+    ad_http_header_str(r->req, "ratelimit", v);
+    if (!over)
+        return AD_E_OK;
+    ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, reset);
+    return AD_E_RATE_LIMITED;
+}
+
 /* roles: the route's; a route open to SIGNED also takes a signed URL when there is no Authorization. */
 static ad_err authenticate(struct ad_request *r, int roles)
 {
@@ -99,7 +146,7 @@ static ad_err authenticate(struct ad_request *r, int roles)
         return AD_E_UNAUTHORIZED;
     r->tenant = k->tenant;
     r->roles = k->role == AD_ROLE_ADMIN ? ALL : (int)k->role;
-    return AD_E_OK;
+    return rate_take(r, k);
 }
 
 /* The HTTP parser accepts up to ~400 KB of headers; no client of this API needs more than this. */
@@ -151,6 +198,8 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         ad_err e = authenticate(r, roles);
         if (e == AD_E_OK && (r->roles & roles) == 0)
             e = AD_E_FORBIDDEN;
+        if (e == AD_E_RATE_LIMITED)
+            return ad_http_problem(req, e, "this key has used its quota for the current window; see Retry-After", NULL);
         if (e != AD_E_OK)
             return ad_http_problem(req, e, NULL, NULL);
     }

@@ -484,6 +484,6 @@ int ad_api_cors(struct ad_request *r)
     }
     ad_http_header_str(req, "access-control-expose-headers",
                        "ETag, Location, Operation-Location, Content-Location, Link, Retry-After, Expires, "
-                       "Preference-Applied, Idempotent-Replayed, WWW-Authenticate");
+                       "Preference-Applied, Idempotent-Replayed, WWW-Authenticate, RateLimit, RateLimit-Policy");
     return 0;
 }

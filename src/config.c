@@ -297,10 +297,36 @@ static int key_secret(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
+/* limits.rateLimit and keys[i].rateLimit: { requests: N, window: DURATION }. */
+static const struct field rate_fields[] = {
+    {"requests", F_INT, offsetof(struct ad_rate, requests), 0, 1000000000, NULL, NULL},
+    {"window", F_DURATION, offsetof(struct ad_rate, window_ms), 1000, 86400 * (int64_t)1000, NULL, NULL},
+    {NULL},
+};
+
+static int parse_rate(struct parse *p, yaml_node_t *v, struct ad_rate *r)
+{
+    *r = (struct ad_rate){0};
+    if (parse_map(p, v, rate_fields, r) < 0)
+        return -1;
+    if (r->requests > 0 && r->window_ms == 0)
+        return fail(p, v, "%s: 'window' is required with 'requests'", p->where);
+    if (r->window_ms % 1000 != 0)
+        return fail(p, v, "%s: 'window' must be a whole number of seconds", p->where);
+    r->set = 1;
+    return 0;
+}
+
+static int key_rate(struct parse *p, yaml_node_t *v, void *obj)
+{
+    return parse_rate(p, v, &((struct ad_key *)obj)->rate);
+}
+
 static const struct field key_fields[] = {
     {"key", F_FN, 0, 0, 0, NULL, key_secret},
     {"tenant", F_STR, offsetof(struct ad_key, tenant), 0, 0, NULL, NULL},
     {"role", F_FN, 0, 0, 0, NULL, key_role},
+    {"rateLimit", F_FN, 0, 0, 0, NULL, key_rate},
     {NULL},
 };
 
@@ -568,12 +594,18 @@ static int top_public_url(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
+static int limits_rate(struct parse *p, yaml_node_t *v, void *obj)
+{
+    return parse_rate(p, v, &((struct ad_config *)obj)->rate_limit);
+}
+
 static const struct field limits_fields[] = {
     {"maxBodyBytes", F_SIZE, offsetof(struct ad_config, max_body_bytes), 1, 1 << 30, NULL, NULL},
     {"maxWaitSeconds", F_INT, offsetof(struct ad_config, max_wait_seconds), 0, 3600, NULL, NULL},
     {"maxConnections", F_INT, offsetof(struct ad_config, max_connections), 1, 1000000, NULL, NULL},
     {"cacheBytes", F_SIZE, offsetof(struct ad_config, cache_bytes), 1 << 20, 1LL << 40, NULL, NULL},
     {"scheduledTimers", F_SIZE, offsetof(struct ad_config, scheduled_timers), 1, 100000000, NULL, NULL},
+    {"rateLimit", F_FN, 0, 0, 0, NULL, limits_rate},
     {NULL},
 };
 

@@ -20,10 +20,18 @@ struct ad_retention {
     int64_t partial_ms;
 };
 
+/* A fixed-window request quota: at most `requests` requests per `window_ms`; requests 0 = no limit. */
+struct ad_rate {
+    int requests;
+    int64_t window_ms; /* whole seconds: the RateLimit header fields count in seconds */
+    int set;           /* written in the file (a key without its own takes limits.rateLimit) */
+};
+
 struct ad_key {
     char *key;
     char *tenant;
     enum ad_role role;
+    struct ad_rate rate;
 };
 
 struct ad_type_conf {
@@ -99,6 +107,7 @@ struct ad_config {
     int max_connections;           /* default 10000 */
     size_t cache_bytes;            /* budget of the in-memory job representations (cache.h): default 64 MiB */
     size_t scheduled_timers;       /* runAt timers kept in memory; later jobs wait in the store: default 10000 */
+    struct ad_rate rate_limit;     /* each key's quota unless it has its own: default none */
     struct ad_webhooks_conf webhooks;
     struct ad_sse_conf sse;
     struct ad_tls_conf tls;

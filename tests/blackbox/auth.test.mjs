@@ -4,7 +4,7 @@ import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, api, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
-    assertProblem, complete, expectStatus, getJob, hget, lease, leaseOne, listAll, runToCancelled, submit, submitAndLease,
+    assertProblem, complete, expectStatus, getJob, hget, lease, leaseOne, listAll, runToCancelled, sleep, submit, submitAndLease,
 } from './lib/jobs.mjs';
 
 const UNKNOWN_ID = 'job_AAAAAAAAAAAAAAAAAAAAAA';
@@ -158,5 +158,48 @@ describe('no keys configured', () => {
         await complete(anon, id, l.leaseId);
         assert.equal((await getJob(anon, id)).status, 'succeeded');
         assert.match(d.stdout + d.stderr, /loopback|no keys/i, 'no start-up notice about the keyless loopback mode');
+    });
+});
+
+describe('rate limits per key', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({
+            config: `keys:
+  - { key: "ka", tenant: a, role: client, rateLimit: { requests: 3, window: 2s } }
+  - { key: "kb", tenant: b, role: client }
+  - { key: "wa", tenant: a, role: worker, rateLimit: { requests: 0 } }
+limits: { rateLimit: { requests: 100, window: 60s } }
+`,
+        });
+    });
+    after(() => d?.stop());
+
+    it('past its quota a key gets 429 with Retry-After and RateLimit fields; other keys are not touched', async () => {
+        const a = api(d, 'ka');
+        for (const left of [2, 1, 0]) {
+            const res = expectStatus(await a.get('/v1/jobs'), 200);
+            assert.equal(hget(res, 'ratelimit-policy'), '"default";q=3;w=2');
+            assert.match(hget(res, 'ratelimit') ?? '', new RegExp(`^"default";r=${left};t=[12]$`));
+        }
+        const limited = await a.post('/v1/jobs', { type: 'report.export', payload: {} });
+        assert.match(assertProblem(limited, 429, 'rate-limited').detail, /quota/);
+        const wait = Number(hget(limited, 'retry-after'));
+        assert.ok(wait >= 1 && wait <= 2, `Retry-After: ${hget(limited, 'retry-after')}`);
+        assert.equal(hget(limited, 'ratelimit'), `"default";r=0;t=${wait}`);
+
+        // kb takes the default policy and has its own count; wa has no limit at all.
+        const b = expectStatus(await api(d, 'kb').get('/v1/jobs'), 200);
+        assert.equal(hget(b, 'ratelimit-policy'), '"default";q=100;w=60');
+        assert.match(hget(b, 'ratelimit') ?? '', /^"default";r=99;t=(59|60)$/);
+        const w = expectStatus(await api(d, 'wa').get('/v1/jobs'), 200);
+        assert.equal(hget(w, 'ratelimit-policy'), null);
+        assert.equal(hget(w, 'ratelimit'), null);
+
+        // Once the window has closed the key is served again, and the refused submit stored nothing.
+        await sleep(wait * 1000 + 100);
+        const again = expectStatus(await a.get('/v1/jobs'), 200);
+        assert.match(hget(again, 'ratelimit') ?? '', /^"default";r=2;t=[12]$/);
+        assert.deepEqual(again.json.items, []);
     });
 });

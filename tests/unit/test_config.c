@@ -401,6 +401,43 @@ static void test_keys(void **state)
     ad_config_free(&cfg);
 }
 
+static void test_rate_limits(void **state)
+{
+    (void)state;
+    struct ad_config cfg;
+    char err[256] = "";
+    const char *yaml = "keys:\n"
+                       "  - { key: k1, tenant: a, role: client }\n"
+                       "  - { key: k2, tenant: a, role: client, rateLimit: { requests: 5, window: 2s } }\n"
+                       "  - { key: k3, tenant: a, role: worker, rateLimit: { requests: 0 } }\n"
+                       "limits: { rateLimit: { requests: 100, window: 1m } }\n";
+    if (load(&cfg, yaml, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(cfg.rate_limit.requests, 100);
+    assert_int_equal(cfg.rate_limit.window_ms, 60 * SEC);
+    assert_false(cfg.keys[0].rate.set); /* takes limits.rateLimit */
+    assert_true(cfg.keys[1].rate.set);
+    assert_int_equal(cfg.keys[1].rate.requests, 5);
+    assert_int_equal(cfg.keys[1].rate.window_ms, 2 * SEC);
+    assert_true(cfg.keys[2].rate.set); /* no limit for this key, whatever the default */
+    assert_int_equal(cfg.keys[2].rate.requests, 0);
+    ad_config_free(&cfg);
+
+    /* No limit unless configured. */
+    ad_config_defaults(&cfg);
+    assert_int_equal(cfg.rate_limit.requests, 0);
+    ad_config_free(&cfg);
+
+    expect_error("limits: { rateLimit: { requests: 10 } }\n",
+                 "<config>:1: limits.rateLimit: 'window' is required with 'requests'");
+    expect_error("limits: { rateLimit: { requests: 10, window: 1500ms } }\n",
+                 "limits.rateLimit: 'window' must be a whole number of seconds");
+    expect_error("limits: { rateLimit: { requests: 10, window: 500ms } }\n", "limits.rateLimit.window");
+    expect_error("limits: { rateLimit: { requests: -1, window: 1s } }\n", "limits.rateLimit.requests");
+    expect_error("keys:\n  - { key: k1, tenant: a, role: client, rateLimit: { rps: 3 } }\n",
+                 "<config>:2: unknown key 'rps' in keys[0].rateLimit");
+}
+
 static void test_routes(void **state)
 {
     (void)state;
@@ -763,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_wrong_values),
         cmocka_unit_test(test_sse_tls_signing),
         cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_rate_limits),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_aliases_do_not_loop),
         cmocka_unit_test(test_second_load_replaces_lists),
