@@ -274,27 +274,39 @@ static void submit_done(struct ad_op *op)
     ad_op_free(op);
 }
 
-/* Parse an Idempotency-Key: a structured-field string ("abc") or a bare token, 1-255 printable ASCII. */
-static ad_err parse_idem_key(h2o_req_t *req, char **out)
+/* Parse the Idempotency-Key field: a structured-field string (RFC 8941 §3.3.3: "abc", with \" and \\ escapes)
+ * or a bare value, 1-255 printable ASCII characters once unquoted. A second field, or a comma in a bare value
+ * (two fields joined by a proxy), is refused rather than guessing which key was meant. Returns why the field
+ * is refused, or NULL. */
+static const char *parse_idem_key(h2o_req_t *req, char **out)
 {
     *out = NULL;
     ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("idempotency-key"), -1);
     if (i < 0)
-        return AD_E_OK;
+        return NULL;
+    if (h2o_find_header_by_str(&req->headers, H2O_STRLIT("idempotency-key"), i) >= 0)
+        return "send one Idempotency-Key header, not several";
     h2o_iovec_t v = req->headers.entries[i].value;
-    const char *p = v.base;
-    size_t len = v.len;
-    if (len >= 2 && p[0] == '"' && p[len - 1] == '"') {
-        p++;
-        len -= 2;
+    int quoted = v.len >= 2 && v.base[0] == '"' && v.base[v.len - 1] == '"';
+    const char *p = quoted ? v.base + 1 : v.base, *end = quoted ? v.base + v.len - 1 : v.base + v.len;
+    char key[256];
+    size_t len = 0;
+    for (; p < end; p++) {
+        char ch = *p;
+        if (quoted && ch == '\\' && p + 1 < end && (p[1] == '"' || p[1] == '\\'))
+            ch = *++p;
+        else if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\')
+            return "an Idempotency-Key is printable ASCII; inside quotes, \" and \\ are escaped as \\\" and \\\\";
+        else if (!quoted && ch == ',')
+            return "a bare Idempotency-Key has no comma (quote a key that holds one)";
+        if (len == sizeof(key) - 1)
+            return "an Idempotency-Key is at most 255 characters";
+        key[len++] = ch;
     }
-    if (len == 0 || len > 255)
-        return AD_E_IDEMPOTENCY_KEY_INVALID;
-    for (size_t k = 0; k < len; k++)
-        if (p[k] < 0x20 || p[k] > 0x7e || p[k] == '"' || p[k] == '\\')
-            return AD_E_IDEMPOTENCY_KEY_INVALID;
-    *out = ad_strndup(p, len);
-    return AD_E_OK;
+    if (len == 0)
+        return "the Idempotency-Key is empty";
+    *out = ad_strndup(key, len);
+    return NULL;
 }
 
 static char *dump_compact(const json_t *v)
@@ -369,9 +381,9 @@ int ad_api_submit(struct ad_request *r)
 {
     h2o_req_t *req = r->req;
     char *key;
-    ad_err e = parse_idem_key(req, &key);
-    if (e != AD_E_OK)
-        return ad_api_fail(r, e);
+    const char *bad_key = parse_idem_key(req, &key);
+    if (bad_key != NULL)
+        return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_INVALID, bad_key, NULL);
     if (key == NULL && r->route != NULL && r->route->require_idempotency_key)
         return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_MISSING, "this route requires an Idempotency-Key header",
                                NULL);

@@ -2,7 +2,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { it, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertProblem, expectStatus, hget, leaseOne, listAll } from './lib/jobs.mjs';
 
 function post(c, raw, key, path = '/v1/jobs') {
@@ -106,6 +106,33 @@ describe('idempotency', () => {
         }
         assert.deepEqual(await listAll(c), [], 'an invalid key stored a job');
         expectStatus(await post(c, raw, 'k'.repeat(255)), 202);
+    });
+
+    it('two keys, as two fields or joined by a comma -> 400 idempotency-key-invalid, nothing stored', async () => {
+        const { c, keys } = tenant(d);
+        const raw = JSON.stringify({ type: 'report.export', payload: { two: true } });
+        assertProblem(await post(c, raw, 'k-a, k-b'), 400, 'idempotency-key-invalid');
+        const res = await rawRequest(
+            d,
+            `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${keys.c}\r\nContent-Type: application/json\r\n` +
+                `Idempotency-Key: k-a\r\nIdempotency-Key: k-b\r\nContent-Length: ${raw.length}\r\nConnection: close\r\n\r\n${raw}`,
+        );
+        assert.equal(res.status, 400, res.raw);
+        assert.equal(res.json?.code, 'idempotency-key-invalid', res.raw);
+        assert.match(res.json.detail, /one Idempotency-Key/);
+        assert.deepEqual(await listAll(c), [], 'a request with two keys stored a job');
+    });
+
+    it('a quoted key may hold an escaped quote or backslash and a comma; a bad escape -> 400', async () => {
+        const { c } = tenant(d);
+        const raw = JSON.stringify({ type: 'report.export', payload: { esc: true } });
+        const first = expectStatus(await post(c, raw, '"a\\"b\\\\c,d"'), 202);
+        const again = expectStatus(await post(c, raw, '"a\\"b\\\\c,d"'), 202);
+        assert.equal(again.json.id, first.json.id);
+        assert.equal(hget(again, 'idempotent-replayed'), 'true');
+        assertProblem(await post(c, raw, '"a"b"'), 400, 'idempotency-key-invalid');
+        assertProblem(await post(c, raw, '"a\\x"'), 400, 'idempotency-key-invalid');
+        assert.equal((await listAll(c)).length, 1);
     });
 
     it('a quoted "abc" and a bare abc are the same key', async () => {
