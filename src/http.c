@@ -80,8 +80,10 @@ ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n,
         h2o_iovec_t span = {NULL, 0};
         if (!match_pattern(table[i].pattern, path, &span, &scan))
             continue;
+        /* A path with GET has HEAD too (routed as GET above), and Allow says so (RFC 9110 §10.2.1). */
         if (strstr(methods.data != NULL ? methods.data : "", table[i].method) == NULL)
-            ad_buf_printf(&methods, "%s%s", methods.len != 0 ? ", " : "", table[i].method);
+            ad_buf_printf(&methods, "%s%s%s", methods.len != 0 ? ", " : "", table[i].method,
+                          strcmp(table[i].method, "GET") == 0 ? ", HEAD" : "");
     }
     ad_err result = methods.len != 0 ? AD_E_METHOD_NOT_ALLOWED : AD_E_NOT_FOUND;
     if (result == AD_E_METHOD_NOT_ALLOWED)
