@@ -138,6 +138,9 @@ static ad_err authenticate(struct ad_request *r, int roles)
     ssize_t i = h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, -1);
     if (i < 0)
         return (roles & SIGNED) != 0 ? ad_api_auth_signed(r) : AD_E_UNAUTHORIZED;
+    /* Two credentials are refused rather than one of them chosen (a proxy adding its own, say). */
+    if (h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, i) >= 0)
+        return AD_E_UNAUTHORIZED;
     h2o_iovec_t v = r->req->headers.entries[i].value;
     if (v.len < 7 || !h2o_lcstris(v.base, 7, H2O_STRLIT("bearer ")))
         return AD_E_UNAUTHORIZED;

@@ -2,7 +2,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, api, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { it, api, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     assertProblem, complete, expectStatus, getJob, hget, lease, leaseOne, listAll, runToCancelled, sleep, submit, submitAndLease,
 } from './lib/jobs.mjs';
@@ -50,6 +50,23 @@ describe('authentication and roles', () => {
             assertUnauthorized(res);
         }
         expectStatus(await api(d).get('/v1/jobs', { headers: { authorization: `bearer ${good}` } }), 200); // scheme is case-insensitive
+    });
+
+    it('two Authorization fields -> 401, whichever keys they carry', async () => {
+        const one = tenant(d);
+        const other = tenant(d);
+        const job = (await submit(other.c)).json;
+        for (const [first, second] of [[one.keys.c, other.keys.c], [one.keys.c, one.keys.c]]) {
+            const res = await rawRequest(
+                d,
+                `GET /v1/jobs/${job.id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first}\r\n` +
+                    `Authorization: Bearer ${second}\r\nConnection: close\r\n\r\n`,
+            );
+            assert.equal(res.status, 401, res.raw);
+            assert.equal(res.json?.code, 'unauthorized', res.raw);
+            assert.match(res.headers['www-authenticate'] ?? '', /^Bearer\b/);
+        }
+        expectStatus(await other.c.get(`/v1/jobs/${job.id}`), 200);
     });
 
     it('a client key cannot lease or report on jobs -> 403 forbidden', async () => {
