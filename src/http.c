@@ -321,7 +321,16 @@ static const char *header_value(h2o_req_t *req, ssize_t i)
 
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token)
 {
-    return header_value(req, h2o_find_header(&req->headers, token, -1));
+    ssize_t i = h2o_find_header(&req->headers, token, -1);
+    ssize_t next = i >= 0 ? h2o_find_header(&req->headers, token, i) : -1;
+    if (next < 0)
+        return header_value(req, i);
+    /* Sent more than once: one value, the fields joined by ", " in order (RFC 9110 §5.3). A list field then
+     * reads whole, and a singleton field sent twice reads as a list its parser refuses. */
+    h2o_iovec_t joined = req->headers.entries[i].value;
+    for (; next >= 0; next = h2o_find_header(&req->headers, token, next))
+        joined = h2o_concat(&req->pool, joined, h2o_iovec_init(H2O_STRLIT(", ")), req->headers.entries[next].value);
+    return joined.base; /* h2o_concat ends it with a NUL */
 }
 
 const char *ad_http_get_str(h2o_req_t *req, const char *name)

@@ -3,7 +3,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { it, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     JOB_ID, TIMESTAMP, assertJobShape, assertProblem, assertRetryAfter, assertStrongEtag, expectStatus, hget,
     listAll, parseLinks, submit,
@@ -116,6 +116,21 @@ describe('submit', () => {
         const raw = JSON.stringify({ type: 'report.export', payload: { pad: 'x'.repeat(4096 - skeleton.length) } });
         assert.equal(Buffer.byteLength(raw), 4096);
         expectStatus(await c.req('POST', '/v1/jobs', { raw }), 202);
+    });
+
+    it('two Content-Type fields -> 415, whichever comes first, and nothing stored', async () => {
+        const { c } = tenant(d);
+        const raw = JSON.stringify({ type: 'report.export', payload: {} });
+        for (const [first, second] of [['application/json', 'text/plain'], ['text/plain', 'application/json']]) {
+            const res = await rawRequest(
+                d,
+                `POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${c.key}\r\nContent-Type: ${first}\r\n` +
+                    `Content-Type: ${second}\r\nContent-Length: ${raw.length}\r\nConnection: close\r\n\r\n${raw}`,
+            );
+            assert.equal(res.status, 415, res.raw);
+            assert.equal(res.json?.code, 'unsupported-media-type', res.raw);
+        }
+        assert.deepEqual(await listAll(c), []);
     });
 
     describe('rejects before storing anything', () => {
