@@ -362,7 +362,10 @@ const char *ad_http_query(struct ad_request *r, const char *name)
             const char *v = eq != NULL ? eq + 1 : pend;
             char *out = h2o_mem_alloc_pool(&r->req->pool, pend - v + 1), *o = out;
             for (; v < pend; v++) {
-                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0) {
+                /* %00 stays as it is, like a bad escape: a NUL would end the C string every caller reads, so
+                 * "type=a%00b" would filter by type a. */
+                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 &&
+                    (v[1] != '0' || v[2] != '0')) {
                     *o++ = (char)(hexval(v[1]) * 16 + hexval(v[2]));
                     v += 2;
                 } else {

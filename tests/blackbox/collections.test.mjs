@@ -55,6 +55,7 @@ describe('GET /v1/jobs', () => {
         assert.deepEqual(await ids(c, 'type=image.resize'), [i2, i1]);
         assert.deepEqual(await ids(c, 'type=report.export&status=queued'), [r2]);
         assert.deepEqual(await ids(c, 'type=email.send'), []);
+        assert.deepEqual(await ids(c, 'type=image.resize%00x'), [], 'a %00 ended the type filter early');
 
         await sleep(50);
         const t = new Date().toISOString();
@@ -102,7 +103,7 @@ describe('GET /v1/jobs', () => {
         expectStatus(await c.get('/v1/jobs?limit=500'), 200);
         expectStatus(await c.get('/v1/jobs?limit=1'), 200);
         for (const q of ['limit=0', 'limit=501', 'limit=abc', 'limit=-1', 'limit=1.5', 'status=bogus',
-            'pageToken=garbage', 'updatedAfter=yesterday']) {
+            'pageToken=garbage', 'updatedAfter=yesterday', 'limit=1%00', 'status=queued%00x']) {
             assertProblem(await c.get(`/v1/jobs?${q}`), 400, 'invalid-request');
         }
     });

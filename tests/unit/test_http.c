@@ -246,8 +246,11 @@ static void test_query(void **state)
     assert_null(ad_http_query(&f->r, ""));
 
     /* The first occurrence wins; a bad escape is kept literally. */
-    set_query(f, "a=1&a=2&b=%zz&c=%4&d=100%");
+    set_query(f, "a=1&a=2&b=%zz&c=%4&d=100%&n=x%00y&m=%010");
     assert_string_equal(ad_http_query(&f->r, "a"), "1");
+    /* %00 too: the value would end at the NUL. */
+    assert_string_equal(ad_http_query(&f->r, "n"), "x%00y");
+    assert_string_equal(ad_http_query(&f->r, "m"), "\0010"); /* %01 is decoded, then a 0 */
     assert_string_equal(ad_http_query(&f->r, "b"), "%zz");
     assert_string_equal(ad_http_query(&f->r, "c"), "%4");
     assert_string_equal(ad_http_query(&f->r, "d"), "100%");
