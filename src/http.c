@@ -311,31 +311,37 @@ int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)
     return ad_http_problem(req, err, buf, NULL);
 }
 
-static const char *header_value(h2o_req_t *req, ssize_t i)
+/* The next field named by token (or by name when token is NULL) after index from; -1 when none. */
+static ssize_t find_field(h2o_req_t *req, const h2o_token_t *token, const char *name, ssize_t from)
 {
+    return token != NULL ? h2o_find_header(&req->headers, token, from)
+                         : h2o_find_header_by_str(&req->headers, name, strlen(name), from);
+}
+
+/* A field sent more than once reads as one value, the fields joined by ", " in order (RFC 9110 §5.3): a list
+ * field then reads whole, and a singleton field sent twice reads as a list its parser refuses. */
+static const char *field_value(h2o_req_t *req, const h2o_token_t *token, const char *name)
+{
+    ssize_t i = find_field(req, token, name, -1);
     if (i < 0)
         return NULL;
     h2o_iovec_t v = req->headers.entries[i].value;
-    return h2o_strdup(&req->pool, v.base, v.len).base;
+    ssize_t next = find_field(req, token, name, i);
+    if (next < 0)
+        return h2o_strdup(&req->pool, v.base, v.len).base;
+    for (; next >= 0; next = find_field(req, token, name, next))
+        v = h2o_concat(&req->pool, v, h2o_iovec_init(H2O_STRLIT(", ")), req->headers.entries[next].value);
+    return v.base; /* h2o_concat ends it with a NUL */
 }
 
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token)
 {
-    ssize_t i = h2o_find_header(&req->headers, token, -1);
-    ssize_t next = i >= 0 ? h2o_find_header(&req->headers, token, i) : -1;
-    if (next < 0)
-        return header_value(req, i);
-    /* Sent more than once: one value, the fields joined by ", " in order (RFC 9110 §5.3). A list field then
-     * reads whole, and a singleton field sent twice reads as a list its parser refuses. */
-    h2o_iovec_t joined = req->headers.entries[i].value;
-    for (; next >= 0; next = h2o_find_header(&req->headers, token, next))
-        joined = h2o_concat(&req->pool, joined, h2o_iovec_init(H2O_STRLIT(", ")), req->headers.entries[next].value);
-    return joined.base; /* h2o_concat ends it with a NUL */
+    return field_value(req, token, NULL);
 }
 
 const char *ad_http_get_str(h2o_req_t *req, const char *name)
 {
-    return header_value(req, h2o_find_header_by_str(&req->headers, name, strlen(name), -1));
+    return field_value(req, NULL, name);
 }
 
 static int hexval(int c)

@@ -66,8 +66,8 @@ void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
 
-/* A request header's value or NULL (value NUL-terminated in the pool). ad_http_get joins a field sent more than
- * once with ", " (RFC 9110 §5.3); ad_http_get_str reads the first only. */
+/* A request header's value or NULL (value NUL-terminated in the pool); a field sent more than once is its
+ * values joined with ", " (RFC 9110 §5.3). */
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token);
 const char *ad_http_get_str(h2o_req_t *req, const char *name);
 /* A query parameter's percent-decoded value (in the request pool), or NULL when absent. */

@@ -6,7 +6,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventSource } from 'eventsource';
-import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { it, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     assertJobShape, assertProblem, complete, expectStatus, fail, heartbeat, leaseOne, sleep, submit,
 } from './lib/jobs.mjs';
@@ -219,6 +219,14 @@ describe('GET /v1/jobs/{id}/events', () => {
         assertProblem(await t2.c.get(`/v1/jobs/${id}/events`), 404, 'not-found');
         assertProblem(await t1.c.get('/v1/jobs/job_AAAAAAAAAAAAAAAAAAAAAA/events'), 404, 'not-found');
         assertProblem(await t1.c.get(`/v1/jobs/${id}/events`, { headers: { 'last-event-id': 'abc' } }), 400, 'invalid-request');
+        // Two Last-Event-ID fields: neither is chosen (fetch would join them, so send raw bytes).
+        const two = await rawRequest(
+            d,
+            `GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t1.keys.c}\r\n` +
+                'Last-Event-ID: 0\r\nLast-Event-ID: 1\r\nConnection: close\r\n\r\n',
+        );
+        assert.equal(two.status, 400, two.raw);
+        assert.equal(two.json?.code, 'invalid-request', two.raw);
     });
 });
 

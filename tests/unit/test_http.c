@@ -366,12 +366,18 @@ static void test_header_lookup(void **state)
     assert_null(ad_http_get_str(&f->req, "idempotency-key"));
     add_header(f, "if-none-match", "\"abc\"");
     add_header(f, "idempotency-key", "k-1");
+    add_header(f, "last-event-id", "7");
     add_header(f, "idempotency-key", "k-2");
     const char *v = ad_http_get(&f->req, H2O_TOKEN_IF_NONE_MATCH);
     assert_non_null(v);
     assert_string_equal(v, "\"abc\""); /* NUL-terminated copy */
-    assert_string_equal(ad_http_get_str(&f->req, "idempotency-key"), "k-1");
+    /* A field sent more than once reads as its values in order, joined as one list (RFC 9110 §5.3). */
+    assert_string_equal(ad_http_get_str(&f->req, "idempotency-key"), "k-1, k-2");
+    assert_string_equal(ad_http_get_str(&f->req, "last-event-id"), "7");
     assert_null(ad_http_get_str(&f->req, "idempotency"));
+    add_header(f, "if-none-match", "W/\"def\"");
+    add_header(f, "if-none-match", "\"ghi\"");
+    assert_string_equal(ad_http_get(&f->req, H2O_TOKEN_IF_NONE_MATCH), "\"abc\", W/\"def\", \"ghi\"");
 
     /* Response headers: the value is copied, so the caller's buffer may change. */
     char buf[16] = "no-cache";
