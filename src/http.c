@@ -256,6 +256,11 @@ int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *
  * request) with a text/plain body. This filter swaps such bodies for a problem document, so that no
  * answer of the daemon is ever anything but JSON.
  */
+struct problem_filter {
+    h2o_filter_t super;
+    size_t body_limit; /* what a 413 names as the limit */
+};
+
 struct problem_ostream {
     h2o_ostream_t super;
     h2o_iovec_t body;
@@ -285,9 +290,16 @@ static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostrea
     if (req->res.status >= 400 && ct >= 0 &&
         h2o_memis(req->res.headers.entries[ct].value.base, 10, H2O_STRLIT("text/plain"))) {
         ad_err err = err_for_status(req->res.status);
+        const char *detail = req->res.reason;
+        if (req->res.status == 413) {
+            char *buf = h2o_mem_alloc_pool(&req->pool, 80);
+            snprintf(buf, 80, "the body is larger than the limit of %zu bytes",
+                     ((struct problem_filter *)self)->body_limit);
+            detail = buf;
+        }
         struct problem_ostream *p = (struct problem_ostream *)h2o_add_ostream(req, sizeof(*p), slot);
         p->super.do_send = problem_do_send;
-        p->body = problem_body(req, err, req->res.status, req->res.reason, NULL);
+        p->body = problem_body(req, err, req->res.status, detail, NULL);
         req->res.headers.entries[ct].value = h2o_iovec_init(H2O_STRLIT("application/problem+json"));
         req->res.content_length = p->body.len;
         slot = &p->super.next;
@@ -295,10 +307,11 @@ static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostrea
     h2o_setup_next_ostream(req, slot);
 }
 
-void ad_http_register_problem_filter(h2o_pathconf_t *conf)
+void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit)
 {
-    h2o_filter_t *f = h2o_create_filter(conf, sizeof(*f));
-    f->on_setup_ostream = problem_setup_ostream;
+    struct problem_filter *f = (struct problem_filter *)h2o_create_filter(conf, sizeof(*f));
+    f->super.on_setup_ostream = problem_setup_ostream;
+    f->body_limit = body_limit;
 }
 
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)

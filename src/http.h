@@ -50,8 +50,8 @@ int ad_http_empty(h2o_req_t *req, int status);
  * with a comma (",\"errors\":[...]") or NULL. */
 int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra);
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...) AD_PRINTF(3, 4);
-/* Turn h2o's own plain-text error answers on conf into problem documents. */
-void ad_http_register_problem_filter(h2o_pathconf_t *conf);
+/* Turn h2o's own plain-text error answers on conf into problem documents; a 413's names body_limit. */
+void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit);
 /* A stored problem document (a failed job's error) with its own status. */
 int ad_http_problem_doc(h2o_req_t *req, const char *json, int status);
 

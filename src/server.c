@@ -527,8 +527,8 @@ int ad_server_run(struct ad_config *cfg)
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
     handler->on_req = ad_api_on_req;
-    ad_http_register_problem_filter(path);
-    ad_http_register_problem_filter(&host->fallback_path);
+    ad_http_register_problem_filter(path, cfg->max_body_bytes);
+    ad_http_register_problem_filter(&host->fallback_path, cfg->max_body_bytes);
 
     h2o_loop_t *loop = h2o_evloop_create();
     h2o_context_init(&ad_srv.ctx, loop, &ad_srv.h2o);

@@ -166,6 +166,16 @@ describe('problems', () => {
         await assertStillServing();
     });
 
+    it('a body far over maxBodyBytes (refused by h2o before the handler) names the limit, like one just over', async () => {
+        const { c } = tenant(d);
+        for (const pad of [5000, 200_000]) {
+            const res = await c.post('/v1/jobs', { type: 'report.export', payload: { pad: 'p'.repeat(pad) } });
+            assertProblem(res, 413, 'payload-too-large');
+            assert.match(res.json.detail, /limit (is|of) 4096\b/, res.text);
+        }
+        assert.deepEqual(await listAll(c), []);
+    });
+
     it('a U+0000 inside a name, URL or lease id -> 422, not a truncated value; payloads keep theirs', async () => {
         const { c, w } = tenant(d);
         const refused = async (res, pointer) => {
