@@ -135,16 +135,14 @@ static ad_err authenticate(struct ad_request *r, int roles)
         r->roles = ALL;
         return AD_E_OK;
     }
-    ssize_t i = h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, -1);
-    if (i < 0)
+    /* Two fields read as their list ("Bearer a, Bearer b"), which is no key: neither credential is chosen. */
+    const char *v = ad_http_get(r->req, H2O_TOKEN_AUTHORIZATION);
+    if (v == NULL)
         return (roles & SIGNED) != 0 ? ad_api_auth_signed(r) : AD_E_UNAUTHORIZED;
-    /* Two credentials are refused rather than one of them chosen (a proxy adding its own, say). */
-    if (h2o_find_header(&r->req->headers, H2O_TOKEN_AUTHORIZATION, i) >= 0)
+    size_t len = strlen(v);
+    if (len < 7 || !h2o_lcstris(v, 7, H2O_STRLIT("bearer ")))
         return AD_E_UNAUTHORIZED;
-    h2o_iovec_t v = r->req->headers.entries[i].value;
-    if (v.len < 7 || !h2o_lcstris(v.base, 7, H2O_STRLIT("bearer ")))
-        return AD_E_UNAUTHORIZED;
-    const struct ad_key *k = find_key(v.base + 7, v.len - 7);
+    const struct ad_key *k = find_key(v + 7, len - 7);
     if (k == NULL)
         return AD_E_UNAUTHORIZED;
     r->tenant = k->tenant;

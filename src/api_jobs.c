@@ -275,20 +275,18 @@ static void submit_done(struct ad_op *op)
 }
 
 /* Parse the Idempotency-Key field: a structured-field string (RFC 8941 §3.3.3: "abc", with \" and \\ escapes)
- * or a bare value, 1-255 printable ASCII characters once unquoted. A second field, or a comma in a bare value
- * (two fields joined by a proxy), is refused rather than guessing which key was meant. Returns why the field
- * is refused, or NULL. */
+ * or a bare value, 1-255 printable ASCII characters once unquoted. Two fields read as their list (ad_http_get),
+ * which no key parses as: a list is refused rather than guessing which key was meant. Returns why the field is
+ * refused, or NULL. */
 static const char *parse_idem_key(h2o_req_t *req, char **out)
 {
     *out = NULL;
-    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("idempotency-key"), -1);
-    if (i < 0)
+    const char *v = ad_http_get_str(req, "idempotency-key");
+    if (v == NULL)
         return NULL;
-    if (h2o_find_header_by_str(&req->headers, H2O_STRLIT("idempotency-key"), i) >= 0)
-        return "send one Idempotency-Key header, not several";
-    h2o_iovec_t v = req->headers.entries[i].value;
-    int quoted = v.len >= 2 && v.base[0] == '"' && v.base[v.len - 1] == '"';
-    const char *p = quoted ? v.base + 1 : v.base, *end = quoted ? v.base + v.len - 1 : v.base + v.len;
+    size_t vlen = strlen(v);
+    int quoted = vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"';
+    const char *p = quoted ? v + 1 : v, *end = quoted ? v + vlen - 1 : v + vlen;
     char key[256];
     size_t len = 0;
     for (; p < end; p++) {
@@ -298,7 +296,8 @@ static const char *parse_idem_key(h2o_req_t *req, char **out)
         else if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\')
             return "an Idempotency-Key is printable ASCII; inside quotes, \" and \\ are escaped as \\\" and \\\\";
         else if (!quoted && ch == ',')
-            return "a bare Idempotency-Key has no comma (quote a key that holds one)";
+            return "send one Idempotency-Key: a bare key has no comma, as a list of keys would (quote a key that "
+                   "holds one)";
         if (len == sizeof(key) - 1)
             return "an Idempotency-Key is at most 255 characters";
         key[len++] = ch;
