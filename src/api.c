@@ -7,6 +7,7 @@
 #include "api.h"
 #include "job.h"
 #include "timer.h"
+#include "writer.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -161,6 +162,32 @@ static size_t header_bytes(const h2o_req_t *req)
     return n;
 }
 
+/*
+ * Work the daemon does not queue, answered 503 with Retry-After: anything more on a connection with as many
+ * requests outstanding as it may have streams (its client reset some while their work ran on: see http.h), and
+ * a write (any method but GET and HEAD) while limits.maxQueuedWrites operations are with the writer, whose
+ * queue would otherwise hold every request's memory for as long as clients outpace the store. Returns 1 when
+ * answered.
+ */
+static int refuse_overload(h2o_req_t *req, int is_read)
+{
+    if (ad_http_conn_full(req)) {
+        ad_http_problem(req, AD_E_UNAVAILABLE,
+                        "this connection has as many requests outstanding as it may have streams, some of them "
+                        "reset by the client; send this again once they have ended",
+                        NULL);
+        return 1;
+    }
+    size_t queued = ad_writer_outstanding();
+    if (!is_read && queued >= ad_srv.cfg->max_queued_writes) {
+        ad_http_problemf(req, AD_E_UNAVAILABLE,
+                         "%zu writes are waiting for the store (limits.maxQueuedWrites); send this again later",
+                         queued);
+        return 1;
+    }
+    return 0;
+}
+
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     if (header_bytes(req) > AD_MAX_HEADER_BYTES)
@@ -192,9 +219,12 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         handler = def->handler;
         roles = def->roles;
     }
-    if (ad_srv.shutting_down && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
-        !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
+    int is_read = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
+                  h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
+    if (ad_srv.shutting_down && !is_read)
         return ad_http_problem(req, AD_E_UNAVAILABLE, "shutting down; send this again to another node or later", NULL);
+    if (refuse_overload(req, is_read))
+        return 0;
     if (roles != 0) {
         ad_err e = authenticate(r, roles);
         if (e == AD_E_OK && (r->roles & roles) == 0)

@@ -605,6 +605,7 @@ static const struct field limits_fields[] = {
     {"maxConnections", F_INT, offsetof(struct ad_config, max_connections), 1, 1000000, NULL, NULL},
     {"cacheBytes", F_SIZE, offsetof(struct ad_config, cache_bytes), 1 << 20, 1LL << 40, NULL, NULL},
     {"scheduledTimers", F_SIZE, offsetof(struct ad_config, scheduled_timers), 1, 100000000, NULL, NULL},
+    {"maxQueuedWrites", F_SIZE, offsetof(struct ad_config, max_queued_writes), 1, 100000000, NULL, NULL},
     {"rateLimit", F_FN, 0, 0, 0, NULL, limits_rate},
     {NULL},
 };
@@ -880,6 +881,7 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->max_connections = 10000;
     cfg->cache_bytes = 64 << 20;
     cfg->scheduled_timers = 10000;
+    cfg->max_queued_writes = 10000;
     static const int64_t schedule_s[] = {0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400};
     cfg->webhooks.nretry_schedule = sizeof schedule_s / sizeof schedule_s[0];
     cfg->webhooks.retry_schedule_ms = ad_calloc(cfg->webhooks.nretry_schedule, sizeof(int64_t));

@@ -6,6 +6,10 @@
  */
 #include "http.h"
 #include "job.h"
+#include "timer.h"
+
+#include <h2o/http2.h>
+#include <h2o/http2_internal.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -442,6 +446,94 @@ void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
     }
 }
 
+struct ad_http_budget {
+    size_t refs;          /* 1 while the socket is open, plus one per ad_pending of the connection */
+    size_t outstanding;   /* its ad_pending: requests answered later whose work has not ended */
+    size_t resets;        /* requests abandoned with work outstanding, less those answered since */
+    h2o_socket_t *sock;   /* NULL once closed */
+    h2o_context_t *ctx;   /* of its requests, to find its HTTP/2 connection */
+    struct ad_timer calm; /* sends the GOAWAY from the loop, outside h2o's handling of a stream */
+    int calmed;           /* GOAWAY sent or on its way: nothing more to count */
+};
+
+static struct ad_http_budget *budget_of(h2o_req_t *req)
+{
+    if (req == NULL || req->conn == NULL || req->conn->callbacks->get_socket == NULL)
+        return NULL;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    struct ad_http_budget *b = sock != NULL ? sock->on_close.data : NULL;
+    if (b != NULL)
+        b->ctx = req->conn->ctx;
+    return b;
+}
+
+static void budget_unref(struct ad_http_budget *b)
+{
+    if (--b->refs == 0)
+        free(b);
+}
+
+/*
+ * GOAWAY(ENHANCE_YOUR_CALM) and close, the way h2o ends a connection on a protocol error (lib/http2/connection.c
+ * enqueue_goaway and close_connection): the frame is queued and a write requested, then IS_CLOSING makes h2o
+ * stop reading and close the connection once the write has gone, closing its streams (their requests' on_gone
+ * run then). Run from a timer, never inside h2o: while h2o is closing a stream or the whole connection (whose
+ * streams' disposal brings us here), touching the connection could leave a write linked on a freed one.
+ */
+static void calm_fire(struct ad_timer *t)
+{
+    struct ad_http_budget *b = H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, calm, t);
+    /* Only h2o's list of live HTTP/2 connections says whether the one on this socket is still there. */
+    for (h2o_linklist_t *l = b->ctx->http2._conns.next; b->sock != NULL && l != &b->ctx->http2._conns; l = l->next) {
+        h2o_http2_conn_t *conn = H2O_STRUCT_FROM_MEMBER(h2o_http2_conn_t, _conns, l);
+        if (conn->sock != b->sock || conn->state >= H2O_HTTP2_CONN_STATE_IS_CLOSING)
+            continue;
+        ad_warn("closing an HTTP/2 connection that abandoned %zu requests with work outstanding", b->resets);
+        h2o_http2_encode_goaway_frame(&conn->_write.buf, conn->pull_stream_ids.max_open,
+                                      H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM, h2o_iovec_init(H2O_STRLIT("too many resets")));
+        h2o_http2_conn_request_write(conn);
+        conn->state = H2O_HTTP2_CONN_STATE_IS_CLOSING;
+        break;
+    }
+    budget_unref(b); /* the timer's */
+}
+
+static void budget_reset(struct ad_http_budget *b)
+{
+    if (b->calmed || ++b->resets <= AD_HTTP_RESET_BUDGET || b->sock == NULL || b->ctx == NULL)
+        return;
+    b->calmed = 1;
+    b->refs++; /* held by the armed timer */
+    ad_timer_arm(&b->calm, ad_mono_ms());
+}
+
+struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock)
+{
+    struct ad_http_budget *b = ad_calloc(1, sizeof(*b));
+    b->refs = 1;
+    b->sock = sock;
+    b->calm.cb = calm_fire;
+    return b;
+}
+
+void ad_http_conn_closed(struct ad_http_budget *b)
+{
+    if (b == NULL)
+        return;
+    b->sock = NULL;
+    if (ad_timer_armed(&b->calm)) {
+        ad_timer_cancel(&b->calm);
+        b->refs--; /* the timer's: the socket's, dropped below, is still held */
+    }
+    budget_unref(b);
+}
+
+int ad_http_conn_full(h2o_req_t *req)
+{
+    struct ad_http_budget *b = budget_of(req);
+    return b != NULL && b->outstanding >= req->conn->ctx->globalconf->http2.max_concurrent_requests_per_connection;
+}
+
 struct ad_pending_link {
     struct ad_pending *p;
 };
@@ -454,8 +546,22 @@ static void pending_dispose(void *arg)
         return;
     p->link = NULL;
     p->req = NULL;
+    struct ad_http_budget *b = p->budget;
+    if (b == NULL) {
+        if (p->on_gone != NULL)
+            p->on_gone(p);
+        return;
+    }
+    /* A request whose owner lets go of it here costs nothing more; one whose work runs on (a writer operation,
+     * a lease op in flight) is a reset that counts. b is held across on_gone, whose take may drop its last
+     * other reference. */
+    b->refs++;
+    size_t before = b->outstanding;
     if (p->on_gone != NULL)
         p->on_gone(p);
+    if (b->outstanding == before)
+        budget_reset(b);
+    budget_unref(b);
 }
 
 h2o_socket_t *ad_http1_socket(h2o_req_t *req)
@@ -502,6 +608,11 @@ struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(s
     p->req = req;
     p->owner = owner;
     p->on_gone = on_gone;
+    p->budget = budget_of(req);
+    if (p->budget != NULL) {
+        p->budget->refs++;
+        p->budget->outstanding++;
+    }
     p->link = h2o_mem_alloc_shared(&req->pool, sizeof(*p->link), pending_dispose);
     p->link->p = p;
     return p;
@@ -528,6 +639,13 @@ h2o_req_t *ad_pending_take(struct ad_pending *p)
     release_reading(ad_http1_socket(req));
     if (p->link != NULL)
         p->link->p = NULL;
+    struct ad_http_budget *b = p->budget;
+    if (b != NULL) {
+        b->outstanding--;
+        if (req != NULL && b->resets > 0)
+            b->resets--; /* an answered request earns back a reset */
+        budget_unref(b);
+    }
     free(p);
     return req;
 }

@@ -86,7 +86,8 @@ struct ad_pending {
     h2o_req_t *req; /* NULL once the client is gone */
     void *owner;
     void (*on_gone)(struct ad_pending *p);
-    struct ad_pending_link *link; /* in the request's pool while the request lives */
+    struct ad_pending_link *link;  /* in the request's pool while the request lives */
+    struct ad_http_budget *budget; /* of the request's connection, or NULL */
 };
 /* While it waits, the request's HTTP/1 socket stays polled without being read (see http.c). */
 struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p));
@@ -95,5 +96,21 @@ struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(s
 int ad_pending_gone(const struct ad_pending *p);
 /* Free p and return the request to answer, or NULL when the client went away. */
 h2o_req_t *ad_pending_take(struct ad_pending *p);
+
+/*
+ * What a connection may leave behind. A client that resets an HTTP/2 stream frees its place under h2o's stream
+ * limit at once, while the work its request started (a writer operation, a parked lease's) runs on; resetting
+ * streams as fast as it opens them (CVE-2023-44487, "rapid reset") it could queue work without end. So each
+ * accepted connection has a budget, the data of its socket's on_close (server.c): its pending requests, answered
+ * or not, count against its stream limit until their work ends (ad_http_conn_full), and a connection that
+ * abandons more than AD_HTTP_RESET_BUDGET requests with work outstanding, less one for each request answered
+ * since, gets GOAWAY with ENHANCE_YOUR_CALM and is closed.
+ */
+#define AD_HTTP_RESET_BUDGET 100
+/* The budget of a newly accepted sock, to be its on_close.data; ad_http_conn_closed(it) when sock closes. */
+struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock);
+void ad_http_conn_closed(struct ad_http_budget *b);
+/* 1 when req's connection has as many requests outstanding as it may have streams: refuse more work on it. */
+int ad_http_conn_full(h2o_req_t *req);
 
 #endif

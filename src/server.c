@@ -447,6 +447,7 @@ static void on_accept(h2o_socket_t *listener, const char *err);
 
 static void on_connection_close(void *data)
 {
+    ad_http_conn_closed(data);
     if (nconnections-- == (size_t)ad_srv.cfg->max_connections && !ad_srv.shutting_down)
         h2o_socket_read_start(listener_sock, on_accept);
 }
@@ -459,6 +460,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     if (sock == NULL)
         return;
     sock->on_close.cb = on_connection_close;
+    sock->on_close.data = ad_http_conn_open(sock);
     if (++nconnections == (size_t)ad_srv.cfg->max_connections)
         h2o_socket_read_stop(listener);
     h2o_accept(&ad_srv.accept, sock);

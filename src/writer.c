@@ -271,6 +271,11 @@ int ad_writer_idle(void)
     return __atomic_load_n(&submitted, __ATOMIC_RELAXED) == __atomic_load_n(&delivered, __ATOMIC_RELAXED);
 }
 
+size_t ad_writer_outstanding(void)
+{
+    return (size_t)(__atomic_load_n(&submitted, __ATOMIC_RELAXED) - __atomic_load_n(&delivered, __ATOMIC_RELAXED));
+}
+
 void ad_writer_submit(struct ad_op *op)
 {
     __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);

@@ -57,5 +57,8 @@ struct ad_writer_stats {
 void ad_writer_stats(struct ad_writer_stats *out);
 /* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
 int ad_writer_idle(void);
+/* Operations handed in whose done() has not run yet: queued, in the open batch, or waiting for the loop (event
+ * loop thread). Each holds its request's memory until then; the API refuses writes past limits.maxQueuedWrites. */
+size_t ad_writer_outstanding(void);
 
 #endif

@@ -64,7 +64,7 @@ static const char example[] =
     "maxAttempts: 7\n"
     "retryBackoff: 5s\n"
     "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500, cacheBytes: 8388608,"
-    " scheduledTimers: 3 }\n";
+    " scheduledTimers: 3, maxQueuedWrites: 7 }\n";
 
 static void test_defaults(void **state)
 {
@@ -92,6 +92,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_connections, 10000);
     assert_int_equal(cfg.cache_bytes, 64 << 20);
     assert_int_equal(cfg.scheduled_timers, 10000);
+    assert_int_equal(cfg.max_queued_writes, 10000);
     ad_config_free(&cfg);
     assert_null(cfg.listen_host);
     assert_null(cfg.data_dir);
@@ -172,6 +173,7 @@ static void test_full_example(void **state)
     assert_int_equal(cfg.max_connections, 500);
     assert_int_equal(cfg.cache_bytes, 8388608);
     assert_int_equal(cfg.scheduled_timers, 3);
+    assert_int_equal(cfg.max_queued_writes, 7);
     ad_config_free(&cfg);
 }
 
@@ -323,6 +325,7 @@ static void test_wrong_values(void **state)
                  "<config>:1: limits.cacheBytes: expected an integer from 1048576 to 1099511627776, got '1048575'");
     expect_error("limits: { maxConnections: 0 }\n", "limits.maxConnections");
     expect_error("limits: { scheduledTimers: 0 }\n", "limits.scheduledTimers");
+    expect_error("limits: { maxQueuedWrites: 0 }\n", "limits.maxQueuedWrites");
     expect_error("limits: { maxWaitSeconds: 3601 }\n", "limits.maxWaitSeconds");
     expect_error("limits: 5\n", "<config>:1: expected a mapping in limits");
     expect_error("tombstone: 7 days\n", "<config>:1: tombstone: expected a duration");

@@ -1,6 +1,6 @@
 /*
  * test_http.c - unit tests for the parts of src/http.c that need no live connection: route matching, query
- * parameters, Prefer parsing, header lookups and the pending-request guard.
+ * parameters, Prefer parsing, header lookups, the pending-request guard and the connection budget.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
  * response, which needs a real connection and is covered by the black-box tests. The held reading of a
@@ -431,6 +431,79 @@ static void test_pending_guard(void **state)
     assert_int_equal(gone_calls, 1);
 }
 
+/* A connection as the budget sees it: a socket whose on_close.data is the budget, and h2o's stream limit. */
+static h2o_socket_t budget_sock;
+static h2o_socket_t *budget_get_socket(h2o_conn_t *conn)
+{
+    return &budget_sock;
+}
+static const h2o_conn_callbacks_t budget_callbacks = {.get_socket = budget_get_socket};
+
+static int take_calls;
+static void take_gone(struct ad_pending *p)
+{
+    take_calls++;
+    ad_pending_take(p);
+}
+
+/* A request's pending counts against its connection's stream limit until its work ends, whether the client
+ * stayed or not; past AD_HTTP_RESET_BUDGET requests abandoned with work outstanding (less those answered
+ * since) the connection's GOAWAY is armed. One abandoned with nothing left to run (on_gone takes it) costs
+ * nothing. */
+static void test_pending_budget(void **state)
+{
+    (void)state;
+    static h2o_globalconf_t gconf;
+    static h2o_context_t ctx;
+    gconf.http2.max_concurrent_requests_per_connection = 100;
+    ctx.globalconf = &gconf;
+    h2o_linklist_init_anchor(&ctx.http2._conns);
+    h2o_conn_t conn = {.ctx = &ctx, .callbacks = &budget_callbacks};
+    struct ad_http_budget *b = ad_http_conn_open(&budget_sock);
+    budget_sock.on_close.data = b;
+
+    enum { N = AD_HTTP_RESET_BUDGET + 2 };
+    h2o_req_t *reqs = calloc(N, sizeof(*reqs));
+    struct ad_pending *p[N];
+    for (int i = 0; i < N; i++) {
+        h2o_mem_init_pool(&reqs[i].pool);
+        reqs[i].conn = &conn;
+        reqs[i].version = 0x200;
+    }
+    for (int i = 0; i < 100; i++) {
+        assert_false(ad_http_conn_full(&reqs[i]));
+        p[i] = ad_pending_new(&reqs[i], NULL, NULL);
+    }
+    assert_true(ad_http_conn_full(&reqs[0]));
+    /* Reset with work outstanding: still counted. */
+    size_t timers = ad_timers_count();
+    for (int i = 0; i < 100; i++)
+        h2o_mem_clear_pool(&reqs[i].pool);
+    assert_true(ad_http_conn_full(&reqs[100]));
+    assert_int_equal(b->resets, 100);
+    /* One ends: room for one more, which its owner lets go of at once when reset: not counted. */
+    assert_null(ad_pending_take(p[0]));
+    assert_false(ad_http_conn_full(&reqs[100]));
+    take_calls = 0;
+    p[100] = ad_pending_new(&reqs[100], NULL, take_gone);
+    h2o_mem_clear_pool(&reqs[100].pool);
+    assert_int_equal(take_calls, 1);
+    assert_int_equal(b->resets, 100);
+    assert_int_equal(ad_timers_count(), timers);
+    /* One more with work outstanding is past the budget: the GOAWAY is armed. */
+    p[101] = ad_pending_new(&reqs[101], NULL, NULL);
+    h2o_mem_clear_pool(&reqs[101].pool);
+    assert_int_equal(ad_timers_count(), timers + 1);
+    for (int i = 1; i < 100; i++)
+        assert_null(ad_pending_take(p[i]));
+    assert_null(ad_pending_take(p[101]));
+    assert_int_equal(b->outstanding, 0);
+    /* Closing cancels the GOAWAY and frees the budget (ASan checks). */
+    ad_http_conn_closed(b);
+    assert_int_equal(ad_timers_count(), timers);
+    free(reqs);
+}
+
 static int read_calls;
 static void count_read(h2o_socket_t *sock, const char *err)
 {
@@ -494,6 +567,7 @@ int main(void)
         T(test_prefer_rfc7240_syntax),
         T(test_header_lookup),
         T(test_pending_guard),
+        T(test_pending_budget),
         T(test_held_reading),
     };
 #undef T

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "store_test.h"
 #include "tmpdir.h"
@@ -363,6 +364,39 @@ static void test_answers_leave_before_after_batch(void **state)
     assert_true(a.committed_at_done);
 }
 
+/* ad_writer_outstanding counts an operation from its submit until its done() has run: while the writer holds it,
+ * once committed with its completion still waiting for the loop, and no more after. limits.maxQueuedWrites is
+ * checked against this count. */
+static void test_outstanding_counts_until_done(void **state)
+{
+    (void)state;
+    sem_t started, go;
+    sem_init(&started, 0, 0);
+    sem_init(&go, 0, 0);
+    assert_int_equal(ad_writer_outstanding(), 0);
+    struct test_op hold, a, b;
+    init_op(&hold, NULL);
+    hold.started = &started;
+    hold.go = &go;
+    init_op(&a, "job_outstanding_a");
+    init_op(&b, "job_outstanding_b");
+    ad_writer_submit(&hold.op);
+    sem_wait(&started);
+    ad_writer_submit(&a.op);
+    ad_writer_submit(&b.op);
+    assert_int_equal(ad_writer_outstanding(), 3);
+    sem_post(&go);
+    /* Committed but not yet handed to done(): the loop has not run, so all three still count. */
+    while (!stored("job_outstanding_b"))
+        usleep(1000);
+    assert_int_equal(ad_writer_outstanding(), 3);
+    struct test_op *all[] = {&hold, &a, &b};
+    run_until_done(all, 3);
+    assert_int_equal(ad_writer_outstanding(), 0);
+    sem_destroy(&started);
+    sem_destroy(&go);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_arrival_joins_the_open_batch),
         cmocka_unit_test(test_completions_run_in_chunks),
         cmocka_unit_test(test_answers_leave_before_after_batch),
+        cmocka_unit_test(test_outstanding_counts_until_done),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
