@@ -373,6 +373,10 @@ int ad_api_readyz(struct ad_request *r)
     static const char body[] = "{\"status\":\"ready\"}";
     if (ad_srv.shutting_down)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "shutting down", NULL);
+    /* The store answers reads but refuses every write: a load balancer should send submits elsewhere. */
+    if (ad_writer_storage_full())
+        return ad_http_problem(r->req, AD_E_STORAGE_FULL, "the store is out of space: writes fail until there is room",
+                               NULL);
     int64_t seq;
     if (ad_srv.store->ops->max_seq(ad_srv.rconn, &seq) != AD_E_OK)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);

@@ -36,7 +36,8 @@
     XX(RATE_LIMITED, "rate-limited", 429, "Too many requests")                                                         \
     XX(HEADERS_TOO_LARGE, "headers-too-large", 431, "Request header fields too large")                                 \
     XX(INTERNAL, "internal", 500, "Internal error")                                                                    \
-    XX(UNAVAILABLE, "unavailable", 503, "Service unavailable")
+    XX(UNAVAILABLE, "unavailable", 503, "Service unavailable")                                                         \
+    XX(STORAGE_FULL, "storage-full", 503, "Storage full")
 
 typedef enum ad_err {
 #define AD_ERR_ENUM(e, code, status, title) AD_E_##e,

@@ -249,7 +249,7 @@ int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *
     h2o_iovec_t body = problem_body(req, err, status, detail, extra);
     if (err == AD_E_UNAUTHORIZED)
         ad_http_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"acceptd\"");
-    if (err == AD_E_UNAVAILABLE)
+    if (err == AD_E_UNAVAILABLE || err == AD_E_STORAGE_FULL)
         ad_http_header(req, H2O_TOKEN_RETRY_AFTER, "1");
     ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     return send_body(req, status, "application/problem+json", body.base, body.len);

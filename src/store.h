@@ -226,6 +226,11 @@ struct ad_store_ops {
     /* Writer thread, once a batch's answers have been handed back: upkeep that a commit would otherwise do
      * before it returns (SQLite copies its write-ahead log back into the database here). NULL: none. */
     void (*after_batch)(struct ad_conn *c);
+    /* Writer thread, outside a transaction, while writes fail for want of space (AD_E_STORAGE_FULL): give back
+     * what space the store holds for itself (SQLite: copy its log into the database and truncate it), then commit
+     * a small write of its own. AD_E_OK once that write went through: there is room again. NULL: the store cannot
+     * tell, and the next batch that commits says so instead. */
+    ad_err (*reclaim)(struct ad_conn *c);
     /* Rows inserted, updated or deleted on c so far (any count that moves with every row written). With it, the
      * writer applies a batch's operations without savepoints: an operation that fails having written nothing
      * costs the others nothing, and one that fails after writing fails its whole batch. NULL: the writer

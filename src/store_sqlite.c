@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 enum sq_col {
@@ -477,6 +478,8 @@ struct ad_conn {
     int64_t data_version;        /* PRAGMA data_version when rows was last known to match the file */
     int own_checkpoints;         /* checkpoints in sq_after_batch, not inside its commits (set by sq_begin) */
     int wal_frames;              /* frames in the write-ahead log after this connection's last commit */
+    int space_frames;            /* wal_frames when sq_after_batch last looked at the free space */
+    int tx_full;                 /* a statement of the open transaction failed for want of space */
 };
 
 /* Test hook (declared by tests/unit/test_store_sqlite.c): the SQL of statement i, NULL past the last one. */
@@ -486,14 +489,16 @@ const char *ad_store_sqlite_stmt_sql(size_t i)
     return i < ST__COUNT ? stmt_sql[i] : NULL;
 }
 
-/* Transient conditions (lock held too long, disk trouble) answer 503; everything else is our bug. */
+/* Transient conditions (lock held too long, disk trouble) answer 503; everything else is our bug. A full disk has
+ * its own code: the writer keeps /readyz at 503 until there is room again (writer.c). */
 static ad_err map_rc(int rc)
 {
     switch (rc & 0xff) {
+    case SQLITE_FULL:
+        return AD_E_STORAGE_FULL;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
-    case SQLITE_FULL:
     case SQLITE_CANTOPEN:
     case SQLITE_PROTOCOL:
     case SQLITE_READONLY:
@@ -506,6 +511,8 @@ static ad_err map_rc(int rc)
 static ad_err fail(struct ad_conn *c, int rc, const char *what)
 {
     ad_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
+    if ((rc & 0xff) == SQLITE_FULL)
+        c->tx_full = c->in_tx;
     return map_rc(rc);
 }
 
@@ -556,7 +563,7 @@ static ad_err check_tx(struct ad_conn *c)
 {
     if (c->in_tx && sqlite3_get_autocommit(c->db)) {
         ad_error("store: the transaction was rolled back by SQLite; refusing to write outside it");
-        return AD_E_UNAVAILABLE;
+        return c->tx_full ? AD_E_STORAGE_FULL : AD_E_UNAVAILABLE;
     }
     return AD_E_OK;
 }
@@ -804,6 +811,16 @@ static void sq_configure(void)
  * (the first sq_begin) only counts the frames instead, and checkpoints once the batch's answers are out
  * (sq_after_batch). Other connections, which write only now and then, keep SQLite's. */
 #define SQ_CHECKPOINT_FRAMES 1000
+/*
+ * A checkpoint copies the log into the database but leaves the file its size, to be written over from the start:
+ * the log keeps the most it ever held. journal_size_limit truncates it back to this at that restart: twice what
+ * it holds between two checkpoints, so that a steady load never pays for it, while a log swollen by a huge
+ * batch, or by checkpoints that readers held back, gives its space back.
+ */
+#define SQ_WAL_LIMIT "8388608"
+/* How far the log grows between two looks at the free space of its file system (sq_after_batch). */
+#define SQ_SPACE_CHECK_FRAMES 64
+#define SQ_BUSY_TIMEOUT_MS 5000
 
 static int sq_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
@@ -811,14 +828,81 @@ static int sq_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
+/* Copy the whole log into the database and truncate it to nothing, without waiting for a reader in the way
+ * (then the copy stops at what it holds and the next try goes on). SQLITE_OK when the log is empty. */
+static int truncate_log(struct ad_conn *c)
+{
+    sqlite3_busy_timeout(c->db, 0);
+    int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
+    if (rc == SQLITE_OK)
+        c->wal_frames = c->space_frames = 0;
+    return rc;
+}
+
+/* Free bytes on the file system of the database (and its log), or -1 when it cannot be told. */
+static int64_t free_bytes(struct ad_conn *c)
+{
+    struct statvfs fs;
+    return statvfs(sqlite3_db_filename(c->db, "main"), &fs) == 0 ? (int64_t)fs.f_bavail * (int64_t)fs.f_frsize : -1;
+}
+
+/*
+ * Whether the log takes more room than its file system has left. On a small volume the log, which a checkpoint
+ * empties but does not shrink, would fill it long before SQ_CHECKPOINT_FRAMES (1000 frames are 4 MiB): every
+ * batch would then fail for want of room that the log only holds for pages the database file already has.
+ */
+static int log_crowds_disk(struct ad_conn *c)
+{
+    const char *wal = sqlite3_filename_wal(sqlite3_db_filename(c->db, "main"));
+    struct stat st;
+    if (wal == NULL || stat(wal, &st) != 0)
+        return 0;
+    int64_t room = free_bytes(c);
+    return room >= 0 && room < (int64_t)st.st_size;
+}
+
 static void sq_after_batch(struct ad_conn *c)
 {
+    if (c->wal_frames < c->space_frames)
+        c->space_frames = 0; /* the log restarted */
+    if (c->wal_frames - c->space_frames >= SQ_SPACE_CHECK_FRAMES) {
+        c->space_frames = c->wal_frames;
+        if (log_crowds_disk(c) && truncate_log(c) == SQLITE_OK)
+            return;
+    }
     if (c->wal_frames < SQ_CHECKPOINT_FRAMES)
         return;
     int rc = sqlite3_wal_checkpoint_v2(c->db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
         ad_warn("store: checkpoint: %s", sqlite3_errmsg(c->db));
     c->wal_frames = 0;
+}
+
+/*
+ * Out of space: the log is what the store can give back, since every page in it that has been copied into the
+ * database takes room twice. Then there is room again once the file system has SQ_ROOM_BYTES free and a write
+ * of one page (a row written and deleted again in one transaction) goes through. The write alone would say yes
+ * too soon: it fits in the tail that the failed batch left in the log, and the next batch would fail again.
+ * Nothing here logs its failure: the writer tries again and again while the disk is full.
+ */
+#define SQ_ROOM_BYTES (1024 * 1024)
+
+static ad_err sq_reclaim(struct ad_conn *c)
+{
+    truncate_log(c);
+    int64_t room = free_bytes(c);
+    if (room >= 0 && room < SQ_ROOM_BYTES)
+        return AD_E_STORAGE_FULL;
+    int rc = sqlite3_exec(c->db,
+                          "BEGIN IMMEDIATE;"
+                          "INSERT OR REPLACE INTO meta (key, value) VALUES ('space_probe', 0);"
+                          "DELETE FROM meta WHERE key = 'space_probe';"
+                          "COMMIT",
+                          NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? AD_E_OK : map_rc(rc);
 }
 
 static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
@@ -842,7 +926,7 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
                                   "PRAGMA synchronous = FULL;"
                                   "PRAGMA cache_size = -16384;" /* 16 MiB, not 2: the hot pages of every index */
                                   "PRAGMA temp_store = MEMORY;"
-                                  "PRAGMA busy_timeout = 5000;"
+                                  "PRAGMA journal_size_limit = " SQ_WAL_LIMIT ";"
                                   "PRAGMA foreign_keys = ON;";
     char *msg = NULL;
     rc = sqlite3_exec(c->db, pragmas, NULL, NULL, &msg);
@@ -852,6 +936,7 @@ static struct ad_conn *sq_connect(struct ad_store *s, char *err, size_t errlen)
         sq_disconnect(c);
         return NULL;
     }
+    sqlite3_busy_timeout(c->db, SQ_BUSY_TIMEOUT_MS);
     return c;
 }
 
@@ -869,6 +954,7 @@ static ad_err sq_begin(struct ad_conn *c)
         sqlite3_wal_hook(c->db, sq_wal_hook, c);
         c->own_checkpoints = 1;
     }
+    c->tx_full = 0;
     ad_err e = run_id(c, ST_BEGIN, "begin");
     if (e == AD_E_OK)
         tx_reset(c, 1);
@@ -1656,6 +1742,7 @@ static const struct ad_store_ops sq_ops = {
     .commit = sq_commit,
     .rollback = sq_rollback,
     .after_batch = sq_after_batch,
+    .reclaim = sq_reclaim,
     .changes = sq_changes,
     .savepoint = sq_savepoint,
     .release = sq_release,

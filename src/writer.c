@@ -6,6 +6,11 @@
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
  * A batch's completions reach the event loop together and are run a chunk per turn of the loop
  * (ad_writer_deliver, from a zero timeout of the loop), between its reads.
+ *
+ * A batch that fails for want of space (AD_E_STORAGE_FULL) puts the writer in the full state, which
+ * ad_writer_storage_full tells /readyz. While in it, the writer has the store give back what space it can and try
+ * a small write of its own (ops->reclaim) after every batch and, when no batch comes, every
+ * AD_WRITER_RECLAIM_MS, and leaves the state once one goes through.
  */
 #include "writer.h"
 #include "util.h"
@@ -19,6 +24,8 @@
  * of 250 keeps the loop from reading for 5 ms, while the writer, with nothing queued, waits. In turns, the
  * requests that the first answers bring back are read, and reach the writer, between them. */
 #define AD_WRITER_DELIVER_CHUNK 32
+/* How often the writer, with nothing queued, tries to make room while the store is full. */
+#define AD_WRITER_RECLAIM_MS 500
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -41,6 +48,9 @@ static struct ad_store *store;
 static h2o_multithread_queue_t *mq;
 static h2o_multithread_receiver_t receiver;
 static void (*batch_hook)(void);
+/* Atomic: 1 from a batch that failed for want of space until a write goes through again (writer thread writes,
+ * any thread reads). */
+static int storage_full;
 
 /* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
 static h2o_linklist_t ready = {&ready, &ready};
@@ -193,8 +203,21 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     return batch;
 }
 
+/* In the full state (mu not held): have the store make room and try a write; leave the state once one went
+ * through. A store without reclaim leaves it at the next batch that commits (commit_and_deliver). */
+static void reclaim(void)
+{
+    if (!__atomic_load_n(&storage_full, __ATOMIC_RELAXED) || store->ops->reclaim == NULL)
+        return;
+    if (store->ops->reclaim(conn) != AD_E_OK)
+        return;
+    __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
+    ad_info("store: writes go through again");
+}
+
 /* Commit the batch unless it already failed (mu not held), hand each operation back to the event loop, and only
- * then run the store's upkeep (after_batch), which the answers need not wait for. */
+ * then run the store's upkeep (after_batch), which the answers need not wait for. The full state is entered
+ * before the answers leave, so that a client that got storage-full finds /readyz saying so too. */
 static void commit_and_deliver(struct ad_op *batch, ad_err berr)
 {
     if (berr == AD_E_OK) {
@@ -203,6 +226,16 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr)
         if (berr != AD_E_OK)
             store->ops->rollback(conn);
         __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
+    }
+    /* An operation may answer storage-full alone: a statement that SQLite undid by itself, the batch going on. */
+    int full = berr == AD_E_STORAGE_FULL;
+    for (const struct ad_op *op = batch; op != NULL && !full; op = op->next)
+        full = op->err == AD_E_STORAGE_FULL;
+    if (full && !__atomic_load_n(&storage_full, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&storage_full, 1, __ATOMIC_RELAXED);
+        ad_warn("store: out of space: writes fail until there is room again");
+    } else if (!full && berr == AD_E_OK && store->ops->reclaim == NULL) {
+        __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
     }
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
@@ -216,6 +249,32 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr)
     }
     if (store->ops->after_batch != NULL)
         store->ops->after_batch(conn);
+    reclaim();
+}
+
+/* Wait for an operation (mu held). In the full state, wake every AD_WRITER_RECLAIM_MS to try to make room, so
+ * that readiness comes back without a request to find out. */
+static void wait_for_work(void)
+{
+    while (head == NULL && !stopping) {
+        if (!__atomic_load_n(&storage_full, __ATOMIC_RELAXED)) {
+            pthread_cond_wait(&cv, &mu);
+            continue;
+        }
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += AD_WRITER_RECLAIM_MS / 1000;
+        deadline.tv_nsec += (long)(AD_WRITER_RECLAIM_MS % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL && !stopping) {
+            pthread_mutex_unlock(&mu);
+            reclaim();
+            pthread_mutex_lock(&mu);
+        }
+    }
 }
 
 static void *writer_main(void *arg)
@@ -223,8 +282,7 @@ static void *writer_main(void *arg)
     size_t last_batch = 0;
     pthread_mutex_lock(&mu);
     for (;;) {
-        while (head == NULL && !stopping)
-            pthread_cond_wait(&cv, &mu);
+        wait_for_work();
         if (head == NULL)
             break;
         ad_err berr;
@@ -253,6 +311,7 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
     mq = h2o_multithread_create_queue(loop);
     h2o_multithread_register_receiver(mq, &receiver, on_messages);
     stopping = 0;
+    __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
     if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
         snprintf(err, errlen, "cannot start the writer thread");
         return -1;
@@ -264,6 +323,11 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
 void ad_writer_set_batch_hook(void (*fn)(void))
 {
     __atomic_store_n(&batch_hook, fn, __ATOMIC_RELEASE);
+}
+
+int ad_writer_storage_full(void)
+{
+    return __atomic_load_n(&storage_full, __ATOMIC_RELAXED);
 }
 
 int ad_writer_idle(void)

@@ -55,6 +55,9 @@ struct ad_writer_stats {
     uint64_t batches, ops, apply_ns, commit_ns;
 };
 void ad_writer_stats(struct ad_writer_stats *out);
+/* 1 while writes fail for want of space: from a batch that failed with AD_E_STORAGE_FULL until a write goes
+ * through again (any thread; one atomic load). */
+int ad_writer_storage_full(void);
 /* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
 int ad_writer_idle(void);
 /* Operations handed in whose done() has not run yet: queued, in the open batch, or waiting for the loop (event

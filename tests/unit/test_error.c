@@ -117,6 +117,7 @@ static void test_documented_problems(void **state)
         {AD_E_ILLEGAL_TRANSITION, "illegal-transition", 409},
         {AD_E_STALE_LEASE, "stale-lease", 409},
         {AD_E_UNAVAILABLE, "unavailable", 503},
+        {AD_E_STORAGE_FULL, "storage-full", 503},
         {AD_E_INTERNAL, "internal", 500},
     };
     for (size_t i = 0; i < sizeof(doc) / sizeof(doc[0]); i++) {

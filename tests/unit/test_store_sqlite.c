@@ -784,6 +784,61 @@ static void test_checkpoint_runs_after_the_batch(void **state)
     assert_int_equal(f->c->wal_frames, 0);
 }
 
+static off_t wal_size(struct fx *f)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/acceptd.db-wal", f->data);
+    return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* Out of room (here the database may not grow past its pages, which SQLite answers as it does a full disk): a write
+ * answers storage-full. reclaim copies the log into the database and truncates it, then writes; once there is room
+ * again, writes go through on the same connection. */
+static void test_full_store_answers_storage_full_and_reclaims(void **state)
+{
+    struct fx *f = *state;
+    char *payload = string_payload(5001), id[32];
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    for (int i = 0; i < 50; i++) {
+        snprintf(id, sizeof(id), "r%d", i);
+        struct ad_job *j = new_job(id, "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+        ad_job_set(&j->payload, payload);
+        insert(f, j);
+        ad_job_free(j);
+    }
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    off_t log = wal_size(f);
+    assert_true(log > 50 * 5000);
+
+    assert_int_equal(sqlite3_exec(f->c->db, "PRAGMA max_page_count = 1", NULL, NULL, NULL), SQLITE_OK);
+    struct ad_job *j = new_job("r_full", "t1", "x", AD_QUEUED, AD_PRIO_NORMAL);
+    ad_job_set(&j->payload, payload);
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    assert_int_equal(f->s->ops->job_insert(f->c, j), AD_E_STORAGE_FULL);
+    f->s->ops->rollback(f->c);
+
+    assert_int_equal(sqlite3_exec(f->c->db, "PRAGMA max_page_count = 1073741823", NULL, NULL, NULL), SQLITE_OK);
+    off_t db = db_size(f);
+    assert_int_equal(f->s->ops->reclaim(f->c), AD_E_OK);
+    assert_true(db_size(f) > db + 50 * 4096);  /* the log was copied into the database */
+    assert_true(wal_size(f) <= 32 + 4 * 4120); /* and truncated: what is left is the probe's write */
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    insert(f, j);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    ad_job_free(j);
+    free(payload);
+    j = get(f, "t1", "r_full");
+    assert_int_equal(strlen(j->payload), 5001);
+    ad_job_free(j);
+    sqlite3_stmt *st = NULL; /* the write leaves no row behind */
+    assert_int_equal(sqlite3_prepare_v2(f->c->db, "SELECT count(*) FROM meta WHERE key = 'space_probe'", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+}
+
 /* SQLite keeps no memory statistics in this process (their global mutex is taken on every allocation):
  * with them on, the memory in use after storing a job would be counted. */
 static void test_no_memory_statistics(void **state)
@@ -1284,6 +1339,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_seq_moves_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_writes_the_wal_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_runs_after_the_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_store_answers_storage_full_and_reclaims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_memory_statistics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_never_repeats_after_newest_rows_are_deleted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_savepoints_and_rollback, setup, teardown),

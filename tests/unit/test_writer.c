@@ -3,7 +3,8 @@
  * batch, an operation that fails before writing costs the others nothing while one that fails after writing
  * fails its batch, done() runs on the event loop thread after the commit, an operation that arrives
  * while a batch is open joins that batch, a batch's completions are run by the loop itself, a chunk per run, and
- * the store's upkeep after a batch (after_batch) does not hold back its answers.
+ * the store's upkeep after a batch (after_batch) does not hold back its answers, and a batch that fails for want of
+ * space keeps the writer in the full state until the store has made room, with no operation needed to find out.
  *
  * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
  * decided by the test and not by thread timing. writer.c is included for its chunk size.
@@ -397,6 +398,50 @@ static void test_outstanding_counts_until_done(void **state)
     sem_destroy(&go);
 }
 
+/* A reclaim that finds no room until the test makes some, counting its calls. */
+static ad_err (*real_reclaim)(struct ad_conn *c);
+static int reclaim_calls, room;
+
+static ad_err scarce_reclaim(struct ad_conn *c)
+{
+    __atomic_add_fetch(&reclaim_calls, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&room, __ATOMIC_SEQ_CST) ? real_reclaim(c) : AD_E_STORAGE_FULL;
+}
+
+/* A batch that fails for want of space puts the writer in the full state before its answers leave. With
+ * nothing queued the writer keeps trying to make room on its own, and leaves the state once the store has some. */
+static void test_full_until_the_store_has_room(void **state)
+{
+    (void)state;
+    const struct ad_store_ops *saved = store->ops;
+    struct ad_store_ops scarce = *saved;
+    real_reclaim = saved->reclaim;
+    scarce.reclaim = scarce_reclaim;
+    store->ops = &scarce; /* the writer is idle and not full: it reads store->ops only for an operation */
+    assert_false(ad_writer_storage_full());
+    struct test_op a;
+    init_op(&a, "job_full");
+    a.fail = AD_E_STORAGE_FULL; /* after its insert: the batch fails */
+    ad_writer_submit(&a.op);
+    run_until_done((struct test_op *[]){&a}, 1);
+    expect(&a, AD_E_STORAGE_FULL, 0);
+    assert_true(ad_writer_storage_full());
+    int before = __atomic_load_n(&reclaim_calls, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&reclaim_calls, __ATOMIC_SEQ_CST) < before + 2) /* tried again with no operation */
+        usleep(10000);
+    assert_true(ad_writer_storage_full());
+    __atomic_store_n(&room, 1, __ATOMIC_SEQ_CST);
+    while (ad_writer_storage_full())
+        usleep(10000);
+    store->ops = saved; /* not full any more: the idle writer no longer reads it */
+    struct test_op b;
+    init_op(&b, "job_room");
+    ad_writer_submit(&b.op);
+    run_until_done((struct test_op *[]){&b}, 1);
+    expect(&b, AD_E_OK, 1);
+    assert_false(ad_writer_storage_full());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_completions_run_in_chunks),
         cmocka_unit_test(test_answers_leave_before_after_batch),
         cmocka_unit_test(test_outstanding_counts_until_done),
+        cmocka_unit_test(test_full_until_the_store_has_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
