@@ -531,3 +531,65 @@ h2o_req_t *ad_pending_take(struct ad_pending *p)
     free(p);
     return req;
 }
+
+/*
+ * Request framing (RFC 9112 §6.1, §6.3). libh2o 2.2 frames an HTTP/1 body by the first Content-Length field, or
+ * by Transfer-Encoding: chunked whenever one is present, and then serves whatever follows as the next request on
+ * the connection. It keeps neither field in req->headers, so the handler cannot ask for them; but the head it
+ * parsed is still at the start of the socket's input buffer, right before the body (the entity points into the
+ * same buffer, and a chunked body is decoded in place after the head), and is read here again. A request whose
+ * framing another parser may read otherwise (a proxy in front, for one) is refused, and its connection closed
+ * after the answer, so that the bytes behind it are never taken for a request.
+ */
+
+/* Count the Content-Length and Transfer-Encoding fields of the request head [p, end), which libh2o's parser
+ * (picohttpparser) has accepted: one empty line may come before the request line; each field is a line of its
+ * own, its name everything before the first colon; a line that starts with SP or HT continues the one before. */
+static void count_framing_fields(const char *p, const char *end, int *ncl, int *nte)
+{
+    if (p < end && *p == '\r')
+        p++;
+    if (p < end && *p == '\n')
+        p++;
+    const char *nl = memchr(p, '\n', end - p); /* the request line */
+    for (p = nl != NULL ? nl + 1 : end; p < end; p = nl != NULL ? nl + 1 : end) {
+        nl = memchr(p, '\n', end - p);
+        const char *eol = nl != NULL ? nl : end;
+        const char *colon = memchr(p, ':', eol - p);
+        if (colon == NULL || *p == ' ' || *p == '\t')
+            continue;
+        if (h2o_lcstris(p, colon - p, H2O_STRLIT("content-length")))
+            (*ncl)++;
+        else if (h2o_lcstris(p, colon - p, H2O_STRLIT("transfer-encoding")))
+            (*nte)++;
+    }
+}
+
+int ad_http1_refuse_framing(h2o_req_t *req)
+{
+    h2o_socket_t *sock = ad_http1_socket(req);
+    /* No body, no framing fields: libh2o makes an entity of every request that has one. */
+    if (sock == NULL || req->entity.base == NULL)
+        return 0;
+    const char *head = sock->input->bytes;
+    if (req->entity.base < head || req->entity.base > head + sock->input->size)
+        return 0;
+    int ncl = 0, nte = 0;
+    count_framing_fields(head, req->entity.base, &ncl, &nte);
+    const char *detail = NULL;
+    /* Identical repeated values are refused too (RFC 9110 §8.6 allows either), as nginx does: no client of
+     * this API sends two, and what the fields say is then never in question. */
+    if (ncl > 1)
+        detail = "the request has more than one Content-Length field";
+    else if (ncl != 0 && nte != 0)
+        detail = "the request has both Content-Length and Transfer-Encoding";
+    else if (nte > 1)
+        detail = "the request has more than one Transfer-Encoding field";
+    else if (nte != 0 && req->version < 0x101)
+        detail = "an HTTP/1.0 request cannot use Transfer-Encoding";
+    if (detail == NULL)
+        return 0;
+    req->http1_is_persistent = 0;
+    ad_http_problem(req, AD_E_INVALID_REQUEST, detail, NULL);
+    return 1;
+}
