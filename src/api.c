@@ -190,6 +190,8 @@ static int refuse_overload(h2o_req_t *req, int is_read)
 
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
+    if (ad_http1_refuse_framing(req))
+        return 0;
     if (header_bytes(req) > AD_MAX_HEADER_BYTES)
         return ad_http_problemf(req, AD_E_HEADERS_TOO_LARGE, "request headers may total at most %d bytes",
                                 AD_MAX_HEADER_BYTES);

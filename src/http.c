@@ -12,10 +12,12 @@
 #include <h2o/http2_internal.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 static int is_id_char(int c)
 {
@@ -288,8 +290,11 @@ static ad_err err_for_status(int status)
     return status < 500 ? AD_E_INVALID_REQUEST : AD_E_INTERNAL;
 }
 
+static void linger_arm(h2o_req_t *req);
+
 static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
 {
+    linger_arm(req);
     ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     if (req->res.status >= 400 && ct >= 0 &&
         h2o_memis(req->res.headers.entries[ct].value.base, 10, H2O_STRLIT("text/plain"))) {
@@ -456,12 +461,17 @@ struct ad_http_budget {
     int calmed;           /* GOAWAY sent or on its way: nothing more to count */
 };
 
+static void linger_start(void *data);
+
 static struct ad_http_budget *budget_of(h2o_req_t *req)
 {
     if (req == NULL || req->conn == NULL || req->conn->callbacks->get_socket == NULL)
         return NULL;
     h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
-    struct ad_http_budget *b = sock != NULL ? sock->on_close.data : NULL;
+    /* A connection set to linger after its last answer (below) has the lingering state as its on_close data. */
+    if (sock == NULL || sock->on_close.cb == linger_start)
+        return NULL;
+    struct ad_http_budget *b = sock->on_close.data;
     if (b != NULL)
         b->ctx = req->conn->ctx;
     return b;
@@ -648,4 +658,165 @@ h2o_req_t *ad_pending_take(struct ad_pending *p)
     }
     free(p);
     return req;
+}
+
+/*
+ * Request framing (RFC 9112 §6.1, §6.3). libh2o 2.2 frames an HTTP/1 body by the first Content-Length field, or
+ * by Transfer-Encoding: chunked whenever one is present, and then serves whatever follows as the next request on
+ * the connection. It keeps neither field in req->headers, so the handler cannot ask for them; but the head it
+ * parsed is still at the start of the socket's input buffer, right before the body (the entity points into the
+ * same buffer, and a chunked body is decoded in place after the head), and is read here again. A request whose
+ * framing another parser may read otherwise (a proxy in front, for one) is refused, and its connection closed
+ * after the answer, so that the bytes behind it are never taken for a request.
+ */
+
+/* Count the Content-Length and Transfer-Encoding fields of the request head [p, end), which libh2o's parser
+ * (picohttpparser) has accepted: one empty line may come before the request line; each field is a line of its
+ * own, its name everything before the first colon; a line that starts with SP or HT continues the one before. */
+static void count_framing_fields(const char *p, const char *end, int *ncl, int *nte)
+{
+    if (p < end && *p == '\r')
+        p++;
+    if (p < end && *p == '\n')
+        p++;
+    const char *nl = memchr(p, '\n', end - p); /* the request line */
+    for (p = nl != NULL ? nl + 1 : end; p < end; p = nl != NULL ? nl + 1 : end) {
+        nl = memchr(p, '\n', end - p);
+        const char *eol = nl != NULL ? nl : end;
+        const char *colon = memchr(p, ':', eol - p);
+        if (colon == NULL || *p == ' ' || *p == '\t')
+            continue;
+        if (h2o_lcstris(p, colon - p, H2O_STRLIT("content-length")))
+            (*ncl)++;
+        else if (h2o_lcstris(p, colon - p, H2O_STRLIT("transfer-encoding")))
+            (*nte)++;
+    }
+}
+
+int ad_http1_refuse_framing(h2o_req_t *req)
+{
+    h2o_socket_t *sock = ad_http1_socket(req);
+    /* No body, no framing fields: libh2o makes an entity of every request that has one. */
+    if (sock == NULL || req->entity.base == NULL)
+        return 0;
+    const char *head = sock->input->bytes;
+    if (req->entity.base < head || req->entity.base > head + sock->input->size)
+        return 0;
+    int ncl = 0, nte = 0;
+    count_framing_fields(head, req->entity.base, &ncl, &nte);
+    const char *detail = NULL;
+    /* Identical repeated values are refused too (RFC 9110 §8.6 allows either), as nginx does: no client of
+     * this API sends two, and what the fields say is then never in question. */
+    if (ncl > 1)
+        detail = "the request has more than one Content-Length field";
+    else if (ncl != 0 && nte != 0)
+        detail = "the request has both Content-Length and Transfer-Encoding";
+    else if (nte > 1)
+        detail = "the request has more than one Transfer-Encoding field";
+    else if (nte != 0 && req->version < 0x101)
+        detail = "an HTTP/1.0 request cannot use Transfer-Encoding";
+    if (detail == NULL)
+        return 0;
+    req->http1_is_persistent = 0;
+    ad_http_problem(req, AD_E_INVALID_REQUEST, detail, NULL);
+    return 1;
+}
+
+/*
+ * Lingering close, as nginx's lingering_close. An HTTP/1 answer that closes its connection may be sent before
+ * the client has sent all of its body: libh2o's own 413 when Content-Length is over its limit or a chunked body
+ * grows past it, its 400 for a broken body framing and 417, and the 400 above. libh2o then closes the socket at
+ * once, with the rest of the body still arriving; the kernel answers those bytes with a reset, and a client
+ * still writing (Node's http module, fetch) fails with EPIPE or ECONNRESET before it has read the answer.
+ *
+ * libh2o 2.2 offers no hook between "answer written" and close(), so the descriptor is duplicated when such an
+ * answer starts: libh2o's close() then no longer ends the TCP connection (its evloop removes its own descriptor
+ * from epoll explicitly, so the duplicate is not polled on its behalf). The socket's on_close, which libh2o calls
+ * after that close() once the answer has been handed to the kernel, shuts the duplicate down for writing (a FIN
+ * after the answer) and reads and discards what still comes until the client closes too, AD_LINGER_MS have
+ * passed or AD_LINGER_BYTES were read; then it closes it. The connection stays counted against
+ * limits.maxConnections until then (the on_close it replaced runs at the end).
+ *
+ * HTTP/2 needs none of this: a stream answered early is reset (RST_STREAM) and flow control stops its body,
+ * while the connection stays open.
+ */
+#define AD_LINGER_MS 2000
+#define AD_LINGER_BYTES (64 * 1024 * 1024)
+
+struct lingering_conn {
+    struct ad_timer timer;
+    h2o_linklist_t link; /* in lingering: what is lingering stays reachable, also at exit */
+    h2o_loop_t *loop;
+    int fd;             /* the duplicate, until lingering starts */
+    h2o_socket_t *sock; /* on that descriptor, while lingering */
+    size_t discarded;
+    void (*prev_cb)(void *data); /* the socket's on_close before ours */
+    void *prev_data;
+};
+
+static h2o_linklist_t lingering = {&lingering, &lingering};
+
+static void linger_end(struct lingering_conn *l)
+{
+    ad_timer_cancel(&l->timer);
+    if (l->sock != NULL)
+        h2o_socket_close(l->sock);
+    else if (l->fd >= 0)
+        close(l->fd);
+    h2o_linklist_unlink(&l->link);
+    if (l->prev_cb != NULL)
+        l->prev_cb(l->prev_data);
+    free(l);
+}
+
+static void linger_on_timeout(struct ad_timer *t)
+{
+    linger_end((struct lingering_conn *)((char *)t - offsetof(struct lingering_conn, timer)));
+}
+
+static void linger_on_read(h2o_socket_t *sock, const char *err)
+{
+    struct lingering_conn *l = sock->data;
+    if (err == NULL) {
+        l->discarded += sock->input->size;
+        h2o_buffer_consume(&sock->input, sock->input->size);
+        if (l->discarded < AD_LINGER_BYTES)
+            return;
+    }
+    linger_end(l);
+}
+
+/* libh2o has closed its descriptor, after the answer was written. */
+static void linger_start(void *data)
+{
+    struct lingering_conn *l = data;
+    if (shutdown(l->fd, SHUT_WR) != 0) {
+        linger_end(l);
+        return;
+    }
+    l->sock = h2o_evloop_socket_create(l->loop, l->fd, 0);
+    l->fd = -1;
+    l->sock->data = l;
+    h2o_socket_read_start(l->sock, linger_on_read);
+    l->timer.cb = linger_on_timeout;
+    ad_timer_arm(&l->timer, ad_mono_ms() + AD_LINGER_MS);
+}
+
+/* Called as every answer starts: one that closes an HTTP/1 connection after an error lingers. */
+static void linger_arm(h2o_req_t *req)
+{
+    h2o_socket_t *sock = ad_http1_socket(req);
+    if (sock == NULL || req->http1_is_persistent || req->res.status < 400 || sock->on_close.cb == linger_start)
+        return;
+    int fd = fcntl(h2o_socket_get_fd(sock), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return; /* then it closes at once, as libh2o would */
+    struct lingering_conn *l = ad_calloc(1, sizeof(*l));
+    l->loop = req->conn->ctx->loop;
+    l->fd = fd;
+    l->prev_cb = sock->on_close.cb;
+    l->prev_data = sock->on_close.data;
+    h2o_linklist_insert(&lingering, &l->link);
+    sock->on_close.cb = linger_start;
+    sock->on_close.data = l;
 }

@@ -1,6 +1,7 @@
 /*
  * test_http.c - unit tests for the parts of src/http.c that need no live connection: route matching, query
- * parameters, Prefer parsing, header lookups, the pending-request guard and the connection budget.
+ * parameters, Prefer parsing, header lookups, the pending-request guard, the connection budget and the count
+ * of framing fields.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
  * response, which needs a real connection and is covered by the black-box tests. The held reading of a
@@ -552,6 +553,33 @@ static void test_held_reading(void **state)
     h2o_evloop_destroy(loop);
 }
 
+/* The framing fields of a request head are counted as libh2o's parser saw them. */
+static void test_count_framing_fields(void **state)
+{
+    static const struct {
+        const char *head;
+        int ncl, nte;
+    } cases[] = {
+        {"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n", 1, 0},
+        {"POST / HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n", 2, 0},
+        {"POST / HTTP/1.1\r\nTRANSFER-ENCODING: chunked\r\nContent-Length: 9\r\n\r\n", 1, 1},
+        {"POST / HTTP/1.1\nTransfer-Encoding: chunked\nTransfer-Encoding: chunked\n\n", 0, 2},
+        /* an empty line before the request line, as the parser allows */
+        {"\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\n\r\n", 1, 0},
+        /* a folded line continues its field; names only count before the colon */
+        {"POST / HTTP/1.1\r\nX-A: b\r\n Content-Length: 3\r\nX-B: content-length: 4\r\n\r\n", 0, 0},
+        /* the request line is never a field */
+        {"POST /content-length:1 HTTP/1.1\r\n\r\n", 0, 0},
+        {"POST / HTTP/1.1\r\nContent-Lengthy: 3\r\nTransfer-Encodin: chunked\r\n\r\n", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int ncl = 0, nte = 0;
+        count_framing_fields(cases[i].head, cases[i].head + strlen(cases[i].head), &ncl, &nte);
+        assert_int_equal(ncl, cases[i].ncl);
+        assert_int_equal(nte, cases[i].nte);
+    }
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -569,6 +597,7 @@ int main(void)
         T(test_pending_guard),
         T(test_pending_budget),
         T(test_held_reading),
+        T(test_count_framing_fields),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
