@@ -296,6 +296,12 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_NOT_FOUND)
             return e;
     }
+    /* A job's callback is signed with the tenant's callback secret: only one that someone was shown. */
+    if (s->job->callback_url != NULL) {
+        ad_err e = ad_webhook_callback_ready(c, s->job->tenant);
+        if (e != AD_E_OK)
+            return e;
+    }
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
     ad_err e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
@@ -377,6 +383,11 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     if (old->status != AD_FAILED && old->status != AD_CANCELLED) {
         x->job = old; /* lets the answer say what state the job is in */
         return AD_E_ILLEGAL_TRANSITION;
+    }
+    /* The new job keeps the callbackUrl (of a job an earlier version took without a callback secret, say). */
+    if (old->callback_url != NULL && (e = ad_webhook_callback_ready(c, old->tenant)) != AD_E_OK) {
+        ad_job_free(old);
+        return e;
     }
     struct ad_job *j = ad_job_new();
     j->id = ad_strdup(x->new_id);
