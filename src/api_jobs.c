@@ -17,6 +17,10 @@
 #define AD_LIST_MAX 500
 #define AD_CHANGES_DEFAULT 100
 #define AD_CHANGES_MAX 1000
+/* The detail of a job with a callbackUrl refused for want of a callback secret. */
+#define AD_CALLBACK_SECRET_HOWTO                                                                                       \
+    "a callbackUrl's deliveries are signed with the tenant's callback secret, and it has none that was shown: POST "   \
+    "/v1/webhooks/callback:rotate makes one and answers it (once), then submit again"
 
 /* ---- idempotency keys being committed right now (tenant '\n' key) ---- */
 
@@ -248,7 +252,9 @@ static void submit_done(struct ad_op *op)
     }
     if (ad_pending_take(ctx->pend) != NULL) {
         struct ad_request *r = ctx->r;
-        if (op->err != AD_E_OK) {
+        if (op->err == AD_E_CALLBACK_SECRET_MISSING) {
+            ad_http_problem(r->req, op->err, AD_CALLBACK_SECRET_HOWTO, NULL);
+        } else if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (ctx->respond_async) {
             ad_http_header_str(r->req, "preference-applied", "respond-async");
@@ -889,6 +895,8 @@ static void retry_done(struct ad_op *op)
         if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
             ad_http_problemf(r->req, op->err, "job %s is %s; only failed or cancelled jobs can be retried", x->job->id,
                              ad_status_name(x->job->status));
+        else if (op->err == AD_E_CALLBACK_SECRET_MISSING)
+            ad_http_problem(r->req, op->err, AD_CALLBACK_SECRET_HOWTO, NULL);
         else if (op->err != AD_E_OK)
             ad_api_fail(r, op->err);
         else

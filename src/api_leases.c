@@ -361,7 +361,12 @@ static void report_done(struct ad_op *op)
         }
     }
     if (r != NULL) {
-        if (op->err != AD_E_OK) {
+        if (op->err == AD_E_STALE_LEASE && x->conflict) {
+            ad_http_problem(r->req, op->err,
+                            "this lease already ended with another report, which stands; this one was not "
+                            "stored",
+                            NULL);
+        } else if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (x->event == AD_EV_HEARTBEAT) {
             char until[40];

@@ -59,7 +59,7 @@ static void render_hook(struct ad_buf *b, const struct ad_webhook *w, const char
 {
     const char *id = hook_public_id(w);
     /* The callback secret signs what a job's callbackUrl hears: its outcome. */
-    unsigned events = w->url != NULL ? w->events : AD_WHE_DEFAULT & ~((1u << AD_WHE_QUEUED) | (1u << AD_WHE_STARTED));
+    unsigned events = w->url != NULL ? w->events : AD_WHE_FINAL;
     ad_buf_printf(b, "{\"id\":\"%s\",\"url\":", id);
     ad_json_str(b, w->url);
     ad_buf_append(b, ",\"events\":[", 11);

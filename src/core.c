@@ -8,6 +8,7 @@
 #include "event.h"
 #include "webhook.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,7 +155,10 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
             same = strcmp(o, "partialSuccess") == 0;
             break;
         case AD_EV_FAIL:
-            same = strcmp(o, "retrying") == 0 || strcmp(o, "failed") == 0;
+            /* A retryable fail ends the job failed only when it had no attempt left or a cancel was asked for; a
+             * job failed otherwise was failed with retryable false, which this report would not have done. */
+            same = strcmp(o, "retrying") == 0 ||
+                   (strcmp(o, "failed") == 0 && (j->attempt >= j->max_attempts || j->cancel_requested));
             break;
         case AD_EV_FAIL_FINAL:
             same = strcmp(o, "failed") == 0;
@@ -171,6 +175,43 @@ static int report_replay(struct ad_conn *c, const struct ad_job *j, const char *
     }
     ad_attempt_list_free(&l);
     return same;
+}
+
+/* Whether two JSON texts (compact, as reports are stored) are the same document: another order of an object's
+ * members is the same, so that a worker that builds its report again need not build it byte for byte. NULL is
+ * taken as null (a :complete without result). Parsed only when the texts differ, on a repeated report alone. */
+static int same_json(const char *a, const char *b)
+{
+    a = a != NULL ? a : "null";
+    b = b != NULL ? b : "null";
+    if (strcmp(a, b) == 0)
+        return 1;
+    json_t *x = json_loads(a, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    json_t *y = json_loads(b, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    int same = x != NULL && y != NULL && json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
+/* Whether x says what the report that ended j's lease said (report_replay having matched its kind): the same
+ * result and resultLocation, or the same problem. A report that says something else is not its repeat: the
+ * first one stands, and a worker must not be told that this one was stored. */
+static int report_same(const struct ad_job *j, const struct ad_report_op *x)
+{
+    switch (x->event) {
+    case AD_EV_COMPLETE:
+    case AD_EV_COMPLETE_PARTIAL:
+        return same_json(j->result, x->result) &&
+               (j->result_location != NULL
+                    ? x->result_location != NULL && strcmp(j->result_location, x->result_location) == 0
+                    : x->result_location == NULL);
+    case AD_EV_FAIL:
+    case AD_EV_FAIL_FINAL:
+        return same_json(j->error, x->error);
+    default:
+        return 1;
+    }
 }
 
 /* Append to shown's event log a status or progress event under seq, showing shown. */
@@ -255,6 +296,12 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_NOT_FOUND)
             return e;
     }
+    /* A job's callback is signed with the tenant's callback secret: only one that someone was shown. */
+    if (s->job->callback_url != NULL) {
+        ad_err e = ad_webhook_callback_ready(c, s->job->tenant);
+        if (e != AD_E_OK)
+            return e;
+    }
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
     ad_err e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
@@ -336,6 +383,11 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     if (old->status != AD_FAILED && old->status != AD_CANCELLED) {
         x->job = old; /* lets the answer say what state the job is in */
         return AD_E_ILLEGAL_TRANSITION;
+    }
+    /* The new job keeps the callbackUrl (of a job an earlier version took without a callback secret, say). */
+    if (old->callback_url != NULL && (e = ad_webhook_callback_ready(c, old->tenant)) != AD_E_OK) {
+        ad_job_free(old);
+        return e;
     }
     struct ad_job *j = ad_job_new();
     j->id = ad_strdup(x->new_id);
@@ -449,12 +501,14 @@ static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
     if (e != AD_E_OK)
         return e;
     struct ad_job *j = x->job;
-    if (report_replay(c, j, x->lease_id, x->event)) {
+    if (report_replay(c, j, x->lease_id, x->event) && report_same(j, x)) {
         x->replayed = 1;
         return AD_E_OK;
     }
-    if (!lease_live(j, x->lease_id, x->now))
+    if (!lease_live(j, x->lease_id, x->now)) {
+        x->conflict = j->status != AD_RUNNING && same_lease(j, x->lease_id);
         return AD_E_STALE_LEASE;
+    }
     struct ad_transition t;
     e = ad_job_transition(j, x->event, &t);
     if (e != AD_E_OK)
@@ -501,7 +555,9 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
     ad_err e = report_job(c, x);
-    if (e != AD_E_OK || x->next == NULL)
+    /* A repeat leases nothing again: the jobs the first one leased stay leased until their leases run out, and a
+     * worker that repeats its report over and over must not take the queue with it. */
+    if (e != AD_E_OK || x->next == NULL || x->replayed)
         return e;
     /* Leased at the report's time: the job it ended finished when the next one started. A failed lease after
      * the report has written fails the batch, but only the store itself fails a lease. */

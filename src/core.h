@@ -79,7 +79,8 @@ struct ad_report_op {
     char *error; /* compact JSON problem text */
     int64_t now;
     struct ad_job *job;
-    int replayed; /* a repeated final report: job is unchanged */
+    int replayed; /* a repeated final report: job is unchanged, and next leases nothing */
+    int conflict; /* AD_E_STALE_LEASE because the lease already ended the job with another report */
     /* The worker's next lease, taken in the same transaction once the report succeeded (its tenant is the
      * report's); NULL = none. Owned by the report op. */
     struct ad_lease_op *next;

@@ -33,6 +33,7 @@
     XX(VALIDATION_FAILED, "validation-failed", 422, "Validation failed")                                               \
     XX(UNKNOWN_TYPE, "unknown-type", 422, "Unknown job type")                                                          \
     XX(IDEMPOTENCY_KEY_REUSED, "idempotency-key-reused", 422, "Idempotency-Key reused with a different request")       \
+    XX(CALLBACK_SECRET_MISSING, "callback-secret-missing", 422, "No callback secret has been shown")                   \
     XX(RATE_LIMITED, "rate-limited", 429, "Too many requests")                                                         \
     XX(HEADERS_TOO_LARGE, "headers-too-large", 431, "Request header fields too large")                                 \
     XX(INTERNAL, "internal", 500, "Internal error")                                                                    \

@@ -128,7 +128,7 @@ static struct ad_webhook *hook_new(const char *tenant, const char *url, unsigned
     return w;
 }
 
-/* The tenant's callback secret, created when it has none. */
+/* The tenant's callback secret, created when it has none: not shown (events 0) until op_rotate replaces it. */
 static ad_err callback_hook(struct ad_conn *c, const char *tenant, int64_t now, struct ad_webhook **out)
 {
     ad_err e = setup.st->webhook_get(c, tenant, NULL, out);
@@ -138,6 +138,23 @@ static ad_err callback_hook(struct ad_conn *c, const char *tenant, int64_t now, 
     *out = hook_new(tenant, NULL, 0, now, secret);
     OPENSSL_cleanse(secret, sizeof(secret));
     return setup.st->webhook_put(c, *out);
+}
+
+int ad_webhook_secret_shown(const struct ad_webhook *w)
+{
+    return w->url != NULL || w->events != 0 || w->prev_secret != NULL;
+}
+
+ad_err ad_webhook_callback_ready(struct ad_conn *c, const char *tenant)
+{
+    if (setup.st == NULL) /* not configured: a unit test of the core alone */
+        return AD_E_OK;
+    struct ad_webhook *w = NULL;
+    ad_err e = setup.st->webhook_get(c, tenant, NULL, &w);
+    if (e == AD_E_OK && !ad_webhook_secret_shown(w))
+        e = AD_E_NOT_FOUND;
+    ad_webhook_free(w);
+    return e == AD_E_NOT_FOUND ? AD_E_CALLBACK_SECRET_MISSING : e;
 }
 
 /* One event being written: its id and body are made on the first destination. */
@@ -523,6 +540,7 @@ struct signer {
     char *hook_id;
     int is_callback;
     int disabled;
+    int unshown;      /* the callback secret was never shown (ad_webhook_secret_shown) */
     char *secrets[2]; /* current, then the previous one during a rotation; [0] NULL: cannot sign */
     size_t n;
 };
@@ -563,8 +581,13 @@ static struct signer *signer_for(struct scan_state *ss, const char *hook_id)
     s->hook_id = ad_strdup(hook_id);
     s->is_callback = w->url == NULL;
     s->disabled = w->disabled_at != 0;
-    s->secrets[0] = ad_unseal(w->id, w->secret);
-    if (s->secrets[0] != NULL && w->prev_secret != NULL && w->prev_until > ss->now)
+    /* A secret no one was shown signs nothing: the delivery waits (failing) for a rotate. The previous secret of a
+     * callback row that an earlier version rotated may be the one its first callback made, so it does not sign
+     * either; one this version kept had been shown. */
+    s->unshown = !ad_webhook_secret_shown(w);
+    s->secrets[0] = s->unshown ? NULL : ad_unseal(w->id, w->secret);
+    if (s->secrets[0] != NULL && w->prev_secret != NULL && w->prev_until > ss->now &&
+        (w->url != NULL || w->events != 0))
         s->secrets[1] = ad_unseal(w->id, w->prev_secret);
     s->n = s->secrets[1] != NULL ? 2 : 1;
     ad_webhook_free(w);
@@ -712,7 +735,10 @@ static void start(struct scan_state *ss, int64_t seq)
         return;
     }
     busy_add(seq);
-    if (r == AD_RESOLVE_OK && s->secrets[0] == NULL)
+    if (r == AD_RESOLVE_OK && s->unshown)
+        snprintf(why, sizeof(why),
+                 "not sent: the callback secret was never shown; POST /v1/webhooks/callback:rotate shows a new one");
+    else if (r == AD_RESOLVE_OK && s->secrets[0] == NULL)
         snprintf(why, sizeof(why), "the endpoint's secret cannot be unsealed (was webhooks.secretKey changed?)");
     if (r != AD_RESOLVE_OK || s->secrets[0] == NULL) {
         settle(d, s->is_callback, 0, -1, why);
@@ -1056,10 +1082,15 @@ static ad_err op_rotate(struct ad_webhook_op *x, struct ad_conn *c)
     if (e != AD_E_OK)
         return e;
     struct ad_webhook *w = x->hook;
+    /* A secret that was never shown (the callback secret just made, or made by an earlier version for a job)
+     * is not kept to sign during a grace period: no receiver knows it. */
+    int shown = ad_webhook_secret_shown(w);
     free(w->prev_secret);
     w->prev_secret = NULL;
     w->prev_until = 0;
-    if (setup.conf->rotation_grace_ms > 0) {
+    if (w->url == NULL)
+        w->events = AD_WHE_FINAL;
+    if (shown && setup.conf->rotation_grace_ms > 0) {
         w->prev_secret = w->secret;
         w->prev_until = x->now + setup.conf->rotation_grace_ms;
     } else {

@@ -34,6 +34,11 @@ enum ad_webhook_event {
 };
 #define AD_WHE_ALL ((1u << AD_WHE__COUNT) - 1)
 #define AD_WHE_DEFAULT (AD_WHE_ALL & ~(1u << AD_WHE_PROGRESS))
+/* What a job's callbackUrl hears: its outcome. A callback secret's row carries these as its events once its
+ * secret has been shown (POST /v1/webhooks/callback:rotate); a row whose events are 0 was made by an earlier
+ * version for a job's first callback, with a secret no one was ever shown. */
+#define AD_WHE_FINAL                                                                                                   \
+    ((1u << AD_WHE_SUCCEEDED) | (1u << AD_WHE_FAILED) | (1u << AD_WHE_CANCELLED) | (1u << AD_WHE_PARTIAL))
 
 /* "job.queued", ... Static storage. */
 const char *ad_webhook_event_name(enum ad_webhook_event e);
@@ -49,8 +54,17 @@ void ad_webhook_configure(const struct ad_config *cfg, struct ad_store *store, c
 /* The SSRF guard built from webhooks.allowNetworks. */
 const struct ad_ssrf *ad_webhook_guard(void);
 
+/* Whether someone was shown w's current secret: always for an endpoint (its create answered it); for the
+ * callback secret once a rotate did (AD_WHE_FINAL), or when an earlier version rotated it (it keeps the
+ * previous secret). No delivery is signed with a secret that was never shown. */
+int ad_webhook_secret_shown(const struct ad_webhook *w);
+/* Writer thread: AD_E_OK when tenant's callback secret has been shown, so that a job with a callbackUrl may be
+ * made (submit, :retry); else AD_E_CALLBACK_SECRET_MISSING. */
+ad_err ad_webhook_callback_ready(struct ad_conn *c, const char *tenant);
+
 /* Writer thread, inside the transaction of a job change: write the delivery rows of the event the change makes
- * (see ad_webhook_event_of). Creates the tenant's callback secret if a callback needs it and none exists. */
+ * (see ad_webhook_event_of). A callback of a job made before its tenant had a callback secret (by an earlier
+ * version) creates one, which signs nothing until a rotate has shown a new one. */
 ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_before, const struct ad_job *j);
 
 /* What an attempt's outcome does to a delivery (pure except for the jitter): sets state, attempts, next_at,

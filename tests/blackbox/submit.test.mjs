@@ -59,6 +59,7 @@ describe('submit', () => {
 
     it('takes priority, maxAttempts, runAt, timeoutSeconds and callbackUrl from the request', async () => {
         const { c } = tenant(d);
+        expectStatus(await c.post('/v1/webhooks/callback:rotate', {}), 200); // a callbackUrl needs a callback secret
         const runAt = '2031-05-06T07:08:09Z';
         const job = (await submit(c, {
             type: 'report.export', payload: {}, priority: 'high', maxAttempts: 5, runAt, timeoutSeconds: 600,

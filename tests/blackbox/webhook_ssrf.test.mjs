@@ -77,6 +77,7 @@ describe('webhook SSRF guard without an allow-list', () => {
         const tn = tenant(d);
         const url = `http://${alias.name}:${listener.port}/hook`;
         const hook = await createEndpoint(tn.c, url, ['job.queued']); // a name: judged when dialled
+        expectStatus(await tn.c.post('/v1/webhooks/callback:rotate', {}), 200); // a callbackUrl needs a callback secret
         await runToSuccess(tn.c, tn.w, { type: 'report.export', payload: {}, callbackUrl: url });
         const dead = await waitUntil(() => deliveries(tn.c, hook.id, 'dead'), (l) => l.length === 1, { what: 'the refused delivery to end' });
         assert.equal(dead[0].attempts, 2);

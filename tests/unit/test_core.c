@@ -685,10 +685,23 @@ static void test_report_complete(void **state)
 
     /* The same report again (its answer was lost): answered with the job, which does not change. */
     x = report_op(AD_EV_COMPLETE, id, lid, now + 1);
+    x->result = ad_strdup("{\"url\":\"https://out\"}");
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->replayed, 1);
     assert_int_equal(x->job->finished_at, now);
     ad_op_free(&x->op);
+    /* The same document written otherwise is the same report; another result, or none, is not: the first stands. */
+    const char *results[] = {"{ \"url\" : \"https://out\" }", "{\"url\":\"https://other\"}", NULL};
+    for (size_t i = 0; i < 3; i++) {
+        x = report_op(AD_EV_COMPLETE, id, lid, now + 1);
+        x->result = ad_strdup_opt(results[i]);
+        assert_int_equal(apply(f, &x->op), i == 0 ? AD_E_OK : AD_E_STALE_LEASE);
+        assert_int_equal(x->conflict, i == 0 ? 0 : 1);
+        ad_op_free(&x->op);
+    }
+    j = stored(f, id);
+    assert_string_equal(j->result, "{\"url\":\"https://out\"}");
+    ad_job_free(j);
     /* Anything else under the ended lease is stale. */
     x = report_op(AD_EV_HEARTBEAT, id, lid, now + 2);
     assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);

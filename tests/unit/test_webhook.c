@@ -220,10 +220,14 @@ static void test_outbox_follows_filters_and_callback(void **state)
     assert_int_equal(l.n, 0); /* another tenant's endpoint hears nothing */
     ad_delivery_list_free(&l);
 
-    /* The callbackUrl hears the outcome only, signed by the tenant's callback secret made on the way. */
+    /* The callbackUrl hears the outcome only, under the tenant's callback secret, here made on the way (a job an
+     * earlier version took without one): never shown, so it signs nothing and jobs with a callbackUrl wait for a
+     * rotate. */
     struct ad_webhook *cb;
     assert_int_equal(f->st->webhook_get(f->c, "a", NULL, &cb), AD_E_OK);
     assert_null(cb->url);
+    assert_false(ad_webhook_secret_shown(cb));
+    assert_int_equal(ad_webhook_callback_ready(f->c, "a"), AD_E_CALLBACK_SECRET_MISSING);
     char *plain = ad_unseal(cb->id, cb->secret);
     assert_non_null(plain);
     assert_int_equal(strncmp(plain, "whsec_", 6), 0);
@@ -402,13 +406,18 @@ static void test_rotation_keeps_the_old_secret_signing(void **state)
     x->id = strdup(hook);
     assert_int_equal(apply(f, &x->op), AD_E_NOT_FOUND);
     ad_op_free(&x->op);
-    /* "callback" rotates the callback secret, making it when there is none. */
+    /* "callback" rotates the callback secret, making it when there is none: the one it answers is the only one
+     * that signs (none made on the way is kept for a grace period), and jobs with a callbackUrl may be made. */
+    assert_int_equal(ad_webhook_callback_ready(f->c, "a"), AD_E_CALLBACK_SECRET_MISSING);
     x = ad_webhook_op_new(AD_WHOP_ROTATE);
     x->tenant = strdup("a");
     x->id = strdup("callback");
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     assert_null(x->hook->url);
+    assert_null(x->hook->prev_secret);
+    assert_int_equal(x->hook->events, AD_WHE_FINAL);
     ad_op_free(&x->op);
+    assert_int_equal(ad_webhook_callback_ready(f->c, "a"), AD_E_OK);
     /* The stored row never holds a plain secret. */
     struct ad_webhook *w;
     assert_int_equal(f->st->webhook_get(f->c, "a", hook, &w), AD_E_OK);
