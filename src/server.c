@@ -9,13 +9,13 @@
  * is ever scanned for due work.
  */
 #include "server.h"
-#include "api.h"
-#include "cluster.h"
-#include "core.h"
-#include "timer.h"
-#include "tls.h"
-#include "webhook.h"
-#include "writer.h"
+#include "api/api.h"
+#include "hub/cluster.h"
+#include "core/core.h"
+#include "common/timer.h"
+#include "http/tls.h"
+#include "webhook/webhook.h"
+#include "core/writer.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,9 +9,9 @@
 #define AD_SERVER_H
 
 #include <h2o.h>
-#include "cache.h"
-#include "config.h"
-#include "store.h"
+#include "hub/cache.h"
+#include "core/config.h"
+#include "store/store.h"
 
 struct ad_server {
     struct ad_config *cfg;
