@@ -20,7 +20,7 @@
 #include <yaml.h>
 
 #include "common/sign.h"
-#include "webhook/ssrf.h"
+#include "common/cidr.h"
 #include "common/util.h"
 
 /* Longest duration accepted anywhere: 100 years keeps finishedAt + retention far from int64 overflow. */

@@ -16,18 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-
-/* One network: an IPv4 (family AF_INET, addr[0..3]) or IPv6 (AF_INET6, addr[0..15]) prefix. */
-struct ad_cidr {
-    int family;
-    uint8_t addr[16];
-    int prefix;
-};
-
-/* Parse "10.0.0.0/8", "::1/128" or a bare address (a /32 or /128). Host bits must be zero. 0 or -1. */
-int ad_cidr_parse(const char *s, struct ad_cidr *out);
-/* 1 when sa (AF_INET or AF_INET6) lies in n. */
-int ad_cidr_contains(const struct ad_cidr *n, const struct sockaddr *sa);
+#include "common/cidr.h"
 
 /* Why sa is not a global unicast address ("loopback", "private (RFC 1918)", ...), or NULL when it is.
  * Static storage. Pure: no I/O. */
