@@ -6,18 +6,23 @@
  */
 #include "core/core.h"
 #include "job/event.h"
-#include "webhook/webhook.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static const struct ad_config *config;
 static const struct ad_store_ops *st;
+static ad_core_outbox_fn outbox;
 
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store)
 {
     config = cfg;
     st = store->ops;
+}
+
+void ad_core_set_outbox(ad_core_outbox_fn fn)
+{
+    outbox = fn;
 }
 
 int64_t ad_core_retention_ms(const char *type, enum ad_status s)
@@ -192,9 +197,9 @@ static ad_err append_event(struct ad_conn *c, const struct ad_job *shown, int64_
  * see lease_job); and done, which carries the finished job itself under its last seq. Always releases prev. */
 static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_event_prev *prev, ad_err write)
 {
-    /* The change's webhook deliveries go into the outbox in the same transaction (webhook.h). */
-    if (write == AD_E_OK)
-        write = ad_webhook_outbox(c, prev->status, prev->progress, j);
+    /* The change's webhook deliveries go into the outbox in the same transaction (ad_core_set_outbox). */
+    if (write == AD_E_OK && outbox != NULL)
+        write = outbox(c, prev->status, prev->progress, j);
     enum ad_event_kind k = ad_event_kind_of(prev, j);
     int creation = prev->status == AD_STATUS__COUNT;
     ad_event_prev_free(prev);

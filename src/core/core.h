@@ -15,6 +15,14 @@
 /* Set once at start; read-only afterwards (shared by both threads). */
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store);
 
+/* What a change of j (from status before, at progress_before) also writes in its own transaction: the webhook
+ * outbox. webhook/ registers it when configured, so that core does not depend on the layer that delivers.
+ * Writer thread; an error fails the change. */
+typedef ad_err (*ad_core_outbox_fn)(struct ad_conn *c, enum ad_status before, int progress_before,
+                                    const struct ad_job *j);
+/* Set once at start, before the writer runs; NULL writes nothing. */
+void ad_core_set_outbox(ad_core_outbox_fn fn);
+
 /* Submit a prepared job (id, tenant, type, payload, options, created_at set by the caller).
  * With an idempotency key: an existing record with the same fingerprint replays its job (replayed = 1);
  * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op). */

@@ -12,6 +12,7 @@
  * outcome sends the event again after the restart: delivery is at least once.
  */
 #include "webhook/webhook.h"
+#include "core/core.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -105,6 +106,7 @@ void ad_webhook_configure(const struct ad_config *cfg, struct ad_store *store, c
         ad_cidr_parse(cfg->webhooks.allow_networks[i], &setup.allow[i]); /* validated by the config parser */
     setup.guard.allow = setup.allow;
     setup.guard.nallow = cfg->webhooks.nallow_networks;
+    ad_core_set_outbox(ad_webhook_outbox);
 }
 
 const struct ad_ssrf *ad_webhook_guard(void)
@@ -189,7 +191,7 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
 ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_before, const struct ad_job *j)
 {
     int type = ad_webhook_event_of(before, progress_before, j);
-    if (type < 0 || setup.st == NULL) /* not configured: a unit test of the core alone */
+    if (type < 0)
         return AD_E_OK;
     struct ad_webhook_list hooks;
     ad_err e = setup.st->webhook_list(c, j->tenant, 1, &hooks);
