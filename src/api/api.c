@@ -70,8 +70,8 @@ static int peer_is_loopback(h2o_req_t *req)
 static const struct ad_key *find_key(const char *token, size_t len)
 {
     const struct ad_key *found = NULL;
-    for (size_t i = 0; i < ad_srv.cfg->nkeys; i++) {
-        const struct ad_key *k = &ad_srv.cfg->keys[i];
+    for (size_t i = 0; i < ad_hub.cfg->nkeys; i++) {
+        const struct ad_key *k = &ad_hub.cfg->keys[i];
         if (ad_ct_equal(k->key, strlen(k->key), token, len))
             found = k;
     }
@@ -95,7 +95,7 @@ static struct rate_window *rate_windows; /* one per configured key, in the keys'
 
 static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
 {
-    const struct ad_config *cfg = ad_srv.cfg;
+    const struct ad_config *cfg = ad_hub.cfg;
     const struct ad_rate *rate = k->rate.set ? &k->rate : &cfg->rate_limit;
     if (rate->requests == 0)
         return AD_E_OK;
@@ -128,7 +128,7 @@ static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
 /* roles: the route's; a route open to SIGNED also takes a signed URL when there is no Authorization. */
 static ad_err authenticate(struct ad_request *r, int roles)
 {
-    if (ad_srv.open_mode) {
+    if (ad_hub.open_mode) {
         if (!peer_is_loopback(r->req))
             return AD_E_FORBIDDEN;
         r->tenant = "default";
@@ -161,6 +161,18 @@ static size_t header_bytes(const h2o_req_t *req)
     return n;
 }
 
+static const struct ad_hub_listener api_listener = {
+    .changed = ad_api_changes_notify,
+    .event = ad_api_events_notify,
+    .work = ad_api_leases_kick,
+};
+
+int ad_api_init(char *err, size_t errlen)
+{
+    ad_hub_listen(&api_listener);
+    return ad_api_events_init(err, errlen);
+}
+
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     if (header_bytes(req) > AD_MAX_HEADER_BYTES)
@@ -178,7 +190,7 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         return 0;
     ad_handler handler = NULL;
     int roles = CLIENT;
-    r->route = ad_config_route(ad_srv.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
+    r->route = ad_config_route(ad_hub.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
     if (r->route != NULL) {
         handler = ad_api_submit;
     } else {
@@ -192,7 +204,7 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         handler = def->handler;
         roles = def->roles;
     }
-    if (ad_srv.shutting_down && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
+    if (ad_hub.shutting_down && !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
         !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
         return ad_http_problem(req, AD_E_UNAVAILABLE, "shutting down; send this again to another node or later", NULL);
     if (roles != 0) {
@@ -221,9 +233,9 @@ static int is_json_type(const char *ct)
 json_t *ad_api_body(struct ad_request *r)
 {
     h2o_req_t *req = r->req;
-    if (req->entity.len > ad_srv.cfg->max_body_bytes) {
+    if (req->entity.len > ad_hub.cfg->max_body_bytes) {
         ad_http_problemf(req, AD_E_PAYLOAD_TOO_LARGE, "the body is %zu bytes; the limit is %zu", req->entity.len,
-                         ad_srv.cfg->max_body_bytes);
+                         ad_hub.cfg->max_body_bytes);
         return NULL;
     }
     if (!is_json_type(ad_http_get(req, H2O_TOKEN_CONTENT_TYPE))) {
@@ -304,7 +316,7 @@ static void job_headers(h2o_req_t *req, struct ad_entry *e)
         ad_time_http(e->job->expires_at, date, sizeof(date));
         ad_http_header(req, H2O_TOKEN_EXPIRES, date);
     } else {
-        ad_http_header_int(req, H2O_TOKEN_RETRY_AFTER, ad_server_retry_after(e->job));
+        ad_http_header_int(req, H2O_TOKEN_RETRY_AFTER, ad_hub_retry_after(e->job));
     }
 }
 
@@ -321,7 +333,7 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
     h2o_req_t *req = r->req;
     const char *id = e->job->id;
     ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");
-    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_srv.public_url, strlen(ad_srv.public_url)),
+    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_hub.public_url, strlen(ad_hub.public_url)),
                                  h2o_iovec_init(H2O_STRLIT("/v1/jobs/")), h2o_iovec_init(id, strlen(id)));
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("operation-location"), 0, NULL, abs.base, abs.len);
     ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", id, ">; rel=\"monitor\"");
@@ -341,10 +353,10 @@ int ad_api_healthz(struct ad_request *r)
 int ad_api_readyz(struct ad_request *r)
 {
     static const char body[] = "{\"status\":\"ready\"}";
-    if (ad_srv.shutting_down)
+    if (ad_hub.shutting_down)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "shutting down", NULL);
     int64_t seq;
-    if (ad_srv.store->ops->max_seq(ad_srv.rconn, &seq) != AD_E_OK)
+    if (ad_hub.store->ops->max_seq(ad_hub.rconn, &seq) != AD_E_OK)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
     return ad_http_json(r, 200, body, sizeof(body) - 1);
 }
@@ -359,8 +371,8 @@ int ad_api_metrics(struct ad_request *r)
         {"acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.",
          ad_timers_count()},
         {"acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.",
-         ad_server_runat_timers()},
-        {"acceptd_scheduled_timers_limit", "limits.scheduledTimers.", ad_srv.cfg->scheduled_timers},
+         ad_hub_runat_timers()},
+        {"acceptd_scheduled_timers_limit", "limits.scheduledTimers.", ad_hub.cfg->scheduled_timers},
         {"acceptd_cache_jobs", "Jobs whose representation is cached in memory.", ad_cache_size()},
         {"acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes.", ad_cache_bytes()},
     };

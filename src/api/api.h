@@ -8,7 +8,11 @@
 
 #include <jansson.h>
 #include "http/http.h"
-#include "server.h"
+#include "hub/hub.h"
+
+/* At start: register what the API does with published changes (hub.h) and set up signed URLs and SSE.
+ * 0, or -1 with err filled. */
+int ad_api_init(char *err, size_t errlen);
 
 /* The h2o handler for every request: auth, routing, then the route's handler. */
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req);
@@ -75,7 +79,7 @@ int ad_api_redeliver(struct ad_request *r);
  * refused by the SSRF guard; the detail is written to why. */
 int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
 
-/* Called by server.c when a change is published (wakes /changes long polls of that tenant). */
+/* A job of tenant changed: wake the /changes long polls of that tenant (a hub listener). */
 void ad_api_changes_notify(const char *tenant);
 /* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
  * transaction (its lease length and worker name are written to *lease_seconds and *worker). NULL when no
@@ -83,7 +87,7 @@ void ad_api_changes_notify(const char *tenant);
 void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker);
 /* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
 void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
-/* Serve parked lease requests of tenant for type (server.c's kick). */
+/* Serve parked lease requests of tenant for type (a hub listener). */
 void ad_api_leases_kick(const char *tenant, const char *type);
 
 /* Server-Sent Events, signed URLs and CORS (api_events.c). */
@@ -94,7 +98,7 @@ int ad_api_sign(struct ad_request *r);
 /* At start: the signing key and the SSE limits. 0, or -1 with err filled. */
 int ad_api_events_init(char *err, size_t errlen);
 /* A committed change, in seq order: append it (the job and its rendered body) to the matching /v1/events
- * streams. server.c calls it for every published change on a single node; cluster.c in cluster mode. */
+ * streams (a hub listener: the hub calls it for every published change in seq order). */
 void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len);
 /* server.c, at SIGTERM: close every stream with a retry hint. */
 void ad_api_events_shutdown(void);

@@ -55,7 +55,7 @@ static struct tenant_count *tenant_count(const char *tenant)
 /* Turn a new stream away (200 with a long retry:) when the daemon stops or a stream cap is reached. */
 static int overloaded(const char *tenant)
 {
-    return ad_srv.shutting_down || ad_sse_count() >= (size_t)conf->max_streams ||
+    return ad_hub.shutting_down || ad_sse_count() >= (size_t)conf->max_streams ||
            tenant_count(tenant)->n >= conf->max_streams_per_tenant;
 }
 
@@ -63,9 +63,9 @@ static int overloaded(const char *tenant)
 
 int ad_api_events_init(char *err, size_t errlen)
 {
-    conf = &ad_srv.cfg->sse;
+    conf = &ad_hub.cfg->sse;
     ad_sse_configure(conf->heartbeat_ms, conf->backlog_bytes, conf->retry_ms, conf->io_uring);
-    return ad_valet_init(ad_srv.cfg->signing_key, ad_srv.cfg->data_dir, err, errlen);
+    return ad_valet_init(ad_hub.cfg->signing_key, ad_hub.cfg->data_dir, err, errlen);
 }
 
 void ad_api_events_shutdown(void)
@@ -83,14 +83,14 @@ static int job_live(const struct ad_job *j)
 static struct ad_entry *find_live_job(struct ad_request *r)
 {
     struct ad_entry *e;
-    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
     if (err != AD_E_OK && err != AD_E_NOT_FOUND) {
         ad_api_fail(r, err);
         return NULL;
     }
     if (e != NULL && job_live(e->job))
         return e;
-    if (e != NULL && ad_now_ms() < e->job->expires_at + ad_srv.cfg->tombstone_ms) {
+    if (e != NULL && ad_now_ms() < e->job->expires_at + ad_hub.cfg->tombstone_ms) {
         ad_http_problemf(r->req, AD_E_GONE, "job %s expired", r->id);
         return NULL;
     }
@@ -173,7 +173,7 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
             return;
     }
     struct ad_event_list l;
-    if (ad_srv.store->ops->events_after(ad_srv.rconn, js->id, js->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
+    if (ad_hub.store->ops->events_after(ad_hub.rconn, js->id, js->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
         ad_sse_close(&js->sse, conf->retry_ms);
         return;
     }
@@ -217,7 +217,7 @@ static struct ad_entry *job_entry(struct job_stream *js)
 {
     struct ad_entry *e = ad_cache_get(js->id);
     if (e == NULL)
-        ad_server_lookup(js->tenant, js->id, &e);
+        ad_hub_lookup(js->tenant, js->id, &e);
     return e;
 }
 
@@ -301,7 +301,7 @@ static void feed_replay(struct feed_stream *fs)
 {
     while (fs->replaying && !fs->sse.closing && ad_sse_backlog(&fs->sse) == 0) {
         struct ad_job_list l = {0};
-        if (ad_srv.store->ops->job_changes(ad_srv.rconn, fs->tenant, fs->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
+        if (ad_hub.store->ops->job_changes(ad_hub.rconn, fs->tenant, fs->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
             ad_sse_close(&fs->sse, conf->retry_ms);
             return;
         }
@@ -390,7 +390,7 @@ int ad_api_events(struct ad_request *r)
         feed_replay(fs);
     } else {
         /* Live from now: the newest seq marks where "now" is, so the stream's first id is a usable cursor. */
-        ad_srv.store->ops->max_seq(ad_srv.rconn, &fs->last);
+        ad_hub.store->ops->max_seq(ad_hub.rconn, &fs->last);
     }
     return 0;
 }
@@ -411,7 +411,7 @@ ad_err ad_api_auth_signed(struct ad_request *r)
     struct ad_job *j = NULL;
     if (e != NULL)
         tenant = e->job->tenant;
-    else if (ad_srv.store->ops->job_get(ad_srv.rconn, NULL, r->id, &j) == AD_E_OK)
+    else if (ad_hub.store->ops->job_get(ad_hub.rconn, NULL, r->id, &j) == AD_E_OK)
         tenant = j->tenant;
     r->tenant = h2o_strdup(&r->req->pool, tenant, SIZE_MAX).base;
     r->roles = AD_API_SIGNED;
@@ -449,7 +449,7 @@ int ad_api_sign(struct ad_request *r)
     ad_time_rfc3339(exp * 1000, expires, sizeof(expires));
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    const char *base = ad_srv.public_url;
+    const char *base = ad_hub.public_url;
     ad_buf_printf(&b,
                   "{\"url\":\"%1$s/v1/jobs/%2$s?exp=%3$lld&sig=%4$s\","
                   "\"events\":\"%1$s/v1/jobs/%2$s/events?exp=%3$lld&sig=%4$s\","

@@ -63,7 +63,7 @@ static void inflight_release(const char *name)
 
 static int wait_cap(int n)
 {
-    return n > ad_srv.cfg->max_wait_seconds ? ad_srv.cfg->max_wait_seconds : n;
+    return n > ad_hub.cfg->max_wait_seconds ? ad_hub.cfg->max_wait_seconds : n;
 }
 
 /* AD_E_OK while the job is live, AD_E_GONE in its tombstone period, then AD_E_NOT_FOUND. */
@@ -74,14 +74,14 @@ static ad_err expiry_state(const struct ad_job *j)
     int64_t now = ad_now_ms();
     if (!j->tombstoned && now < j->expires_at)
         return AD_E_OK;
-    return now < j->expires_at + ad_srv.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
+    return now < j->expires_at + ad_hub.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
 }
 
 /* The live job named by the request, or NULL after sending 404/410. */
 static struct ad_entry *find_job(struct ad_request *r)
 {
     struct ad_entry *e;
-    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
     if (err == AD_E_OK)
         err = expiry_state(e->job);
     if (err == AD_E_GONE) {
@@ -208,7 +208,7 @@ static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
     struct ad_request *r = o->r;
     ad_pending_take(o->pend);
     struct ad_entry *cur = e;
-    ad_err err = cur != NULL ? AD_E_OK : ad_server_lookup(r->tenant, r->id, &cur);
+    ad_err err = cur != NULL ? AD_E_OK : ad_hub_lookup(r->tenant, r->id, &cur);
     int wait = o->wait;
     outcome_free(o);
     if (err != AD_E_OK)
@@ -224,7 +224,7 @@ static void outcome_timeout(struct ad_timer *t)
     ad_pending_take(o->pend);
     outcome_free(o);
     struct ad_entry *e;
-    ad_err err = ad_server_lookup(r->tenant, r->id, &e);
+    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
     if (err != AD_E_OK)
         ad_api_fail(r, err);
     else
@@ -239,7 +239,7 @@ static void submit_done(struct ad_op *op)
         inflight_release(ctx->inflight);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
-        e = ad_server_publish(s->job);
+        e = ad_hub_publish(s->job);
         s->job = NULL;
     }
     if (s->handoff_ctx != NULL) {
@@ -316,7 +316,7 @@ static char *dump_compact(const json_t *v)
 /* Validate a generic submit body into job; adds every problem to v. */
 static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v, int *unknown_type)
 {
-    const struct ad_config *cfg = ad_srv.cfg;
+    const struct ad_config *cfg = ad_hub.cfg;
     const char *type = ad_api_text(json_object_get(body, "type"), 1, 128);
     if (type == NULL) {
         ad_verr_add(v, "/type", "type is required: a string of 1 to 128 characters");
@@ -401,11 +401,11 @@ int ad_api_submit(struct ad_request *r)
     } else if (r->route != NULL) {
         job->type = ad_strdup(r->route->type);
         job->payload = dump_compact(body);
-        validate_required(ad_config_type(ad_srv.cfg, job->type), body, "", &v);
+        validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &v);
     } else {
         validate_submit(body, job, &v, &unknown_type);
         if (job->type != NULL && !unknown_type)
-            validate_required(ad_config_type(ad_srv.cfg, job->type), json_object_get(body, "payload"), "/payload", &v);
+            validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload", &v);
     }
     char fingerprint[65];
     if (key != NULL && v.n == 0 && !unknown_type) {
@@ -430,13 +430,13 @@ int ad_api_submit(struct ad_request *r)
     }
     ad_buf_free(&v.b);
 
-    const struct ad_type_conf *tc = ad_config_type(ad_srv.cfg, job->type);
+    const struct ad_type_conf *tc = ad_config_type(ad_hub.cfg, job->type);
     job->id = ad_new_id("job_");
     job->tenant = ad_strdup(r->tenant);
     if (job->payload == NULL)
         job->payload = ad_strdup("{}");
     if (job->max_attempts == 0)
-        job->max_attempts = tc != NULL && tc->max_attempts > 0 ? tc->max_attempts : ad_srv.cfg->default_max_attempts;
+        job->max_attempts = tc != NULL && tc->max_attempts > 0 ? tc->max_attempts : ad_hub.cfg->default_max_attempts;
     if (job->timeout_seconds == 0 && tc != NULL)
         job->timeout_seconds = tc->timeout_seconds;
     job->created_at = job->updated_at = now;
@@ -607,7 +607,7 @@ int ad_api_get_result(struct ad_request *r)
     case AD_CANCELLED:
         return ad_http_problemf(r->req, AD_E_JOB_CANCELLED, "job %s was cancelled and has no result", j->id);
     default:
-        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, ad_server_retry_after(j));
+        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, ad_hub_retry_after(j));
         return ad_http_problemf(r->req, AD_E_RESULT_NOT_READY, "job %s is %s", j->id, ad_status_name(j->status));
     }
 }
@@ -646,7 +646,7 @@ int ad_api_attempts(struct ad_request *r)
     if (e == NULL)
         return 0;
     struct ad_attempt_list l;
-    ad_err err = ad_srv.store->ops->attempt_list(ad_srv.rconn, e->job->id, &l);
+    ad_err err = ad_hub.store->ops->attempt_list(ad_hub.rconn, e->job->id, &l);
     if (err != AD_E_OK)
         return ad_api_fail(r, err);
     ad_attempt_own(&l, e->job);
@@ -703,7 +703,7 @@ int ad_api_list(struct ad_request *r)
     }
     q.limit++; /* one more than asked tells whether there is a next page */
     struct ad_job_list l = {0};
-    ad_err e = ad_srv.store->ops->job_list(ad_srv.rconn, &q, &l);
+    ad_err e = ad_hub.store->ops->job_list(ad_hub.rconn, &q, &l);
     if (e != AD_E_OK)
         return ad_api_fail(r, e);
     int more = l.n == (size_t)q.limit;
@@ -739,7 +739,7 @@ struct changes_wait {
 static int changes_answer(struct ad_request *r, int64_t since, int limit, int want_wait)
 {
     struct ad_job_list l = {0};
-    ad_err e = ad_srv.store->ops->job_changes(ad_srv.rconn, r->tenant, since, limit, &l);
+    ad_err e = ad_hub.store->ops->job_changes(ad_hub.rconn, r->tenant, since, limit, &l);
     if (e != AD_E_OK) {
         ad_api_fail(r, e);
         return 1;
@@ -786,8 +786,8 @@ static void changes_timeout(struct ad_timer *t)
 
 void ad_api_changes_notify(const char *tenant)
 {
-    h2o_linklist_t *node = ad_srv.change_waiters.next;
-    while (node != &ad_srv.change_waiters) {
+    h2o_linklist_t *node = ad_hub.change_waiters.next;
+    while (node != &ad_hub.change_waiters) {
         struct changes_wait *c = H2O_STRUCT_FROM_MEMBER(struct changes_wait, link, node);
         node = node->next;
         if (strcmp(c->r->tenant, tenant) == 0)
@@ -810,7 +810,7 @@ int ad_api_changes(struct ad_request *r)
     c->limit = (int)limit;
     c->timer.cb = changes_timeout;
     c->pend = ad_pending_new(r->req, c, changes_gone);
-    h2o_linklist_insert(&ad_srv.change_waiters, &c->link);
+    h2o_linklist_insert(&ad_hub.change_waiters, &c->link);
     ad_timer_arm(&c->timer, ad_mono_ms() + wait * 1000);
     return 0;
 }
@@ -823,7 +823,7 @@ static void cancel_done(struct ad_op *op)
     struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
-        e = ad_server_publish(x->job);
+        e = ad_hub_publish(x->job);
         x->job = NULL;
     }
     if (r != NULL) {
@@ -882,7 +882,7 @@ static void retry_done(struct ad_op *op)
     struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = NULL;
     if (op->err == AD_E_OK) {
-        e = ad_server_publish(x->job);
+        e = ad_hub_publish(x->job);
         x->job = NULL;
     }
     if (r != NULL) {

@@ -1,7 +1,7 @@
 /*
  * api_leases.c - the worker side: leasing with parked waits, heartbeats, completion and failure.
  *
- * A lease request that finds no work is parked (not polled): it waits in ad_srv.parked until a committed
+ * A lease request that finds no work is parked (not polled): it waits in ad_hub.parked until a committed
  * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
  * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
  */
@@ -137,7 +137,7 @@ static size_t append_leases(struct ad_buf *b, struct ad_lease_op *x)
     for (size_t i = 0; i < leased; i++) {
         struct ad_job *j = x->leased.items[i];
         x->leased.items[i] = NULL;
-        append_lease(b, ad_server_publish(j), i == 0);
+        append_lease(b, ad_hub_publish(j), i == 0);
     }
     AD_BUF_LIT(b, "]");
     return leased;
@@ -164,7 +164,7 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
     } else if (p->kicks != kicks) {
         lease_issue(p);
     } else {
-        h2o_linklist_insert(&ad_srv.parked, &p->link);
+        h2o_linklist_insert(&ad_hub.parked, &p->link);
         ad_timer_arm(&p->timer, p->deadline);
     }
 }
@@ -185,7 +185,7 @@ static void lease_done(struct ad_op *op)
 void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker)
 {
     h2o_linklist_t *next;
-    for (h2o_linklist_t *node = ad_srv.parked.next; node != &ad_srv.parked; node = next) {
+    for (h2o_linklist_t *node = ad_hub.parked.next; node != &ad_hub.parked; node = next) {
         next = node->next;
         struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
         if (strcmp(p->r->tenant, tenant) != 0)
@@ -300,8 +300,8 @@ static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct a
     opt_int(obj, at, "max", 1, AD_LEASE_MAX_JOBS, &a->max, v);
     opt_int(obj, at, "wait", 0, 86400, &a->wait, v);
     opt_int(obj, at, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &a->lease_seconds, v);
-    if (a->wait > ad_srv.cfg->max_wait_seconds)
-        a->wait = ad_srv.cfg->max_wait_seconds;
+    if (a->wait > ad_hub.cfg->max_wait_seconds)
+        a->wait = ad_hub.cfg->max_wait_seconds;
     json_t *worker = json_object_get(obj, "worker");
     if (worker != NULL && ad_api_text(worker, 0, 128) == NULL)
         member_error(v, at, "worker", "worker must be a string of at most 128 characters");
@@ -349,7 +349,7 @@ static void report_done(struct ad_op *op)
     ad_buf_init(&b, SIZE_MAX);
     if (op->err == AD_E_OK) {
         lease_until = x->job->lease_expires_at;
-        e = ad_server_publish(x->job);
+        e = ad_hub_publish(x->job);
         x->job = NULL;
         if (x->next != NULL) {
             /* Published even when the worker went away: they are leased all the same, until the lease ends. */

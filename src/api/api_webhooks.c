@@ -128,7 +128,7 @@ static struct ad_webhook *find_hook(struct ad_request *r)
 {
     struct ad_webhook *w = NULL;
     int callback = strcmp(r->id, CALLBACK_ID) == 0;
-    ad_err e = ad_srv.store->ops->webhook_get(ad_srv.rconn, r->tenant, callback ? NULL : r->id, &w);
+    ad_err e = ad_hub.store->ops->webhook_get(ad_hub.rconn, r->tenant, callback ? NULL : r->id, &w);
     if (e == AD_E_OK && !callback && w->url == NULL)
         e = AD_E_NOT_FOUND;
     if (e == AD_E_OK)
@@ -283,7 +283,7 @@ static void redeliver_done(struct ad_op *op)
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
         struct ad_webhook *w = NULL;
-        ad_srv.store->ops->webhook_get(ad_srv.rconn, NULL, x->delivery->webhook_id, &w);
+        ad_hub.store->ops->webhook_get(ad_hub.rconn, NULL, x->delivery->webhook_id, &w);
         render_delivery(&b, x->delivery, w != NULL ? hook_public_id(w) : x->delivery->webhook_id);
         ad_webhook_free(w);
         send_buf(r, 202, &b);
@@ -295,10 +295,10 @@ int ad_api_redeliver(struct ad_request *r)
 {
     struct ad_delivery *d = NULL;
     struct ad_webhook *w = NULL;
-    const struct ad_store_ops *st = ad_srv.store->ops;
-    ad_err e = st->delivery_get(ad_srv.rconn, r->tenant, r->id, 0, &d);
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    ad_err e = st->delivery_get(ad_hub.rconn, r->tenant, r->id, 0, &d);
     if (e == AD_E_OK)
-        e = st->webhook_get(ad_srv.rconn, NULL, d->webhook_id, &w);
+        e = st->webhook_get(ad_hub.rconn, NULL, d->webhook_id, &w);
     int rc = -1;
     if (e == AD_E_NOT_FOUND)
         rc = ad_http_problemf(r->req, AD_E_NOT_FOUND, "no delivery %s", r->id);
@@ -322,7 +322,7 @@ int ad_api_redeliver(struct ad_request *r)
 int ad_api_webhook_list(struct ad_request *r)
 {
     struct ad_webhook_list l;
-    ad_err e = ad_srv.store->ops->webhook_list(ad_srv.rconn, r->tenant, 0, &l);
+    ad_err e = ad_hub.store->ops->webhook_list(ad_hub.rconn, r->tenant, 0, &l);
     if (e != AD_E_OK)
         return ad_api_fail(r, e);
     struct ad_buf b;
@@ -374,7 +374,7 @@ int ad_api_webhook_deliveries(struct ad_request *r)
     if (w == NULL)
         return 0;
     struct ad_delivery_list l;
-    ad_err e = ad_srv.store->ops->delivery_list(ad_srv.rconn, w->id, state, before, (int)limit + 1, &l);
+    ad_err e = ad_hub.store->ops->delivery_list(ad_hub.rconn, w->id, state, before, (int)limit + 1, &l);
     if (e != AD_E_OK) {
         ad_webhook_free(w);
         return ad_api_fail(r, e);

@@ -27,7 +27,7 @@ struct ad_entry {
     h2o_linklist_t lru;
     h2o_linklist_t waiters; /* of struct ad_waiter */
     size_t hash;            /* of job->id */
-    /* The expiry check of the job's lease, armed by server.c, which keeps it at the lease's expiry and cancels it
+    /* The expiry check of the job's lease, armed by hub.c, which keeps it at the lease's expiry and cancels it
      * when the lease ends; NULL when none. Not owned: an evicted entry leaves its timer to fire. */
     struct ad_timer *lease_timer;
 };

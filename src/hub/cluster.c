@@ -7,13 +7,12 @@
  * parked workers at once, before reading anything (the handoff from a submit on one node to a worker waiting
  * on another costs no extra round trip).
  * The pump runs on the event loop: it reads every job with seq above what it has read so far, in seq order,
- * hands each change to the /v1/events streams and publishes it (ad_server_publish keeps the cache, waiters
+ * hands each change to the /v1/events streams and publishes it (ad_hub_publish keeps the cache, waiters
  * and timers in step; a change this node made itself is already published and changes nothing there). It
  * also runs once a second, so a lost announcement costs latency, not correctness.
  */
 #include "hub/cluster.h"
-#include "api/api.h"
-#include "server.h"
+#include "hub/hub.h"
 #include "common/timer.h"
 
 #include <pthread.h>
@@ -58,16 +57,16 @@ static void stream(const struct ad_job *j)
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_job_render(j, &b);
-    ad_api_events_notify(j, b.data, b.len);
+    ad_hub_event(j, b.data, b.len);
     ad_buf_free(&b);
 }
 
 static void pump(struct ad_timer *t)
 {
-    const struct ad_store_ops *st = ad_srv.store->ops;
+    const struct ad_store_ops *st = ad_hub.store->ops;
     for (;;) {
         struct ad_job_list l;
-        if (st->job_changes(ad_srv.rconn, NULL, cl.pumped, PUMP_PAGE, &l) != AD_E_OK) {
+        if (st->job_changes(ad_hub.rconn, NULL, cl.pumped, PUMP_PAGE, &l) != AD_E_OK) {
             ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_RETRY_MS); /* the store is away (logged) */
             return;
         }
@@ -76,7 +75,7 @@ static void pump(struct ad_timer *t)
             l.items[i] = NULL;
             cl.pumped = j->seq;
             stream(j);
-            ad_server_publish(j);
+            ad_hub_publish(j);
         }
         size_t n = l.n;
         ad_job_list_free(&l);
@@ -104,7 +103,7 @@ static void on_wake(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
     cl.nkicks = 0;
     pthread_mutex_unlock(&cl.mu);
     for (size_t i = 0; i < n; i++) {
-        ad_api_leases_kick(kicks[i], kicks[i] + strlen(kicks[i]) + 1);
+        ad_hub_work(kicks[i], kicks[i] + strlen(kicks[i]) + 1);
         free(kicks[i]);
     }
     ad_cluster_changed();
@@ -146,13 +145,13 @@ static void nap(int ms)
 
 static void *feed_main(void *arg)
 {
-    const struct ad_store_ops *st = ad_srv.store->ops;
+    const struct ad_store_ops *st = ad_hub.store->ops;
     struct ad_feed *f = NULL;
     int backoff = 100, lost = 0;
     char err[256];
     while (!atomic_load(&cl.stopping)) {
         if (f == NULL) {
-            f = st->feed_open(ad_srv.store, err, sizeof(err));
+            f = st->feed_open(ad_hub.store, err, sizeof(err));
             if (f == NULL) {
                 if (!lost)
                     ad_warn("cluster: cannot hear other nodes' changes (%s); retrying", err);
@@ -184,12 +183,12 @@ static void *feed_main(void *arg)
 
 int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
 {
-    const struct ad_store_ops *st = ad_srv.store->ops;
+    const struct ad_store_ops *st = ad_hub.store->ops;
     if (st->feed_open == NULL)
         return 0;
     cl.enabled = 1;
     cl.timer.cb = pump;
-    if (st->max_seq(ad_srv.rconn, &cl.pumped) != AD_E_OK) {
+    if (st->max_seq(ad_hub.rconn, &cl.pumped) != AD_E_OK) {
         snprintf(err, errlen, "cannot read the newest seq from the store");
         return -1;
     }

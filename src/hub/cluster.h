@@ -13,7 +13,7 @@
 
 #include <h2o.h>
 
-/* Start following the store (ad_srv.store) when it is shared by a cluster; else do nothing. 0 or -1. */
+/* Start following the store (ad_hub.store) when it is shared by a cluster; else do nothing. 0 or -1. */
 int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen);
 /* 1 when the store is shared by a cluster. */
 int ad_cluster_enabled(void);

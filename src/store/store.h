@@ -253,7 +253,7 @@ struct ad_store_ops {
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at
-     * most limit: what server.c reads past the horizon of its runAt timers. */
+     * most limit: what hub.c reads past the horizon of its runAt timers. */
     ad_err (*job_scheduled)(struct ad_conn *c, int64_t run_at, int64_t cseq, int limit, struct ad_job_list *out);
     /* Retention: drop payload/result of up to limit jobs with expires_at <= now (tombstone them), and delete up
      * to limit tombstones with expires_at <= now - tombstone_ms. *done = rows touched. */

@@ -179,7 +179,7 @@ static const char *const migrations[] = {
     "DELETE FROM attempts WHERE ended_at IS NULL;",
     /* 4: the seq of the lease whose running event is made from the job (job.h); NULL for the leases before. */
     "ALTER TABLE jobs ADD COLUMN started_seq bigint;",
-    /* 5: scheduled jobs are read past a (run_at, cseq) cursor (server.c keeps only so many runAt timers). */
+    /* 5: scheduled jobs are read past a (run_at, cseq) cursor (hub.c keeps only so many runAt timers). */
     ("DROP INDEX jobs_scheduled;"
      "CREATE INDEX jobs_scheduled ON jobs (run_at, cseq) WHERE status = 0 AND run_at IS NOT NULL;"),
 };
