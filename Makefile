@@ -58,7 +58,7 @@ FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanit
 # Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
+.PHONY: all deps layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -216,6 +216,7 @@ test:
 	$(MAKE) deps
 	$(MAKE) -j2 all
 	$(MAKE) checksrc
+	$(MAKE) layers
 	$(MAKE) format-check
 	$(MAKE) -j2 unit
 	$(MAKE) -j2 unit-asan
@@ -242,6 +243,10 @@ format-check:
 
 checksrc:
 	bash scripts/checksrc.sh
+
+# Includes point down the layers, and every source file is in a folder the README's Layout names.
+layers:
+	bash scripts/layers.sh
 
 clean:
 	rm -rf build
