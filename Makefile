@@ -1,13 +1,13 @@
 # acceptd - build, test and benchmark. GNU make.
 #
 # Two build trees with the same layout:
-#   build/       -O2            build/libacceptd.a, build/acceptd, build/tests/test_X
-#   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/test_X
+#   build/       -O2            build/libacceptd.a, build/acceptd, build/tests/LAYER/test_X
+#   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/LAYER/test_X
 # and a third, built by clang for libFuzzer: build/fuzz/libacceptd.a and build/fuzz/fuzz_X (fuzz/fuzz_X.c).
-# Everything in src/ except main.c goes into libacceptd.a; acceptd is main.c plus the library, and each
-# tests/unit/test_X.c is linked with the library and cmocka.
+# The layers' folders and server.c go into libacceptd.a, src/worker/ into libworker.a; acceptd is main.c plus
+# both, and each tests/unit/LAYER/test_X.c (testing src/LAYER/X.c) is linked with them and cmocka.
 #
-# A unit test may `#include "../../src/x.c"` to reach x.c's statics. That is safe because tests link the
+# A unit test may `#include "layer/x.c"` to reach x.c's statics. That is safe because tests link the
 # library as an archive, not as a list of objects: the linker pulls an archive member only to resolve a symbol
 # still undefined, and the test object already defines every external symbol of x.c, so x.o is never pulled
 # (and never defined twice). Do not change the test link line to list objects instead of the archive.
@@ -24,7 +24,8 @@ PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFL
 PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
 
 WARNINGS = -Wall -Wextra -Werror -Wformat=2 -Wno-unused-parameter -Wno-missing-field-initializers
-CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc
+# src/http/h2o-compat/ holds what libh2o's internal headers include but Debian does not ship (khash.h).
+CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -Isrc/http/h2o-compat
 BASE_CFLAGS = -std=c11 -g $(WARNINGS) $(PKG_CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 
@@ -39,22 +40,26 @@ EXTRA_CFLAGS ?=
 
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-LIB_SRCS = $(filter-out src/main.c,$(wildcard src/*.c))
-UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+# A folder per layer (README, "Layout"); src/worker/ is the `acceptd worker` client, linked into the binary but
+# kept out of the daemon's library. scripts/layers.sh checks which folder may include which.
+LAYERS = common job store core hub webhook http api
+LIB_SRCS = $(wildcard $(addsuffix /*.c,$(addprefix src/,$(LAYERS)))) src/server.c
+WORKER_SRCS = $(wildcard src/worker/*.c)
+UNIT_SRCS = $(wildcard tests/unit/*/test_*.c)
 UNIT_NAMES = $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
 BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
 # Unit tests that need a PostgreSQL server (ACCEPTD_TEST_PG; without it they skip): `make blackbox-pg` runs them.
-PG_UNITS = $(filter test_store_pg,$(UNIT_NAMES))
+PG_UNITS = $(filter store/test_store_pg,$(UNIT_NAMES))
 PG_DIR := /tmp/acceptd-pg-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 PG_PORT = 55433
-FORMAT_FILES = $(wildcard src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c)
+FORMAT_FILES = $(wildcard src/*.c src/*.h src/*/*.c src/*/*.h tests/unit/*.h tests/unit/*/*.c fuzz/*.c)
 FUZZ_NAMES = $(patsubst fuzz/%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CC = clang
 FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
+.PHONY: all deps layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -79,7 +84,7 @@ $(1)/obj/%.o: src/%.c
 $(1)/tests/%.o: tests/unit/%.c
 	@mkdir -p $$(@D)
 	$$(say) "  CC      $$@"
-	$$(Q)$$(CC) $$(CPPFLAGS) $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
+	$$(Q)$$(CC) $$(CPPFLAGS) -Itests/unit $$(BASE_CFLAGS) $(2) $$(EXTRA_CFLAGS) -MMD -MP -c -o $$@ $$<
 
 $(1)/libacceptd.a: $(patsubst src/%.c,$(1)/obj/%.o,$(LIB_SRCS))
 	@mkdir -p $$(@D)
@@ -87,11 +92,17 @@ $(1)/libacceptd.a: $(patsubst src/%.c,$(1)/obj/%.o,$(LIB_SRCS))
 	$$(say) "  AR      $$@"
 	$$(Q)$$(AR) rcs $$@ $$^
 
-$(1)/acceptd: $(1)/obj/main.o $(1)/libacceptd.a
+$(1)/libworker.a: $(patsubst src/%.c,$(1)/obj/%.o,$(WORKER_SRCS))
+	@mkdir -p $$(@D)
+	@rm -f $$@
+	$$(say) "  AR      $$@"
+	$$(Q)$$(AR) rcs $$@ $$^
+
+$(1)/acceptd: $(1)/obj/main.o $(1)/libacceptd.a $(1)/libworker.a
 	$$(say) "  LINK    $$@"
 	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ $(3) $$(LIBS)
 
-$(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libacceptd.a
+$(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libacceptd.a $(1)/libworker.a
 	$$(say) "  LINK    $$@"
 	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ -lcmocka $(3) $$(LIBS)
 endef
@@ -105,7 +116,7 @@ build/fuzz/obj/%.o: src/%.c
 	$(say) "  CLANG   $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
 
-build/fuzz/libacceptd.a: $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRCS))
+build/fuzz/libacceptd.a: $(patsubst src/%.c,build/fuzz/obj/%.o,$(LIB_SRCS) $(WORKER_SRCS))
 	@rm -f $@
 	$(say) "  AR      $@"
 	$(Q)$(AR) rcs $@ $^
@@ -115,8 +126,8 @@ $(addprefix build/fuzz/,$(FUZZ_NAMES)): build/fuzz/%: fuzz/%.c build/fuzz/libacc
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
 		build/fuzz/libacceptd.a $(LIBS)
 
--include $(wildcard build/obj/*.d build/tests/*.d build/asan/obj/*.d build/asan/tests/*.d build/fuzz/obj/*.d \
-	build/fuzz/*.d)
+-include $(wildcard build/obj/*.d build/obj/*/*.d build/tests/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d \
+	build/asan/tests/*/*.d build/fuzz/obj/*.d build/fuzz/obj/*/*.d build/fuzz/*.d)
 
 deps:
 	bash scripts/deps.sh
@@ -206,6 +217,7 @@ test:
 	$(MAKE) deps
 	$(MAKE) -j2 all
 	$(MAKE) checksrc
+	$(MAKE) layers
 	$(MAKE) format-check
 	$(MAKE) -j2 unit
 	$(MAKE) -j2 unit-asan
@@ -232,6 +244,10 @@ format-check:
 
 checksrc:
 	bash scripts/checksrc.sh
+
+# Includes point down the layers, and every source file is in a folder the README's Layout names.
+layers:
+	bash scripts/layers.sh
 
 clean:
 	rm -rf build

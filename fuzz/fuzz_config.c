@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

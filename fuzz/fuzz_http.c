@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http/http.h"
 
 static void check(int ok)
 {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
-#include "util.h"
+#include "job/job.h"
+#include "common/util.h"
 
 static void check(int ok)
 {

@@ -19,11 +19,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "job.h"
-#include "ssrf.h"
-#include "util.h"
-#include "webhook.h"
-#include "worker.h"
+#include "job/job.h"
+#include "webhook/ssrf.h"
+#include "common/util.h"
+#include "webhook/webhook.h"
+#include "worker/worker.h"
 
 static void check(int ok)
 {

@@ -4,7 +4,7 @@
 # Banned: strcpy strcat sprintf vsprintf (no bound: use snprintf or a sized copy), atoi atol (no error
 # report: use strtol/strtoll with an end pointer), strtok (hidden global state: use strtok_r or a scanner),
 # gets (unbounded). Comments and string/char literals are skipped, so a comment may name a banned call.
-# Usage: scripts/checksrc.sh [FILE...]   (default: src/*.c src/*.h). Prints file:line: message per hit,
+# Usage: scripts/checksrc.sh [FILE...]   (default: every .c and .h under src/). Prints file:line: message per hit,
 # exits 1 if there was any.
 set -euo pipefail
 
@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ "$#" -eq 0 ]; then
     shopt -s nullglob
-    set -- src/*.c src/*.h
+    set -- src/*.c src/*.h src/*/*.c src/*/*.h
     shopt -u nullglob
 fi
 [ "$#" -gt 0 ] || exit 0

@@ -1,10 +1,10 @@
 /*
  * main.c - the acceptd command line: subcommands over the library.
  */
-#include "config.h"
+#include "core/config.h"
 #include "server.h"
-#include "util.h"
-#include "worker.h"
+#include "common/util.h"
+#include "worker/worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
-#include "job.h"
-#include "store.h"
+#include "job/job.h"
+#include "store/store.h"
 
 #define T0 INT64_C(1800000000000)
 

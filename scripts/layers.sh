@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# layers.sh - the layout is the architecture: check that every include points down and that every source
+# file sits in a folder the README's "Layout" section names. `make test` runs it (`make layers`).
+#
+# Each folder of src/ is a layer with a rank; a file may include headers of its own folder and of folders of
+# a lower rank, never of a higher one or of another folder of the same rank (hub, webhook and http stand side
+# by side and do not know each other). src/worker/ is a client of the daemon's HTTP API and may use common/
+# only. server.c wires the layers together and main.c is the command line; nothing includes either but main.c.
+# Includes name their folder ("core/job.h"), so a reader sees the direction at the top of every file.
+# Usage: scripts/layers.sh   Prints file:line: message per violation; exits 1 if there was any.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+declare -A RANK=([common]=0 [job]=1 [store]=2 [core]=3 [hub]=4 [webhook]=4 [http]=4 [api]=5)
+bad=0
+say() {
+    echo "$*" >&2
+    bad=1
+}
+
+# may_include FROM TO: whether a file of folder FROM may include a header of folder TO.
+may_include() {
+    local from=$1 to=$2
+    [ "$from" = "$to" ] && return 0
+    case "$from" in
+    worker) [ "$to" = common ] ;;
+    server) [ -n "${RANK[$to]:-}" ] ;;
+    main) [ -n "${RANK[$to]:-}" ] || [ "$to" = worker ] || [ "$to" = server ] ;;
+    *) [ -n "${RANK[$to]:-}" ] && [ -n "${RANK[$from]:-}" ] && [ "${RANK[$to]}" -lt "${RANK[$from]}" ] ;;
+    esac
+}
+
+folder_of() {
+    case "$1" in
+    src/server.[ch]) echo server ;;
+    src/main.c) echo main ;;
+    src/*/*) local d=${1#src/}; echo "${d%%/*}" ;;
+    *) echo "" ;;
+    esac
+}
+
+# The folders the README's Layout section names (lines mentioning `src/NAME/`).
+documented=$(awk '/^## /{ on = ($0 ~ /^## Layout/) } on' README.md | grep -o 'src/[a-z_]*/' | sort -u || true)
+
+declare -A told=()
+while IFS= read -r f; do
+    from=$(folder_of "$f")
+    if [ -z "$from" ]; then
+        say "$f: not in a layer's folder (src/LAYER/, or src/server.c and src/main.c)"
+        continue
+    fi
+    if [ "$from" != server ] && [ "$from" != main ] && [ -z "${told[$from]:-}" ]; then
+        told[$from]=1
+        if [ -z "${RANK[$from]:-}" ] && [ "$from" != worker ]; then
+            say "$f: src/$from/ is not a known layer (add it to scripts/layers.sh and the README's Layout section)"
+        fi
+        grep -qx "src/$from/" <<<"$documented" || say "$f: src/$from/ is not named in README.md's Layout section"
+    fi
+    while IFS=: read -r line inc; do
+        inc=${inc#*\"}
+        inc=${inc%%\"*}
+        case "$inc" in
+        server.h) to=server ;;
+        */*) to=${inc%%/*} ;;
+        *)
+            say "$f:$line: #include \"$inc\" does not name its folder (write \"LAYER/$inc\")"
+            continue
+            ;;
+        esac
+        if [ "$to" = .. ] || [ ! -e "src/$inc" ]; then
+            say "$f:$line: #include \"$inc\" is not a header under src/"
+        elif ! may_include "$from" "$to"; then
+            say "$f:$line: src/$from/ may not include $to/ ($inc): dependencies point down only (scripts/layers.sh)"
+        fi
+    done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed 's/^\([0-9]*\):/\1:/' || true)
+done < <(find src -name '*.[ch]' | sort)
+
+# tests/unit mirrors src/: each test folder is a layer's.
+for d in tests/unit/*/; do
+    name=$(basename "$d")
+    [ -d "src/$name" ] || say "$d: no src/$name/ to mirror"
+done
+
+[ "$bad" -eq 0 ] && echo "layers: every include points down; every source file is in a documented folder"
+exit "$bad"

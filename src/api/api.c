@@ -1,0 +1,422 @@
+/*
+ * api.c - the route table, authentication and the helpers every resource handler shares.
+ *
+ * Every endpoint is listed in `routes` below; business routes from the configuration are matched first
+ * and all submit jobs. A request reaches its handler only after its key and role were checked.
+ */
+#include "api/api.h"
+#include "job/job.h"
+#include "common/timer.h"
+#include "core/writer.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define ALL (AD_ROLE_CLIENT | AD_ROLE_WORKER | AD_ROLE_ADMIN)
+#define CLIENT (AD_ROLE_CLIENT | AD_ROLE_ADMIN)
+#define WORKER (AD_ROLE_WORKER | AD_ROLE_ADMIN)
+#define SIGNED AD_API_SIGNED
+
+/* First match wins, so literal paths come before the {id} patterns they would also match. */
+static const struct ad_route_def routes[] = {
+    {"GET", "/healthz", ad_api_healthz, 0},
+    {"GET", "/readyz", ad_api_readyz, 0},
+    {"GET", "/metrics", ad_api_metrics, AD_ROLE_ADMIN},
+    {"POST", "/v1/jobs", ad_api_submit, CLIENT},
+    {"GET", "/v1/jobs", ad_api_list, ALL},
+    {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
+    {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},
+    {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
+    {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL | SIGNED},
+    {"GET", "/v1/jobs/{id}/events", ad_api_job_events, ALL | SIGNED},
+    {"POST", "/v1/jobs/{id}:sign", ad_api_sign, CLIENT},
+    {"GET", "/v1/events", ad_api_events, ALL},
+    {"GET", "/v1/jobs/{id}/attempts", ad_api_attempts, ALL},
+    {"POST", "/v1/jobs/{id}:cancel", ad_api_cancel, ALL},
+    {"POST", "/v1/jobs/{id}:retry", ad_api_retry, CLIENT},
+    {"POST", "/v1/jobs/{id}:heartbeat", ad_api_heartbeat, WORKER},
+    {"POST", "/v1/jobs/{id}:complete", ad_api_complete, WORKER},
+    {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
+    {"POST", "/v1/jobs/{id}:release", ad_api_release, WORKER},
+    {"POST", "/v1/leases", ad_api_lease, WORKER},
+    {"POST", "/v1/webhooks", ad_api_webhook_create, CLIENT},
+    {"GET", "/v1/webhooks", ad_api_webhook_list, CLIENT},
+    {"GET", "/v1/webhooks/{id}", ad_api_webhook_get, CLIENT},
+    {"DELETE", "/v1/webhooks/{id}", ad_api_webhook_delete, CLIENT},
+    {"GET", "/v1/webhooks/{id}/deliveries", ad_api_webhook_deliveries, CLIENT},
+    {"POST", "/v1/webhooks/{id}:rotate", ad_api_webhook_rotate, CLIENT},
+    {"POST", "/v1/webhooks/{id}:enable", ad_api_webhook_enable, CLIENT},
+    {"POST", "/v1/deliveries/{id}:redeliver", ad_api_redeliver, CLIENT},
+};
+
+static int peer_is_loopback(h2o_req_t *req)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    if (len == 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return ss.ss_family == AF_UNIX;
+}
+
+/* Find the key for a bearer token. Every configured key is compared in constant time, so the time taken
+ * does not depend on which key (if any) matched. */
+static const struct ad_key *find_key(const char *token, size_t len)
+{
+    const struct ad_key *found = NULL;
+    for (size_t i = 0; i < ad_hub.cfg->nkeys; i++) {
+        const struct ad_key *k = &ad_hub.cfg->keys[i];
+        if (ad_ct_equal(k->key, strlen(k->key), token, len))
+            found = k;
+    }
+    return found;
+}
+
+/*
+ * Rate limits per key (limits.rateLimit, keys[i].rateLimit): a fixed window that opens at the key's first
+ * request and counts every authenticated request until it closes. Each answer to a limited key carries the
+ * policy and what is left of it (draft-ietf-httpapi-ratelimit-headers); the request past the quota is 429
+ * with Retry-After at the window's end. The counts live in this process only: in cluster mode each node
+ * counts its own.
+ */
+struct rate_window {
+    int64_t start_ms; /* monotonic */
+    int used;
+};
+
+static const struct ad_config *rate_cfg; /* the configuration rate_windows was sized for */
+static struct rate_window *rate_windows; /* one per configured key, in the keys' order */
+
+static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
+{
+    const struct ad_config *cfg = ad_hub.cfg;
+    const struct ad_rate *rate = k->rate.set ? &k->rate : &cfg->rate_limit;
+    if (rate->requests == 0)
+        return AD_E_OK;
+    if (rate_cfg != cfg) {
+        free(rate_windows);
+        rate_windows = ad_calloc(cfg->nkeys, sizeof(*rate_windows));
+        rate_cfg = cfg;
+    }
+    struct rate_window *w = &rate_windows[k - cfg->keys];
+    int64_t now = ad_mono_ms();
+    if (w->used == 0 || now >= w->start_ms + rate->window_ms) {
+        w->start_ms = now;
+        w->used = 0;
+    }
+    int64_t reset = (w->start_ms + rate->window_ms - now + 999) / 1000;
+    int over = w->used >= rate->requests;
+    if (!over)
+        w->used++;
+    char v[96];
+    snprintf(v, sizeof(v), "\"default\";q=%d;w=%lld", rate->requests, (long long)(rate->window_ms / 1000));
+    ad_http_header_str(r->req, "ratelimit-policy", v);
+    snprintf(v, sizeof(v), "\"default\";r=%d;t=%lld", rate->requests - w->used, (long long)reset);
+    ad_http_header_str(r->req, "ratelimit", v);
+    if (!over)
+        return AD_E_OK;
+    ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, reset);
+    return AD_E_RATE_LIMITED;
+}
+
+/* roles: the route's; a route open to SIGNED also takes a signed URL when there is no Authorization. */
+static ad_err authenticate(struct ad_request *r, int roles)
+{
+    if (ad_hub.open_mode) {
+        if (!peer_is_loopback(r->req))
+            return AD_E_FORBIDDEN;
+        r->tenant = "default";
+        r->roles = ALL;
+        return AD_E_OK;
+    }
+    /* Two fields read as their list ("Bearer a, Bearer b"), which is no key: neither credential is chosen. */
+    const char *v = ad_http_get(r->req, H2O_TOKEN_AUTHORIZATION);
+    if (v == NULL)
+        return (roles & SIGNED) != 0 ? ad_api_auth_signed(r) : AD_E_UNAUTHORIZED;
+    size_t len = strlen(v);
+    if (len < 7 || !h2o_lcstris(v, 7, H2O_STRLIT("bearer ")))
+        return AD_E_UNAUTHORIZED;
+    const struct ad_key *k = find_key(v + 7, len - 7);
+    if (k == NULL)
+        return AD_E_UNAUTHORIZED;
+    r->tenant = k->tenant;
+    r->roles = k->role == AD_ROLE_ADMIN ? ALL : (int)k->role;
+    return rate_take(r, k);
+}
+
+/* The HTTP parser accepts up to ~400 KB of headers; no client of this API needs more than this. */
+#define AD_MAX_HEADER_BYTES (32 * 1024)
+
+static size_t header_bytes(const h2o_req_t *req)
+{
+    size_t n = req->path.len;
+    for (size_t i = 0; i < req->headers.size; i++)
+        n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+    return n;
+}
+
+/*
+ * Work the daemon does not queue, answered 503 with Retry-After: anything more on a connection with as many
+ * requests outstanding as it may have streams (its client reset some while their work ran on: see http.h), and
+ * a write (any method but GET and HEAD) while limits.maxQueuedWrites operations are with the writer, whose
+ * queue would otherwise hold every request's memory for as long as clients outpace the store. Returns 1 when
+ * answered.
+ */
+static int refuse_overload(h2o_req_t *req, int is_read)
+{
+    if (ad_http_conn_full(req)) {
+        ad_http_problem(req, AD_E_UNAVAILABLE,
+                        "this connection has as many requests outstanding as it may have streams, some of them "
+                        "reset by the client; send this again once they have ended",
+                        NULL);
+        return 1;
+    }
+    size_t queued = ad_writer_outstanding();
+    if (!is_read && queued >= ad_hub.cfg->max_queued_writes) {
+        ad_http_problemf(req, AD_E_UNAVAILABLE,
+                         "%zu writes are waiting for the store (limits.maxQueuedWrites); send this again later",
+                         queued);
+        return 1;
+    }
+    return 0;
+}
+
+static const struct ad_hub_listener api_listener = {
+    .changed = ad_api_changes_notify,
+    .event = ad_api_events_notify,
+    .work = ad_api_leases_kick,
+};
+
+int ad_api_init(char *err, size_t errlen)
+{
+    ad_hub_listen(&api_listener);
+    return ad_api_events_init(err, errlen);
+}
+
+int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    if (ad_http1_refuse_framing(req))
+        return 0;
+    if (header_bytes(req) > AD_MAX_HEADER_BYTES)
+        return ad_http_problemf(req, AD_E_HEADERS_TOO_LARGE, "request headers may total at most %d bytes",
+                                AD_MAX_HEADER_BYTES);
+    struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
+    r->req = req;
+    r->path = req->path;
+    if (req->query_at != SIZE_MAX) {
+        r->path.len = req->query_at;
+        r->query = h2o_iovec_init(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    }
+    if (ad_api_cors(r))
+        return 0;
+    ad_handler handler = NULL;
+    int roles = CLIENT;
+    r->route = ad_config_route(ad_hub.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
+    if (r->route != NULL) {
+        handler = ad_api_submit;
+    } else {
+        const struct ad_route_def *def;
+        h2o_iovec_t allow;
+        ad_err e = ad_http_match(req, routes, sizeof(routes) / sizeof(routes[0]), r->path, &def, &r->id, &allow);
+        if (e == AD_E_METHOD_NOT_ALLOWED)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow.base, allow.len);
+        if (e != AD_E_OK)
+            return ad_http_problem(req, e, NULL, NULL);
+        handler = def->handler;
+        roles = def->roles;
+    }
+    int is_read = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
+                  h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
+    if (ad_hub.shutting_down && !is_read)
+        return ad_http_problem(req, AD_E_UNAVAILABLE, "shutting down; send this again to another node or later", NULL);
+    if (refuse_overload(req, is_read))
+        return 0;
+    if (roles != 0) {
+        ad_err e = authenticate(r, roles);
+        if (e == AD_E_OK && (r->roles & roles) == 0)
+            e = AD_E_FORBIDDEN;
+        if (e == AD_E_RATE_LIMITED)
+            return ad_http_problem(req, e, "this key has used its quota for the current window; see Retry-After", NULL);
+        if (e != AD_E_OK)
+            return ad_http_problem(req, e, NULL, NULL);
+    }
+    return handler(r);
+}
+
+static int is_json_type(const char *ct)
+{
+    if (ct == NULL)
+        return 0;
+    size_t len = strcspn(ct, ";");
+    while (len > 0 && (ct[len - 1] == ' ' || ct[len - 1] == '\t'))
+        len--;
+    return (len == 16 && h2o_lcstris(ct, len, H2O_STRLIT("application/json"))) ||
+           (len > 5 && h2o_lcstris(ct + len - 5, 5, H2O_STRLIT("+json")) && memchr(ct, '/', len) != NULL);
+}
+
+json_t *ad_api_body(struct ad_request *r)
+{
+    h2o_req_t *req = r->req;
+    if (req->entity.len > ad_hub.cfg->max_body_bytes) {
+        ad_http_problemf(req, AD_E_PAYLOAD_TOO_LARGE, "the body is %zu bytes; the limit is %zu", req->entity.len,
+                         ad_hub.cfg->max_body_bytes);
+        return NULL;
+    }
+    if (!is_json_type(ad_http_get(req, H2O_TOKEN_CONTENT_TYPE))) {
+        ad_http_problem(req, AD_E_UNSUPPORTED_MEDIA_TYPE, "send the body as application/json", NULL);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loadb(req->entity.base != NULL ? req->entity.base : "", req->entity.len,
+                           JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (v == NULL)
+        ad_http_problemf(req, AD_E_MALFORMED_JSON, "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+    return v;
+}
+
+const char *ad_api_text(const json_t *v, size_t min, size_t max)
+{
+    const char *s = json_string_value(v);
+    if (s == NULL)
+        return NULL;
+    size_t len = json_string_length(v);
+    return len >= min && len <= max && strlen(s) == len ? s : NULL;
+}
+
+void ad_verr_init(struct ad_verr *v)
+{
+    ad_buf_init(&v->b, 64 * 1024);
+    v->n = 0;
+}
+
+void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
+{
+    if (v->n++ == 0)
+        ad_buf_append(&v->b, ",\"errors\":[", 11);
+    else
+        ad_buf_append(&v->b, ",", 1);
+    ad_buf_append(&v->b, "{\"pointer\":", 11);
+    ad_json_str(&v->b, pointer);
+    ad_buf_append(&v->b, ",\"detail\":", 10);
+    ad_json_str(&v->b, detail);
+    ad_buf_append(&v->b, "}", 1);
+}
+
+int ad_verr_send(struct ad_verr *v, struct ad_request *r)
+{
+    ad_buf_append(&v->b, "]", 1);
+    ad_buf_append(&v->b, "", 1);
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
+    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.data);
+    ad_buf_free(&v->b);
+    return rc;
+}
+
+struct ad_pending *ad_api_write_begin(struct ad_request *r)
+{
+    return ad_pending_new(r->req, r, NULL);
+}
+
+struct ad_request *ad_api_write_take(void *ctx)
+{
+    struct ad_pending *p = ctx;
+    struct ad_request *r = p->owner;
+    return ad_pending_take(p) != NULL ? r : NULL;
+}
+
+int ad_api_fail(struct ad_request *r, ad_err err)
+{
+    return ad_http_problem(r->req, err, NULL, NULL);
+}
+
+/* Validators and cache headers shared by every answer that carries a job. */
+static void job_headers(h2o_req_t *req, struct ad_entry *e)
+{
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, ad_entry_etag(e), 24);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
+    if (ad_status_terminal(e->job->status)) {
+        char date[40];
+        ad_time_http(e->job->expires_at, date, sizeof(date));
+        ad_http_header(req, H2O_TOKEN_EXPIRES, date);
+    } else {
+        ad_http_header_int(req, H2O_TOKEN_RETRY_AFTER, ad_hub_retry_after(e->job));
+    }
+}
+
+int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
+{
+    job_headers(r->req, e);
+    if (status == 304)
+        return ad_http_empty(r->req, 304);
+    return ad_http_json(r, status, e->body, e->len);
+}
+
+int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
+{
+    h2o_req_t *req = r->req;
+    const char *id = e->job->id;
+    ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");
+    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_hub.public_url, strlen(ad_hub.public_url)),
+                                 h2o_iovec_init(H2O_STRLIT("/v1/jobs/")), h2o_iovec_init(id, strlen(id)));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("operation-location"), 0, NULL, abs.base, abs.len);
+    ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", id, ">; rel=\"monitor\"");
+    if (e->job->resource != NULL)
+        ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
+    if (replayed)
+        ad_http_header_str(req, "idempotent-replayed", "true");
+    return ad_api_send_job(r, e, 202);
+}
+
+int ad_api_healthz(struct ad_request *r)
+{
+    static const char body[] = "{\"status\":\"ok\"}";
+    return ad_http_json(r, 200, body, sizeof(body) - 1);
+}
+
+int ad_api_readyz(struct ad_request *r)
+{
+    static const char body[] = "{\"status\":\"ready\"}";
+    if (ad_hub.shutting_down)
+        return ad_http_problem(r->req, AD_E_UNAVAILABLE, "shutting down", NULL);
+    /* The store answers reads but refuses every write: a load balancer should send submits elsewhere. */
+    if (ad_writer_storage_full())
+        return ad_http_problem(r->req, AD_E_STORAGE_FULL, "the store is out of space: writes fail until there is room",
+                               NULL);
+    int64_t seq;
+    if (ad_hub.store->ops->max_seq(ad_hub.rconn, &seq) != AD_E_OK)
+        return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
+    return ad_http_json(r, 200, body, sizeof(body) - 1);
+}
+
+/* GET /metrics: gauges in the Prometheus text format (version 0.0.4), each with its HELP and TYPE lines. */
+int ad_api_metrics(struct ad_request *r)
+{
+    const struct {
+        const char *name, *help;
+        size_t value;
+    } gauges[] = {
+        {"acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.",
+         ad_timers_count()},
+        {"acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.",
+         ad_hub_runat_timers()},
+        {"acceptd_scheduled_timers_limit", "limits.scheduledTimers.", ad_hub.cfg->scheduled_timers},
+        {"acceptd_cache_jobs", "Jobs whose representation is cached in memory.", ad_cache_size()},
+        {"acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes.", ad_cache_bytes()},
+    };
+    char body[2048]; /* the names and help texts are fixed: about 600 bytes */
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]) && len < sizeof(body); i++)
+        len += (size_t)snprintf(body + len, sizeof(body) - len, "# HELP %s %s\n# TYPE %s gauge\n%s %zu\n",
+                                gauges[i].name, gauges[i].help, gauges[i].name, gauges[i].name, gauges[i].value);
+    return ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", body,
+                        len < sizeof(body) ? len : sizeof(body) - 1);
+}

@@ -1,0 +1,110 @@
+/*
+ * api.h - the resource handlers (api_*.c) and what they share: body parsing, validation errors, auth.
+ *
+ * Handlers turn HTTP requests into core operations and their outcomes back into HTTP answers.
+ */
+#ifndef AD_API_H
+#define AD_API_H
+
+#include <jansson.h>
+#include "http/http.h"
+#include "hub/hub.h"
+
+/* At start: register what the API does with published changes (hub.h) and set up signed URLs and SSE.
+ * 0, or -1 with err filled. */
+int ad_api_init(char *err, size_t errlen);
+
+/* The h2o handler for every request: auth, routing, then the route's handler. */
+int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req);
+
+/* Parse the request body as a JSON value. On failure sends the problem (415/413/400) and returns NULL.
+ * The caller decrefs. */
+json_t *ad_api_body(struct ad_request *r);
+
+/* The text of v if it is a JSON string of min to max bytes holding no U+0000, else NULL. The body parser
+ * lets U+0000 into strings (payloads and results are kept as JSON, so it survives there), but a C string
+ * ends at it: a type, URL or lease id read as one would silently lose its tail. The text belongs to v. */
+const char *ad_api_text(const json_t *v, size_t min, size_t max);
+
+/* Validation errors collected for one 422 answer. */
+struct ad_verr {
+    struct ad_buf b;
+    int n;
+};
+void ad_verr_init(struct ad_verr *v);
+void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail);
+/* Send 422 validation-failed with every collected error and free v. */
+int ad_verr_send(struct ad_verr *v, struct ad_request *r);
+
+/* Job answers shared by the handlers: representation with ETag and cache headers. */
+int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
+/* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. */
+int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
+/* A request answered when its writer operation is done: begin returns the op's ctx; take (in done) gives the
+ * request back, or NULL when the client went away meanwhile. */
+struct ad_pending *ad_api_write_begin(struct ad_request *r);
+struct ad_request *ad_api_write_take(void *ctx);
+
+/* The problem for an ad_err coming back from the core. */
+int ad_api_fail(struct ad_request *r, ad_err err);
+
+/* Handlers. */
+int ad_api_submit(struct ad_request *r);
+int ad_api_get_job(struct ad_request *r);
+int ad_api_get_result(struct ad_request *r);
+int ad_api_list(struct ad_request *r);
+int ad_api_changes(struct ad_request *r);
+int ad_api_cancel(struct ad_request *r);
+int ad_api_retry(struct ad_request *r);
+int ad_api_lease(struct ad_request *r);
+int ad_api_heartbeat(struct ad_request *r);
+int ad_api_complete(struct ad_request *r);
+int ad_api_fail_job(struct ad_request *r);
+int ad_api_release(struct ad_request *r);
+int ad_api_attempts(struct ad_request *r);
+int ad_api_healthz(struct ad_request *r);
+int ad_api_readyz(struct ad_request *r);
+int ad_api_metrics(struct ad_request *r);
+
+/* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
+int ad_api_webhook_create(struct ad_request *r);
+int ad_api_webhook_list(struct ad_request *r);
+int ad_api_webhook_get(struct ad_request *r);
+int ad_api_webhook_delete(struct ad_request *r);
+int ad_api_webhook_deliveries(struct ad_request *r);
+int ad_api_webhook_rotate(struct ad_request *r);
+int ad_api_webhook_enable(struct ad_request *r);
+int ad_api_redeliver(struct ad_request *r);
+/* 1 when url (may be NULL) cannot be a webhook destination: not an http(s) URL of at most 2048 characters, or
+ * refused by the SSRF guard; the detail is written to why. */
+int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
+
+/* A job of tenant changed: wake the /changes long polls of that tenant (a hub listener). */
+void ad_api_changes_notify(const char *tenant);
+/* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
+ * transaction (its lease length and worker name are written to *lease_seconds and *worker). NULL when no
+ * one waits. The claim must be settled with ad_api_leases_handoff_done. */
+void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker);
+/* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
+void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
+/* Serve parked lease requests of tenant for type (a hub listener). */
+void ad_api_leases_kick(const char *tenant, const char *type);
+
+/* Server-Sent Events, signed URLs and CORS (api_events.c). */
+#define AD_API_SIGNED 8 /* role bit of a request carrying a signed URL: read access to the one job it names */
+int ad_api_job_events(struct ad_request *r);
+int ad_api_events(struct ad_request *r);
+int ad_api_sign(struct ad_request *r);
+/* At start: the signing key and the SSE limits. 0, or -1 with err filled. */
+int ad_api_events_init(char *err, size_t errlen);
+/* A committed change, in seq order: append it (the job and its rendered body) to the matching /v1/events
+ * streams (a hub listener: the hub calls it for every published change in seq order). */
+void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len);
+/* server.c, at SIGTERM: close every stream with a retry hint. */
+void ad_api_events_shutdown(void);
+/* Authenticate a request by its signed URL (?exp=&sig=) for the job in its path. */
+ad_err ad_api_auth_signed(struct ad_request *r);
+/* CORS headers for a request with Origin; answers a preflight and returns 1, else 0. */
+int ad_api_cors(struct ad_request *r);
+
+#endif

@@ -1,0 +1,919 @@
+/*
+ * api_jobs.c - the job resource: submit (generic and routed), read, result, lists, change feed, cancel
+ * and retry, with long polling and Prefer: wait.
+ *
+ * Reads are served from the cache (server.h); every write is a core operation handed to the writer, and
+ * its HTTP answer is sent from the operation's done() once the batch is durable.
+ */
+#include "api/api.h"
+#include "core/core.h"
+#include "common/timer.h"
+#include "core/writer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AD_LIST_DEFAULT 50
+#define AD_LIST_MAX 500
+#define AD_CHANGES_DEFAULT 100
+#define AD_CHANGES_MAX 1000
+/* The detail of a job with a callbackUrl refused for want of a callback secret. */
+#define AD_CALLBACK_SECRET_HOWTO                                                                                       \
+    "a callbackUrl's deliveries are signed with the tenant's callback secret, and it has none that was shown: POST "   \
+    "/v1/webhooks/callback:rotate makes one and answers it (once), then submit again"
+
+/* ---- idempotency keys being committed right now (tenant '\n' key) ---- */
+
+struct inflight {
+    struct inflight *next;
+    char name[];
+};
+static struct inflight *inflight_buckets[256];
+
+static struct inflight **inflight_slot(const char *name)
+{
+    size_t h = 5381;
+    for (const char *p = name; *p != '\0'; p++)
+        h = h * 33 + (unsigned char)*p;
+    struct inflight **s = &inflight_buckets[h & 255];
+    while (*s != NULL && strcmp((*s)->name, name) != 0)
+        s = &(*s)->next;
+    return s;
+}
+
+/* Claim name; returns 0, or -1 when another request holds it. */
+static int inflight_claim(const char *name)
+{
+    struct inflight **s = inflight_slot(name);
+    if (*s != NULL)
+        return -1;
+    size_t len = strlen(name);
+    *s = ad_malloc(sizeof(**s) + len + 1);
+    (*s)->next = NULL;
+    memcpy((*s)->name, name, len + 1);
+    return 0;
+}
+
+static void inflight_release(const char *name)
+{
+    struct inflight **s = inflight_slot(name), *f = *s;
+    if (f != NULL) {
+        *s = f->next;
+        free(f);
+    }
+}
+
+/* ---- shared ---- */
+
+static int wait_cap(int n)
+{
+    return n > ad_hub.cfg->max_wait_seconds ? ad_hub.cfg->max_wait_seconds : n;
+}
+
+/* AD_E_OK while the job is live, AD_E_GONE in its tombstone period, then AD_E_NOT_FOUND. */
+static ad_err expiry_state(const struct ad_job *j)
+{
+    if (j->expires_at == 0 && !j->tombstoned)
+        return AD_E_OK;
+    int64_t now = ad_now_ms();
+    if (!j->tombstoned && now < j->expires_at)
+        return AD_E_OK;
+    return now < j->expires_at + ad_hub.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
+}
+
+/* The live job named by the request, or NULL after sending 404/410. */
+static struct ad_entry *find_job(struct ad_request *r)
+{
+    struct ad_entry *e;
+    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
+    if (err == AD_E_OK)
+        err = expiry_state(e->job);
+    if (err == AD_E_GONE) {
+        char date[40];
+        ad_time_rfc3339(e->job->expires_at, date, sizeof(date));
+        ad_http_problemf(r->req, AD_E_GONE, "job %s expired at %s", r->id, date);
+        return NULL;
+    }
+    if (err == AD_E_NOT_FOUND) {
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no job %s", r->id);
+        return NULL;
+    }
+    if (err != AD_E_OK) {
+        ad_api_fail(r, err);
+        return NULL;
+    }
+    return e;
+}
+
+/* Read an integer query parameter into *out (unchanged when absent). Sends 400 and returns -1 when bad. */
+static int query_int(struct ad_request *r, const char *name, long long min, long long max, long long *out)
+{
+    const char *v = ad_http_query(r, name);
+    if (v == NULL)
+        return 0;
+    if (ad_parse_int(v, strlen(v), min, max, out) != 0) {
+        ad_http_problemf(r->req, AD_E_INVALID_REQUEST, "%s must be an integer from %lld to %lld", name, min, max);
+        return -1;
+    }
+    return 0;
+}
+
+static int etag_matches(const char *inm, struct ad_entry *e)
+{
+    if (inm == NULL)
+        return 0;
+    const char *etag = ad_entry_etag(e);
+    return strcmp(inm, etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
+}
+
+/* ---- submit ---- */
+
+struct submit_ctx {
+    struct ad_pending *pend;
+    struct ad_request *r;
+    char *inflight;
+    int wait; /* Prefer: wait=N to honour after the commit, or -1 */
+    int respond_async;
+};
+
+struct outcome_wait {
+    struct ad_waiter w;
+    struct ad_timer timer;
+    struct ad_pending *pend;
+    struct ad_request *r;
+    int wait;
+};
+
+/* A failed job's stored problem, answered with its own status (500 when it has none in 400-599). */
+static int send_stored_problem(h2o_req_t *req, const struct ad_job *j)
+{
+    const char *doc = j->error != NULL ? j->error : "{}";
+    json_t *v = json_loads(doc, 0, NULL);
+    json_int_t status = json_integer_value(json_object_get(v, "status"));
+    json_decref(v);
+    return ad_http_problem_doc(req, doc, status >= 400 && status <= 599 ? (int)status : 500);
+}
+
+/* The result document of a finished job as its own answer: 200 (201 for a routed resource), or 303 to an
+ * external result. */
+static int send_result(struct ad_request *r, const struct ad_job *j, int created)
+{
+    if (j->result == NULL && j->result_location != NULL) {
+        ad_http_header(r->req, H2O_TOKEN_LOCATION, j->result_location);
+        return ad_http_empty(r->req, 303);
+    }
+    if (created)
+        ad_http_header(r->req, H2O_TOKEN_LOCATION, j->resource);
+    const char *doc = j->result != NULL ? j->result : "null";
+    return ad_http_json(r, created ? 201 : 200, doc, strlen(doc));
+}
+
+static int send_outcome(struct ad_request *r, struct ad_entry *e, int wait)
+{
+    h2o_req_t *req = r->req;
+    const struct ad_job *j = e->job;
+    char applied[32];
+    snprintf(applied, sizeof(applied), "wait=%d", wait);
+    ad_http_header_str(req, "preference-applied", applied);
+    ad_http_header_cat(req, H2O_TOKEN_CONTENT_LOCATION, "/v1/jobs/", j->id, "");
+    ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", j->id, ">; rel=\"monitor\"");
+    switch (j->status) {
+    case AD_SUCCEEDED:
+    case AD_PARTIAL:
+        return send_result(r, j, j->resource != NULL);
+    case AD_FAILED:
+        return send_stored_problem(req, j);
+    default:
+        return ad_http_problemf(req, AD_E_JOB_CANCELLED, "job %s was cancelled", j->id);
+    }
+}
+
+static void outcome_free(struct outcome_wait *o)
+{
+    ad_cache_unwatch(&o->w);
+    ad_timer_cancel(&o->timer);
+    free(o);
+}
+
+static void outcome_gone(struct ad_pending *p)
+{
+    struct outcome_wait *o = p->owner;
+    ad_pending_take(p);
+    outcome_free(o);
+}
+
+static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
+{
+    struct outcome_wait *o = H2O_STRUCT_FROM_MEMBER(struct outcome_wait, w, w);
+    if (e != NULL && !ad_status_terminal(e->job->status)) {
+        ad_cache_watch(e, &o->w);
+        return;
+    }
+    struct ad_request *r = o->r;
+    ad_pending_take(o->pend);
+    struct ad_entry *cur = e;
+    ad_err err = cur != NULL ? AD_E_OK : ad_hub_lookup(r->tenant, r->id, &cur);
+    int wait = o->wait;
+    outcome_free(o);
+    if (err != AD_E_OK)
+        ad_api_fail(r, err);
+    else
+        send_outcome(r, cur, wait);
+}
+
+static void outcome_timeout(struct ad_timer *t)
+{
+    struct outcome_wait *o = H2O_STRUCT_FROM_MEMBER(struct outcome_wait, timer, t);
+    struct ad_request *r = o->r;
+    ad_pending_take(o->pend);
+    outcome_free(o);
+    struct ad_entry *e;
+    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
+    if (err != AD_E_OK)
+        ad_api_fail(r, err);
+    else
+        ad_api_send_accepted(r, e, 0);
+}
+
+static void submit_done(struct ad_op *op)
+{
+    struct ad_submit_op *s = (struct ad_submit_op *)op;
+    struct submit_ctx *ctx = s->ctx;
+    if (ctx->inflight != NULL)
+        inflight_release(ctx->inflight);
+    struct ad_entry *e = NULL;
+    if (op->err == AD_E_OK) {
+        e = ad_hub_publish(s->job);
+        s->job = NULL;
+    }
+    if (s->handoff_ctx != NULL) {
+        int handed = e != NULL && !s->replayed && e->job->status == AD_RUNNING && e->job->attempt == 1;
+        ad_api_leases_handoff_done(s->handoff_ctx, handed ? e : NULL);
+    }
+    if (ad_pending_take(ctx->pend) != NULL) {
+        struct ad_request *r = ctx->r;
+        if (op->err == AD_E_CALLBACK_SECRET_MISSING) {
+            ad_http_problem(r->req, op->err, AD_CALLBACK_SECRET_HOWTO, NULL);
+        } else if (op->err != AD_E_OK) {
+            ad_api_fail(r, op->err);
+        } else if (ctx->respond_async) {
+            ad_http_header_str(r->req, "preference-applied", "respond-async");
+            ad_api_send_accepted(r, e, s->replayed);
+        } else if (ctx->wait > 0 && ad_status_terminal(e->job->status)) {
+            send_outcome(r, e, ctx->wait);
+        } else if (ctx->wait > 0) {
+            struct outcome_wait *o = ad_calloc(1, sizeof(*o));
+            o->r = r;
+            r->id = h2o_strdup(&r->req->pool, e->job->id, SIZE_MAX).base;
+            o->wait = ctx->wait;
+            o->w.wake = outcome_wake;
+            o->timer.cb = outcome_timeout;
+            o->pend = ad_pending_new(r->req, o, outcome_gone);
+            ad_cache_watch(e, &o->w);
+            ad_timer_arm(&o->timer, ad_mono_ms() + (int64_t)ctx->wait * 1000);
+        } else {
+            ad_api_send_accepted(r, e, s->replayed);
+        }
+    }
+    free(ctx->inflight);
+    free(ctx);
+    ad_op_free(op);
+}
+
+/* Parse the Idempotency-Key field: a structured-field string (RFC 8941 §3.3.3: "abc", with \" and \\ escapes)
+ * or a bare value, 1-255 printable ASCII characters once unquoted. Two fields read as their list (ad_http_get),
+ * which no key parses as: a list is refused rather than guessing which key was meant. Returns why the field is
+ * refused, or NULL. */
+static const char *parse_idem_key(h2o_req_t *req, char **out)
+{
+    *out = NULL;
+    const char *v = ad_http_get_str(req, "idempotency-key");
+    if (v == NULL)
+        return NULL;
+    size_t vlen = strlen(v);
+    int quoted = vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"';
+    const char *p = quoted ? v + 1 : v, *end = quoted ? v + vlen - 1 : v + vlen;
+    char key[256];
+    size_t len = 0;
+    for (; p < end; p++) {
+        char ch = *p;
+        if (quoted && ch == '\\' && p + 1 < end && (p[1] == '"' || p[1] == '\\'))
+            ch = *++p;
+        else if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\')
+            return "an Idempotency-Key is printable ASCII; inside quotes, \" and \\ are escaped as \\\" and \\\\";
+        else if (!quoted && ch == ',')
+            return "send one Idempotency-Key: a bare key has no comma, as a list of keys would (quote a key that "
+                   "holds one)";
+        if (len == sizeof(key) - 1)
+            return "an Idempotency-Key is at most 255 characters";
+        key[len++] = ch;
+    }
+    if (len == 0)
+        return "the Idempotency-Key is empty";
+    *out = ad_strndup(key, len);
+    return NULL;
+}
+
+static char *dump_compact(const json_t *v)
+{
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* Validate a generic submit body into job; adds every problem to v. */
+static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v, int *unknown_type)
+{
+    const struct ad_config *cfg = ad_hub.cfg;
+    const char *type = ad_api_text(json_object_get(body, "type"), 1, 128);
+    if (type == NULL) {
+        ad_verr_add(v, "/type", "type is required: a string of 1 to 128 characters");
+    } else {
+        job->type = ad_strdup(type);
+        if (cfg->ntypes != 0 && ad_config_type(cfg, job->type) == NULL)
+            *unknown_type = 1;
+    }
+    json_t *payload = json_object_get(body, "payload");
+    if (payload != NULL && !json_is_object(payload))
+        ad_verr_add(v, "/payload", "payload must be an object");
+    else if (payload != NULL)
+        job->payload = dump_compact(payload);
+    json_t *prio = json_object_get(body, "priority");
+    const char *prio_text = ad_api_text(prio, 0, SIZE_MAX);
+    if (prio != NULL && (prio_text == NULL || ad_priority_parse(prio_text, &job->priority) != 0))
+        ad_verr_add(v, "/priority", "priority must be \"high\", \"normal\" or \"low\"");
+    json_t *cb = json_object_get(body, "callbackUrl");
+    if (cb != NULL && !json_is_null(cb)) {
+        const char *u = ad_api_text(cb, 0, SIZE_MAX);
+        char why[300];
+        if (ad_api_webhook_url_invalid(u, why, sizeof(why)))
+            ad_verr_add(v, "/callbackUrl", why);
+        else
+            job->callback_url = ad_strdup(u);
+    }
+    json_t *run_at = json_object_get(body, "runAt");
+    if (run_at != NULL && !json_is_null(run_at) &&
+        ad_time_parse_rfc3339(ad_api_text(run_at, 0, SIZE_MAX), &job->run_at) != 0)
+        ad_verr_add(v, "/runAt", "runAt must be an RFC 3339 date-time");
+    json_t *ma = json_object_get(body, "maxAttempts");
+    if (ma != NULL) {
+        if (!json_is_integer(ma) || json_integer_value(ma) < 1 || json_integer_value(ma) > 100)
+            ad_verr_add(v, "/maxAttempts", "maxAttempts must be an integer from 1 to 100");
+        else
+            job->max_attempts = (int)json_integer_value(ma);
+    }
+    json_t *ts = json_object_get(body, "timeoutSeconds");
+    if (ts != NULL) {
+        if (!json_is_integer(ts) || json_integer_value(ts) < 1 || json_integer_value(ts) > 604800)
+            ad_verr_add(v, "/timeoutSeconds", "timeoutSeconds must be an integer from 1 to 604800");
+        else
+            job->timeout_seconds = (int)json_integer_value(ts);
+    }
+}
+
+/* Check the type's required payload fields. prefix is the pointer of the payload in the request body. */
+static void validate_required(const struct ad_type_conf *tc, json_t *payload, const char *prefix, struct ad_verr *v)
+{
+    for (size_t i = 0; tc != NULL && i < tc->nrequired; i++) {
+        if (json_object_get(payload, tc->required[i]) == NULL) {
+            char ptr[300], detail[300];
+            snprintf(ptr, sizeof(ptr), "%s/%s", prefix, tc->required[i]);
+            snprintf(detail, sizeof(detail), "%s is required for jobs of type %s", tc->required[i], tc->name);
+            ad_verr_add(v, ptr, detail);
+        }
+    }
+}
+
+int ad_api_submit(struct ad_request *r)
+{
+    h2o_req_t *req = r->req;
+    char *key;
+    const char *bad_key = parse_idem_key(req, &key);
+    if (bad_key != NULL)
+        return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_INVALID, bad_key, NULL);
+    if (key == NULL && r->route != NULL && r->route->require_idempotency_key)
+        return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_MISSING, "this route requires an Idempotency-Key header",
+                               NULL);
+    json_t *body = ad_api_body(r);
+    if (body == NULL) {
+        free(key);
+        return 0;
+    }
+    int64_t now = ad_now_ms();
+    struct ad_job *job = ad_job_new();
+    struct ad_verr v;
+    ad_verr_init(&v);
+    int unknown_type = 0;
+    if (!json_is_object(body)) {
+        ad_verr_add(&v, "", "the body must be a JSON object");
+    } else if (r->route != NULL) {
+        job->type = ad_strdup(r->route->type);
+        job->payload = dump_compact(body);
+        validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &v);
+    } else {
+        validate_submit(body, job, &v, &unknown_type);
+        if (job->type != NULL && !unknown_type)
+            validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload", &v);
+    }
+    char fingerprint[65];
+    if (key != NULL && v.n == 0 && !unknown_type) {
+        char *canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        char *path = ad_strndup(r->path.base, r->path.len);
+        ad_fingerprint("POST", path, canon, fingerprint);
+        free(path);
+        free(canon);
+    }
+    json_decref(body);
+    if (unknown_type) {
+        ad_buf_free(&v.b);
+        int rc = ad_http_problemf(req, AD_E_UNKNOWN_TYPE, "no job type named %s is configured", job->type);
+        ad_job_free(job);
+        free(key);
+        return rc;
+    }
+    if (v.n != 0) {
+        ad_job_free(job);
+        free(key);
+        return ad_verr_send(&v, r);
+    }
+    ad_buf_free(&v.b);
+
+    const struct ad_type_conf *tc = ad_config_type(ad_hub.cfg, job->type);
+    job->id = ad_new_id("job_");
+    job->tenant = ad_strdup(r->tenant);
+    if (job->payload == NULL)
+        job->payload = ad_strdup("{}");
+    if (job->max_attempts == 0)
+        job->max_attempts = tc != NULL && tc->max_attempts > 0 ? tc->max_attempts : ad_hub.cfg->default_max_attempts;
+    if (job->timeout_seconds == 0 && tc != NULL)
+        job->timeout_seconds = tc->timeout_seconds;
+    job->created_at = job->updated_at = now;
+    if (r->route != NULL) {
+        job->on_complete_redirect = r->route->on_complete_redirect;
+        if (r->route->resource != NULL) {
+            const char *at = strstr(r->route->resource, "{id}");
+            job->resource = at != NULL ? ad_asprintf("%.*s%s%s", (int)(at - r->route->resource), r->route->resource,
+                                                     job->id, at + 4)
+                                       : ad_strdup(r->route->resource);
+        }
+    }
+
+    struct submit_ctx *ctx = ad_calloc(1, sizeof(*ctx));
+    if (key != NULL) {
+        ctx->inflight = ad_asprintf("%s\n%s", r->tenant, key);
+        if (inflight_claim(ctx->inflight) != 0) {
+            free(ctx->inflight);
+            free(ctx);
+            free(key);
+            ad_job_free(job);
+            return ad_http_problem(req, AD_E_IDEMPOTENCY_IN_FLIGHT,
+                                   "a request with this Idempotency-Key is still being accepted; retry later", NULL);
+        }
+    }
+    ad_http_prefer(req, &ctx->respond_async, &ctx->wait);
+    ctx->wait = ctx->wait > 0 ? wait_cap(ctx->wait) : -1;
+    ctx->r = r;
+    ctx->pend = ad_pending_new(req, ctx, NULL);
+    struct ad_submit_op *s = ad_submit_op_new();
+    s->job = job;
+    s->idem_key = key;
+    if (key != NULL)
+        memcpy(s->fingerprint, fingerprint, sizeof(fingerprint));
+    s->ctx = ctx;
+    s->op.done = submit_done;
+    if (job->run_at <= now) {
+        const char *worker;
+        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_seconds, &worker);
+        s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;
+    }
+    ad_writer_submit(&s->op);
+    return 0;
+}
+
+/* ---- GET /v1/jobs/{id} with long polling ---- */
+
+struct poll_wait {
+    struct ad_waiter w;
+    struct ad_timer timer;
+    struct ad_pending *pend;
+    struct ad_request *r;
+    const char *inm;
+    enum ad_status status; /* without If-None-Match: wait for a status other than this */
+    int prefer;            /* the wait came from Prefer: answer Preference-Applied */
+    int wait;
+};
+
+static int answer_job(struct ad_request *r, struct ad_entry *e, const char *inm, int prefer_wait)
+{
+    if (prefer_wait > 0) {
+        char applied[32];
+        snprintf(applied, sizeof(applied), "wait=%d", prefer_wait);
+        ad_http_header_str(r->req, "preference-applied", applied);
+    }
+    return ad_api_send_job(r, e, etag_matches(inm, e) ? 304 : 200);
+}
+
+static void poll_free(struct poll_wait *p)
+{
+    ad_cache_unwatch(&p->w);
+    ad_timer_cancel(&p->timer);
+    free(p);
+}
+
+static void poll_gone(struct ad_pending *pd)
+{
+    struct poll_wait *p = pd->owner;
+    ad_pending_take(pd);
+    poll_free(p);
+}
+
+static void poll_finish(struct poll_wait *p, struct ad_entry *e)
+{
+    struct ad_request *r = p->r;
+    const char *inm = p->inm;
+    int prefer = p->prefer ? p->wait : 0;
+    ad_pending_take(p->pend);
+    poll_free(p);
+    if (e == NULL)
+        e = find_job(r);
+    if (e != NULL)
+        answer_job(r, e, inm, prefer);
+}
+
+static void poll_wake(struct ad_waiter *w, struct ad_entry *e)
+{
+    struct poll_wait *p = H2O_STRUCT_FROM_MEMBER(struct poll_wait, w, w);
+    if (e != NULL && p->inm == NULL && e->job->status == p->status) {
+        ad_cache_watch(e, &p->w);
+        return;
+    }
+    poll_finish(p, e);
+}
+
+static void poll_timeout(struct ad_timer *t)
+{
+    poll_finish(H2O_STRUCT_FROM_MEMBER(struct poll_wait, timer, t), NULL);
+}
+
+int ad_api_get_job(struct ad_request *r)
+{
+    struct ad_entry *e = find_job(r);
+    if (e == NULL)
+        return 0;
+    const struct ad_job *j = e->job;
+    const char *oc = ad_http_query(r, "onComplete");
+    if (oc != NULL && strcmp(oc, "redirect") != 0 && strcmp(oc, "inline") != 0)
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "onComplete must be redirect or inline", NULL);
+    int redirect = oc != NULL ? strcmp(oc, "redirect") == 0 : j->on_complete_redirect;
+    if (redirect && (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL || j->status == AD_FAILED)) {
+        /* A signed URL's reader keeps its signature: the result is covered by it too. */
+        if (r->roles == AD_API_SIGNED)
+            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%s&sig=%s", j->id,
+                            ad_http_query(r, "exp"), ad_http_query(r, "sig"));
+        else
+            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result", j->id);
+        return ad_api_send_job(r, e, 303);
+    }
+    long long wait = 0;
+    int prefer_async, prefer_wait;
+    ad_http_prefer(r->req, &prefer_async, &prefer_wait);
+    if (query_int(r, "wait", 0, 86400, &wait) != 0)
+        return 0;
+    int prefer = ad_http_query(r, "wait") == NULL && prefer_wait > 0;
+    if (prefer)
+        wait = prefer_wait;
+    wait = wait_cap((int)wait);
+    const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
+    if (wait <= 0 || ad_status_terminal(j->status) || (inm != NULL && !etag_matches(inm, e)))
+        return answer_job(r, e, inm, prefer ? (int)wait : 0);
+    struct poll_wait *p = ad_calloc(1, sizeof(*p));
+    p->r = r;
+    p->inm = inm;
+    p->status = j->status;
+    p->prefer = prefer;
+    p->wait = (int)wait;
+    p->w.wake = poll_wake;
+    p->timer.cb = poll_timeout;
+    p->pend = ad_pending_new(r->req, p, poll_gone);
+    ad_cache_watch(e, &p->w);
+    ad_timer_arm(&p->timer, ad_mono_ms() + wait * 1000);
+    return 0;
+}
+
+int ad_api_get_result(struct ad_request *r)
+{
+    struct ad_entry *e = find_job(r);
+    if (e == NULL)
+        return 0;
+    const struct ad_job *j = e->job;
+    switch (j->status) {
+    case AD_SUCCEEDED:
+    case AD_PARTIAL:
+        return send_result(r, j, 0);
+    case AD_FAILED:
+        return send_stored_problem(r->req, j);
+    case AD_CANCELLED:
+        return ad_http_problemf(r->req, AD_E_JOB_CANCELLED, "job %s was cancelled and has no result", j->id);
+    default:
+        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, ad_hub_retry_after(j));
+        return ad_http_problemf(r->req, AD_E_RESULT_NOT_READY, "job %s is %s", j->id, ad_status_name(j->status));
+    }
+}
+
+/* ---- collections ---- */
+
+/* Append the live jobs of l as a JSON array to b. */
+static void render_items(struct ad_buf *b, const struct ad_job_list *l)
+{
+    ad_buf_append(b, "[", 1);
+    int first = 1;
+    for (size_t i = 0; i < l->n; i++) {
+        if (expiry_state(l->items[i]) != AD_E_OK)
+            continue;
+        if (!first)
+            ad_buf_append(b, ",", 1);
+        first = 0;
+        ad_job_render(l->items[i], b);
+    }
+    ad_buf_append(b, "]", 1);
+}
+
+static int send_buf(struct ad_request *r, struct ad_buf *b)
+{
+    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
+    memcpy(body, b->data, b->len);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
+    int rc = ad_http_json(r, 200, body, b->len);
+    ad_buf_free(b);
+    return rc;
+}
+
+int ad_api_attempts(struct ad_request *r)
+{
+    struct ad_entry *e = find_job(r);
+    if (e == NULL)
+        return 0;
+    struct ad_attempt_list l;
+    ad_err err = ad_hub.store->ops->attempt_list(ad_hub.rconn, e->job->id, &l);
+    if (err != AD_E_OK)
+        return ad_api_fail(r, err);
+    ad_attempt_own(&l, e->job);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"attempts\":[", 13);
+    for (size_t i = 0; i < l.n; i++) {
+        const struct ad_attempt *a = &l.items[i];
+        char started[40], ended[40];
+        ad_time_rfc3339(a->started_at, started, sizeof(started));
+        ad_buf_printf(&b, "%s{\"attempt\":%d,\"worker\":", i != 0 ? "," : "", a->attempt);
+        ad_json_str(&b, a->worker);
+        ad_buf_printf(&b, ",\"startedAt\":\"%s\",\"endedAt\":", started);
+        if (a->ended_at != 0) {
+            ad_time_rfc3339(a->ended_at, ended, sizeof(ended));
+            ad_buf_printf(&b, "\"%s\"", ended);
+        } else {
+            ad_buf_append(&b, "null", 4);
+        }
+        ad_buf_append(&b, ",\"outcome\":", 11);
+        ad_json_str(&b, a->outcome);
+        ad_buf_append(&b, "}", 1);
+    }
+    ad_buf_append(&b, "]}", 2);
+    ad_attempt_list_free(&l);
+    return send_buf(r, &b);
+}
+
+int ad_api_list(struct ad_request *r)
+{
+    struct ad_list_query q = {.tenant = r->tenant, .limit = AD_LIST_DEFAULT};
+    long long limit = AD_LIST_DEFAULT;
+    if (query_int(r, "limit", 1, AD_LIST_MAX, &limit) != 0)
+        return 0;
+    q.limit = (int)limit;
+    const char *status = ad_http_query(r, "status");
+    if (status != NULL) {
+        if (ad_status_parse(status, &q.status) != 0)
+            return ad_http_problemf(r->req, AD_E_INVALID_REQUEST, "unknown status %.64s", status);
+        q.has_status = 1;
+    }
+    q.type = ad_http_query(r, "type");
+    const char *after = ad_http_query(r, "updatedAfter");
+    if (after != NULL && ad_time_parse_rfc3339(after, &q.updated_after) != 0)
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "updatedAfter must be an RFC 3339 date-time", NULL);
+    const char *token = ad_http_query(r, "pageToken");
+    if (token != NULL) {
+        uint8_t raw[32];
+        long n = strlen(token) < 40 ? ad_b64url_decode(token, strlen(token), raw) : -1;
+        long long cseq;
+        if (n < 3 || memcmp(raw, "c1:", 3) != 0 || ad_parse_int((char *)raw + 3, n - 3, 1, INT64_MAX, &cseq) != 0)
+            return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "pageToken is not one this server issued", NULL);
+        q.before_cseq = cseq;
+    }
+    q.limit++; /* one more than asked tells whether there is a next page */
+    struct ad_job_list l = {0};
+    ad_err e = ad_hub.store->ops->job_list(ad_hub.rconn, &q, &l);
+    if (e != AD_E_OK)
+        return ad_api_fail(r, e);
+    int more = l.n == (size_t)q.limit;
+    if (more)
+        ad_job_free(l.items[--l.n]);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"items\":", 9);
+    render_items(&b, &l);
+    ad_buf_append(&b, ",\"nextPageToken\":", 17);
+    if (more && l.n > 0) {
+        char raw[32], tok[48];
+        int n = snprintf(raw, sizeof(raw), "c1:%lld", (long long)l.items[l.n - 1]->cseq);
+        ad_b64url_encode((uint8_t *)raw, (size_t)n, tok);
+        ad_buf_printf(&b, "\"%s\"}", tok);
+    } else {
+        ad_buf_append(&b, "null}", 5);
+    }
+    ad_job_list_free(&l);
+    return send_buf(r, &b);
+}
+
+struct changes_wait {
+    h2o_linklist_t link;
+    struct ad_timer timer;
+    struct ad_pending *pend;
+    struct ad_request *r;
+    int64_t since;
+    int limit;
+};
+
+/* Query and answer the change feed; returns 1 when it answered, 0 when there was nothing and want_wait. */
+static int changes_answer(struct ad_request *r, int64_t since, int limit, int want_wait)
+{
+    struct ad_job_list l = {0};
+    ad_err e = ad_hub.store->ops->job_changes(ad_hub.rconn, r->tenant, since, limit, &l);
+    if (e != AD_E_OK) {
+        ad_api_fail(r, e);
+        return 1;
+    }
+    if (l.n == 0 && want_wait)
+        return 0;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"changes\":", 11);
+    render_items(&b, &l);
+    ad_buf_printf(&b, ",\"cursor\":\"%lld\"}", (long long)(l.n > 0 ? l.items[l.n - 1]->seq : since));
+    ad_job_list_free(&l);
+    send_buf(r, &b);
+    return 1;
+}
+
+static void changes_free(struct changes_wait *c)
+{
+    if (h2o_linklist_is_linked(&c->link))
+        h2o_linklist_unlink(&c->link);
+    ad_timer_cancel(&c->timer);
+    free(c);
+}
+
+static void changes_gone(struct ad_pending *p)
+{
+    struct changes_wait *c = p->owner;
+    ad_pending_take(p);
+    changes_free(c);
+}
+
+static void changes_finish(struct changes_wait *c, int final)
+{
+    if (!changes_answer(c->r, c->since, c->limit, !final))
+        return;
+    ad_pending_take(c->pend);
+    changes_free(c);
+}
+
+static void changes_timeout(struct ad_timer *t)
+{
+    changes_finish(H2O_STRUCT_FROM_MEMBER(struct changes_wait, timer, t), 1);
+}
+
+void ad_api_changes_notify(const char *tenant)
+{
+    h2o_linklist_t *node = ad_hub.change_waiters.next;
+    while (node != &ad_hub.change_waiters) {
+        struct changes_wait *c = H2O_STRUCT_FROM_MEMBER(struct changes_wait, link, node);
+        node = node->next;
+        if (strcmp(c->r->tenant, tenant) == 0)
+            changes_finish(c, 0);
+    }
+}
+
+int ad_api_changes(struct ad_request *r)
+{
+    long long since = 0, limit = AD_CHANGES_DEFAULT, wait = 0;
+    if (query_int(r, "since", 0, INT64_MAX, &since) != 0 || query_int(r, "limit", 1, AD_CHANGES_MAX, &limit) != 0 ||
+        query_int(r, "wait", 0, 86400, &wait) != 0)
+        return 0;
+    wait = wait_cap((int)wait);
+    if (changes_answer(r, since, (int)limit, wait > 0))
+        return 0;
+    struct changes_wait *c = ad_calloc(1, sizeof(*c));
+    c->r = r;
+    c->since = since;
+    c->limit = (int)limit;
+    c->timer.cb = changes_timeout;
+    c->pend = ad_pending_new(r->req, c, changes_gone);
+    h2o_linklist_insert(&ad_hub.change_waiters, &c->link);
+    ad_timer_arm(&c->timer, ad_mono_ms() + wait * 1000);
+    return 0;
+}
+
+/* ---- cancel and retry ---- */
+
+static void cancel_done(struct ad_op *op)
+{
+    struct ad_cancel_op *x = (struct ad_cancel_op *)op;
+    struct ad_request *r = ad_api_write_take(x->ctx);
+    struct ad_entry *e = NULL;
+    if (op->err == AD_E_OK) {
+        e = ad_hub_publish(x->job);
+        x->job = NULL;
+    }
+    if (r != NULL) {
+        if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
+            ad_http_problemf(r->req, op->err, "job %s is %s and can no longer be cancelled", x->job->id,
+                             ad_status_name(x->job->status));
+        else if (op->err != AD_E_OK)
+            ad_api_fail(r, op->err);
+        else
+            ad_api_send_job(r, e, e->job->status == AD_CANCELLED ? 200 : 202);
+    }
+    ad_op_free(op);
+}
+
+int ad_api_cancel(struct ad_request *r)
+{
+    char *lease_id = NULL;
+    if (r->req->entity.len != 0) {
+        json_t *body = ad_api_body(r);
+        if (body == NULL)
+            return 0;
+        json_t *lid = json_object_get(body, "leaseId");
+        if (lid != NULL && ad_api_text(lid, 0, SIZE_MAX) == NULL) {
+            json_decref(body);
+            struct ad_verr v;
+            ad_verr_init(&v);
+            ad_verr_add(&v, "/leaseId", "leaseId must be a string");
+            return ad_verr_send(&v, r);
+        }
+        if (lid != NULL)
+            lease_id = ad_strdup(json_string_value(lid));
+        json_decref(body);
+    }
+    int need = lease_id != NULL ? AD_ROLE_WORKER : AD_ROLE_CLIENT;
+    if ((r->roles & need) == 0) {
+        free(lease_id);
+        return ad_http_problem(r->req, AD_E_FORBIDDEN,
+                               need == AD_ROLE_WORKER ? "acknowledging a cancel needs a worker key"
+                                                      : "cancelling needs a client key",
+                               NULL);
+    }
+    struct ad_cancel_op *x = ad_cancel_op_new();
+    x->tenant = ad_strdup(r->tenant);
+    x->id = ad_strdup(r->id);
+    x->lease_id = lease_id;
+    x->now = ad_now_ms();
+    x->ctx = ad_api_write_begin(r);
+    x->op.done = cancel_done;
+    ad_writer_submit(&x->op);
+    return 0;
+}
+
+static void retry_done(struct ad_op *op)
+{
+    struct ad_retry_op *x = (struct ad_retry_op *)op;
+    struct ad_request *r = ad_api_write_take(x->ctx);
+    struct ad_entry *e = NULL;
+    if (op->err == AD_E_OK) {
+        e = ad_hub_publish(x->job);
+        x->job = NULL;
+    }
+    if (r != NULL) {
+        if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
+            ad_http_problemf(r->req, op->err, "job %s is %s; only failed or cancelled jobs can be retried", x->job->id,
+                             ad_status_name(x->job->status));
+        else if (op->err == AD_E_CALLBACK_SECRET_MISSING)
+            ad_http_problem(r->req, op->err, AD_CALLBACK_SECRET_HOWTO, NULL);
+        else if (op->err != AD_E_OK)
+            ad_api_fail(r, op->err);
+        else
+            ad_api_send_accepted(r, e, 0);
+    }
+    ad_op_free(op);
+}
+
+int ad_api_retry(struct ad_request *r)
+{
+    struct ad_retry_op *x = ad_retry_op_new();
+    x->tenant = ad_strdup(r->tenant);
+    x->id = ad_strdup(r->id);
+    x->new_id = ad_new_id("job_");
+    x->now = ad_now_ms();
+    x->ctx = ad_api_write_begin(r);
+    x->op.done = retry_done;
+    ad_writer_submit(&x->op);
+    return 0;
+}

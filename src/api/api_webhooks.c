@@ -1,0 +1,406 @@
+/*
+ * api_webhooks.c - webhook endpoints, the callback secret and deliveries: create, list, get, delete, rotate,
+ * enable, the delivery log of an endpoint (dead letters included) and redelivery.
+ *
+ * Reads go to the store on the event loop's connection; every change is a webhook operation (webhook.h)
+ * answered from its done() once durable. A secret leaves the daemon exactly twice: in the answer to the
+ * create or rotate that made it. Nothing here logs a secret or a destination URL.
+ */
+#include "api/api.h"
+#include "webhook/webhook.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AD_DELIVERIES_DEFAULT 50
+#define AD_DELIVERIES_MAX 500
+#define CALLBACK_ID "callback"
+
+static const char *const delivery_states[] = {"pending", "delivered", "dead"};
+
+int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen)
+{
+    char host[256];
+    long port;
+    if (url == NULL || strlen(url) > 2048 || (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) ||
+        ad_ssrf_url_host(url, host, sizeof(host), &port) != 0) {
+        snprintf(why, whylen, "must be an http:// or https:// URL of at most 2048 characters");
+        return 1;
+    }
+    char reason[200];
+    if (ad_ssrf_check_url(ad_webhook_guard(), url, reason, sizeof(reason)) != 0) {
+        snprintf(why, whylen, "refused destination: %s", reason);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- representations ---- */
+
+static void json_time(struct ad_buf *b, const char *name, int64_t ms)
+{
+    char t[40];
+    ad_buf_printf(b, ",\"%s\":", name);
+    if (ms == 0) {
+        ad_buf_append(b, "null", 4);
+        return;
+    }
+    ad_time_rfc3339(ms, t, sizeof(t));
+    ad_buf_printf(b, "\"%s\"", t);
+}
+
+/* The public id of an endpoint row: its own, or "callback" for the callback secret. */
+static const char *hook_public_id(const struct ad_webhook *w)
+{
+    return w->url != NULL ? w->id : CALLBACK_ID;
+}
+
+static void render_hook(struct ad_buf *b, const struct ad_webhook *w, const char *secret)
+{
+    const char *id = hook_public_id(w);
+    /* The callback secret signs what a job's callbackUrl hears: its outcome. */
+    unsigned events = w->url != NULL ? w->events : AD_WHE_FINAL;
+    ad_buf_printf(b, "{\"id\":\"%s\",\"url\":", id);
+    ad_json_str(b, w->url);
+    ad_buf_append(b, ",\"events\":[", 11);
+    for (int e = 0, n = 0; e < AD_WHE__COUNT; e++)
+        if (events & (1u << e))
+            ad_buf_printf(b, "%s\"%s\"", n++ > 0 ? "," : "", ad_webhook_event_name((enum ad_webhook_event)e));
+    ad_buf_printf(b, "],\"enabled\":%s", w->disabled_at == 0 ? "true" : "false");
+    json_time(b, "disabledAt", w->disabled_at);
+    ad_buf_append(b, ",\"disabledReason\":", 18);
+    ad_json_str(b, w->disabled_reason);
+    json_time(b, "createdAt", w->created_at);
+    json_time(b, "previousSecretExpiresAt", w->prev_secret != NULL ? w->prev_until : 0);
+    if (secret != NULL) {
+        ad_buf_append(b, ",\"secret\":", 10);
+        ad_json_str(b, secret);
+    }
+    ad_buf_printf(b,
+                  ",\"links\":{\"self\":\"/v1/webhooks/%s\",\"deliveries\":\"/v1/webhooks/%s/deliveries\","
+                  "\"rotate\":\"/v1/webhooks/%s:rotate\"}}",
+                  id, id, id);
+}
+
+static void render_delivery(struct ad_buf *b, const struct ad_delivery *d, const char *hook_id)
+{
+    ad_buf_printf(b, "{\"id\":\"%s\",\"webhookId\":\"%s\",\"eventId\":\"%s\",\"eventType\":\"%s\",\"jobId\":", d->id,
+                  hook_id, d->event_id, d->event_type);
+    ad_json_str(b, d->job_id);
+    ad_buf_append(b, ",\"url\":", 7);
+    ad_json_str(b, d->url);
+    ad_buf_printf(b, ",\"status\":\"%s\",\"attempts\":%d", delivery_states[d->state], d->attempts);
+    json_time(b, "createdAt", d->created_at);
+    json_time(b, "lastAttemptAt", d->last_at);
+    json_time(b, "nextAttemptAt", d->state == AD_DLV_PENDING ? d->next_at : 0);
+    ad_buf_append(b, ",\"lastStatus\":", 14);
+    if (d->last_status != 0)
+        ad_buf_printf(b, "%d", d->last_status);
+    else
+        ad_buf_append(b, "null", 4);
+    ad_buf_append(b, ",\"lastError\":", 13);
+    ad_json_str(b, d->last_error);
+    ad_buf_printf(b, ",\"links\":{\"redeliver\":\"/v1/deliveries/%s:redeliver\"}}", d->id);
+}
+
+/* Send b as the JSON answer (copied into the request pool) and free it. */
+static int send_buf(struct ad_request *r, int status, struct ad_buf *b)
+{
+    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
+    memcpy(body, b->data, b->len);
+    int rc = ad_http_json(r, status, body, b->len);
+    ad_buf_free(b);
+    return rc;
+}
+
+/* Answer with one endpoint (and its new secret, which must not be cached anywhere). */
+static int send_hook(struct ad_request *r, int status, const struct ad_webhook *w, const char *secret)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    render_hook(&b, w, secret);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, secret != NULL ? "no-store" : "no-cache");
+    return send_buf(r, status, &b);
+}
+
+/* The endpoint the request names, or NULL after sending 404. */
+static struct ad_webhook *find_hook(struct ad_request *r)
+{
+    struct ad_webhook *w = NULL;
+    int callback = strcmp(r->id, CALLBACK_ID) == 0;
+    ad_err e = ad_hub.store->ops->webhook_get(ad_hub.rconn, r->tenant, callback ? NULL : r->id, &w);
+    if (e == AD_E_OK && !callback && w->url == NULL)
+        e = AD_E_NOT_FOUND;
+    if (e == AD_E_OK)
+        return w;
+    ad_webhook_free(w);
+    if (e == AD_E_NOT_FOUND && callback)
+        ad_http_problem(r->req, AD_E_NOT_FOUND, "no callback secret yet: POST /v1/webhooks/callback:rotate makes one",
+                        NULL);
+    else if (e == AD_E_NOT_FOUND)
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no webhook endpoint %s", r->id);
+    else
+        ad_api_fail(r, e);
+    return NULL;
+}
+
+/* ---- writes ---- */
+
+struct write_ctx {
+    struct ad_pending *pend;
+    struct ad_request *r;
+};
+
+static struct ad_webhook_op *op_new(struct ad_request *r, enum ad_webhook_op_kind kind, void (*done)(struct ad_op *))
+{
+    struct ad_webhook_op *x = ad_webhook_op_new(kind);
+    struct write_ctx *w = ad_calloc(1, sizeof(*w));
+    w->r = r;
+    w->pend = ad_pending_new(r->req, w, NULL);
+    x->ctx = w;
+    x->tenant = ad_strdup(r->tenant);
+    x->id = ad_strdup_opt(r->id);
+    x->now = ad_now_ms();
+    x->op.done = done;
+    return x;
+}
+
+/* The request of a finished operation, or NULL when the client went away; the context is freed either way. */
+static struct ad_request *op_request(struct ad_webhook_op *x)
+{
+    struct write_ctx *w = x->ctx;
+    struct ad_request *r = w->pend->req != NULL ? w->r : NULL;
+    ad_pending_take(w->pend);
+    free(w);
+    return r;
+}
+
+static void hook_done(struct ad_op *op)
+{
+    struct ad_webhook_op *x = (struct ad_webhook_op *)op;
+    struct ad_request *r = op_request(x);
+    if (r == NULL) {
+        ad_op_free(op); /* the client went away; the change stands */
+        return;
+    }
+    if (op->err == AD_E_VALIDATION_FAILED && x->kind == AD_WHOP_CREATE) {
+        ad_http_problemf(r->req, AD_E_VALIDATION_FAILED, "a tenant may have at most %d webhook endpoints",
+                         AD_WEBHOOKS_MAX);
+    } else if (op->err == AD_E_NOT_FOUND) {
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no webhook endpoint %s", x->id);
+    } else if (op->err != AD_E_OK) {
+        ad_api_fail(r, op->err);
+    } else if (x->kind == AD_WHOP_DELETE) {
+        ad_http_empty(r->req, 204);
+    } else {
+        int created = x->kind == AD_WHOP_CREATE;
+        if (created)
+            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/webhooks/%s", x->hook->id);
+        send_hook(r, created ? 201 : 200, x->hook, x->secret[0] != '\0' ? x->secret : NULL);
+    }
+    ad_op_free(op);
+}
+
+int ad_api_webhook_create(struct ad_request *r)
+{
+    json_t *body = ad_api_body(r);
+    if (body == NULL)
+        return 0;
+    struct ad_verr v;
+    ad_verr_init(&v);
+    char why[300];
+    const char *url = ad_api_text(json_object_get(body, "url"), 0, SIZE_MAX);
+    unsigned events = AD_WHE_DEFAULT;
+    if (!json_is_object(body)) {
+        ad_verr_add(&v, "", "the body must be a JSON object");
+    } else {
+        if (ad_api_webhook_url_invalid(url, why, sizeof(why)))
+            ad_verr_add(&v, "/url", why);
+        json_t *list = json_object_get(body, "events");
+        if (list != NULL && (!json_is_array(list) || json_array_size(list) == 0)) {
+            ad_verr_add(&v, "/events", "events must be a non-empty array of event types");
+        } else if (list != NULL) {
+            events = 0;
+            for (size_t i = 0; i < json_array_size(list); i++) {
+                enum ad_webhook_event e;
+                const char *name = ad_api_text(json_array_get(list, i), 0, SIZE_MAX);
+                char ptr[32];
+                snprintf(ptr, sizeof(ptr), "/events/%zu", i);
+                if (name == NULL || ad_webhook_event_parse(name, &e) != 0)
+                    ad_verr_add(&v, ptr,
+                                "not an event type: job.queued, job.started, job.progress, job.succeeded, "
+                                "job.failed, job.cancelled or job.partialSuccess");
+                else
+                    events |= 1u << e;
+            }
+        }
+    }
+    if (v.n != 0) {
+        json_decref(body);
+        return ad_verr_send(&v, r);
+    }
+    ad_buf_free(&v.b);
+    struct ad_webhook_op *x = op_new(r, AD_WHOP_CREATE, hook_done);
+    x->url = ad_strdup(url);
+    x->events = events;
+    json_decref(body);
+    ad_writer_submit(&x->op);
+    return 0;
+}
+
+int ad_api_webhook_delete(struct ad_request *r)
+{
+    if (strcmp(r->id, CALLBACK_ID) == 0)
+        return ad_http_problem(
+            r->req, AD_E_INVALID_REQUEST,
+            "the callback secret cannot be deleted; rotate it with POST /v1/webhooks/callback:rotate", NULL);
+    ad_writer_submit(&op_new(r, AD_WHOP_DELETE, hook_done)->op);
+    return 0;
+}
+
+int ad_api_webhook_rotate(struct ad_request *r)
+{
+    ad_writer_submit(&op_new(r, AD_WHOP_ROTATE, hook_done)->op);
+    return 0;
+}
+
+int ad_api_webhook_enable(struct ad_request *r)
+{
+    ad_writer_submit(&op_new(r, AD_WHOP_ENABLE, hook_done)->op);
+    return 0;
+}
+
+static void redeliver_done(struct ad_op *op)
+{
+    struct ad_webhook_op *x = (struct ad_webhook_op *)op;
+    struct ad_request *r = op_request(x);
+    if (r != NULL && op->err == AD_E_ILLEGAL_TRANSITION) {
+        ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "delivery %s is pending already, or its endpoint is disabled",
+                         x->id);
+    } else if (r != NULL && op->err != AD_E_OK) {
+        ad_api_fail(r, op->err);
+    } else if (r != NULL) {
+        struct ad_buf b;
+        ad_buf_init(&b, SIZE_MAX);
+        struct ad_webhook *w = NULL;
+        ad_hub.store->ops->webhook_get(ad_hub.rconn, NULL, x->delivery->webhook_id, &w);
+        render_delivery(&b, x->delivery, w != NULL ? hook_public_id(w) : x->delivery->webhook_id);
+        ad_webhook_free(w);
+        send_buf(r, 202, &b);
+    }
+    ad_op_free(op);
+}
+
+int ad_api_redeliver(struct ad_request *r)
+{
+    struct ad_delivery *d = NULL;
+    struct ad_webhook *w = NULL;
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    ad_err e = st->delivery_get(ad_hub.rconn, r->tenant, r->id, 0, &d);
+    if (e == AD_E_OK)
+        e = st->webhook_get(ad_hub.rconn, NULL, d->webhook_id, &w);
+    int rc = -1;
+    if (e == AD_E_NOT_FOUND)
+        rc = ad_http_problemf(r->req, AD_E_NOT_FOUND, "no delivery %s", r->id);
+    else if (e != AD_E_OK)
+        rc = ad_api_fail(r, e);
+    else if (d->state == AD_DLV_PENDING)
+        rc = ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "delivery %s is pending already", r->id);
+    else if (w->disabled_at != 0)
+        rc = ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION,
+                              "the endpoint is disabled; POST /v1/webhooks/%s:enable first", w->id);
+    ad_delivery_free(d);
+    ad_webhook_free(w);
+    if (rc >= 0)
+        return rc;
+    ad_writer_submit(&op_new(r, AD_WHOP_REDELIVER, redeliver_done)->op);
+    return 0;
+}
+
+/* ---- reads ---- */
+
+int ad_api_webhook_list(struct ad_request *r)
+{
+    struct ad_webhook_list l;
+    ad_err e = ad_hub.store->ops->webhook_list(ad_hub.rconn, r->tenant, 0, &l);
+    if (e != AD_E_OK)
+        return ad_api_fail(r, e);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"items\":[", 10);
+    for (size_t i = 0; i < l.n; i++) {
+        if (i > 0)
+            ad_buf_append(&b, ",", 1);
+        render_hook(&b, l.items[i], NULL);
+    }
+    ad_buf_append(&b, "]}", 2);
+    ad_webhook_list_free(&l);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
+    return send_buf(r, 200, &b);
+}
+
+int ad_api_webhook_get(struct ad_request *r)
+{
+    struct ad_webhook *w = find_hook(r);
+    if (w == NULL)
+        return 0;
+    int rc = send_hook(r, 200, w, NULL);
+    ad_webhook_free(w);
+    return rc;
+}
+
+int ad_api_webhook_deliveries(struct ad_request *r)
+{
+    long long limit = AD_DELIVERIES_DEFAULT, before = 0;
+    const char *v = ad_http_query(r, "limit");
+    if (v != NULL && ad_parse_int(v, strlen(v), 1, AD_DELIVERIES_MAX, &limit) != 0)
+        return ad_http_problemf(r->req, AD_E_INVALID_REQUEST, "limit must be an integer from 1 to %d",
+                                AD_DELIVERIES_MAX);
+    int state = -1;
+    const char *status = ad_http_query(r, "status");
+    for (int i = 0; status != NULL && i < 3 && state < 0; i++)
+        if (strcmp(status, delivery_states[i]) == 0)
+            state = i;
+    if (status != NULL && state < 0)
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "status must be pending, delivered or dead", NULL);
+    const char *token = ad_http_query(r, "pageToken");
+    if (token != NULL) {
+        uint8_t raw[32];
+        long n = strlen(token) < 40 ? ad_b64url_decode(token, strlen(token), raw) : -1;
+        if (n < 3 || memcmp(raw, "d1:", 3) != 0 || ad_parse_int((char *)raw + 3, n - 3, 1, INT64_MAX, &before) != 0)
+            return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "pageToken is not one this server issued", NULL);
+    }
+    struct ad_webhook *w = find_hook(r);
+    if (w == NULL)
+        return 0;
+    struct ad_delivery_list l;
+    ad_err e = ad_hub.store->ops->delivery_list(ad_hub.rconn, w->id, state, before, (int)limit + 1, &l);
+    if (e != AD_E_OK) {
+        ad_webhook_free(w);
+        return ad_api_fail(r, e);
+    }
+    int more = l.n > (size_t)limit;
+    if (more)
+        ad_delivery_free(l.items[--l.n]);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"items\":[", 10);
+    for (size_t i = 0; i < l.n; i++) {
+        if (i > 0)
+            ad_buf_append(&b, ",", 1);
+        render_delivery(&b, l.items[i], hook_public_id(w));
+    }
+    ad_buf_append(&b, "],\"nextPageToken\":", 18);
+    if (more && l.n > 0) {
+        char raw[32], tok[48];
+        int n = snprintf(raw, sizeof(raw), "d1:%lld", (long long)l.items[l.n - 1]->seq);
+        ad_b64url_encode((uint8_t *)raw, (size_t)n, tok);
+        ad_buf_printf(&b, "\"%s\"}", tok);
+    } else {
+        ad_buf_append(&b, "null}", 5);
+    }
+    ad_delivery_list_free(&l);
+    ad_webhook_free(w);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
+    return send_buf(r, 200, &b);
+}

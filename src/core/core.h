@@ -1,0 +1,138 @@
+/*
+ * core.h - what can be done to jobs, as operations applied by the writer inside its transaction.
+ *
+ * Each operation reads the rows it needs, asks the state machine (job.h) whether the change is legal,
+ * and writes the new rows. Operations run on the writer thread and never touch HTTP or the cache; the
+ * caller's done() callback sees the outcome on the event loop thread.
+ */
+#ifndef AD_CORE_H
+#define AD_CORE_H
+
+#include "core/config.h"
+#include "job/job.h"
+#include "core/writer.h"
+
+/* Set once at start; read-only afterwards (shared by both threads). */
+void ad_core_init(const struct ad_config *cfg, struct ad_store *store);
+
+/* What the core asks of the webhook layer inside the writer's transaction. webhook/ registers it when configured,
+ * so that core does not depend on the layer that delivers. Writer thread. */
+struct ad_core_webhooks {
+    /* What a change of j (from status before, at progress_before) also writes: its deliveries, in the outbox.
+     * An error fails the change. */
+    ad_err (*outbox)(struct ad_conn *c, enum ad_status before, int progress_before, const struct ad_job *j);
+    /* AD_E_OK when tenant's callback secret may sign a job's callback (someone was shown it), else
+     * AD_E_CALLBACK_SECRET_MISSING or the store's error. */
+    ad_err (*callback_ready)(struct ad_conn *c, const char *tenant);
+};
+/* Set once at start, before the writer runs (w is not copied); NULL: no webhooks (a unit test of the core). */
+void ad_core_set_webhooks(const struct ad_core_webhooks *w);
+
+/* Submit a prepared job (id, tenant, type, payload, options, created_at set by the caller).
+ * With an idempotency key: an existing record with the same fingerprint replays its job (replayed = 1);
+ * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op). */
+struct ad_submit_op {
+    struct ad_op op;
+    struct ad_job *job;
+    char *idem_key;       /* NULL when none */
+    char fingerprint[65]; /* hex SHA-256 of the request */
+    int replayed;
+    /* Hand-off: a worker is already waiting for this type, so the new job is leased to it in the same
+     * transaction (one commit from submit to worker). 0 = no hand-off. */
+    int handoff_seconds;
+    char *handoff_worker;
+    void *ctx;
+    void *handoff_ctx;
+};
+
+/* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job (also, unchanged, on
+ * AD_E_ILLEGAL_TRANSITION). */
+struct ad_cancel_op {
+    struct ad_op op;
+    char *tenant, *id, *lease_id;
+    int64_t now;
+    struct ad_job *job;
+    void *ctx;
+};
+
+/* Retry a failed or cancelled job as a new job with a fresh id (new_id set by the caller). Out: job (the new
+ * one; on AD_E_ILLEGAL_TRANSITION the old one, unchanged). */
+struct ad_retry_op {
+    struct ad_op op;
+    char *tenant, *id, *new_id;
+    int64_t now;
+    struct ad_job *job;
+    void *ctx;
+};
+
+/* Lease up to max queued jobs of the given types. Out: jobs (running, with lease ids). */
+struct ad_lease_op {
+    struct ad_op op;
+    char *tenant;
+    char **types;
+    size_t ntypes;
+    int max;
+    int lease_seconds;
+    char *worker;
+    int64_t now;
+    struct ad_job_list leased;
+    void *ctx;
+};
+
+/* A worker's report on a running job under its lease: heartbeat, complete, fail. Out: job. */
+struct ad_report_op {
+    struct ad_op op;
+    enum ad_job_event event; /* AD_EV_HEARTBEAT, AD_EV_COMPLETE(_PARTIAL), AD_EV_FAIL(_FINAL), AD_EV_RELEASE */
+    char *tenant, *id, *lease_id;
+    int progress; /* -1 = unchanged */
+    char *message;
+    int lease_seconds; /* 0 = unchanged */
+    char *result;      /* compact JSON text */
+    char *result_location;
+    char *error; /* compact JSON problem text */
+    int64_t now;
+    struct ad_job *job;
+    int replayed; /* a repeated final report: job is unchanged, and next leases nothing */
+    int conflict; /* AD_E_STALE_LEASE because the lease already ended the job with another report */
+    /* The worker's next lease, taken in the same transaction once the report succeeded (its tenant is the
+     * report's); NULL = none. Owned by the report op. */
+    struct ad_lease_op *next;
+    void *ctx;
+};
+
+/* Lease expiry check for one job: requeues/fails/cancels it when lease_id is still its lease and has run out.
+ * Out: job (current state, also when nothing changed), changed. */
+struct ad_expire_op {
+    struct ad_op op;
+    char *id, *lease_id;
+    int64_t now;
+    struct ad_job *job;
+    int changed;
+};
+
+/* Retention sweep: one bounded batch of tombstoning/deleting jobs and expiring idempotency keys. Out: done. */
+struct ad_sweep_op {
+    struct ad_op op;
+    int64_t now;
+    int done;
+};
+
+#define AD_SWEEP_BATCH 500
+
+struct ad_submit_op *ad_submit_op_new(void);
+struct ad_cancel_op *ad_cancel_op_new(void);
+struct ad_retry_op *ad_retry_op_new(void);
+struct ad_lease_op *ad_lease_op_new(void);
+struct ad_report_op *ad_report_op_new(void);
+struct ad_expire_op *ad_expire_op_new(void);
+struct ad_sweep_op *ad_sweep_op_new(void);
+
+/* Retention in ms for a job of this type ending in status s. */
+int64_t ad_core_retention_ms(const char *type, enum ad_status s);
+/* Delay before attempt n+1 after a failed attempt n: exponential with jitter. */
+int64_t ad_core_backoff_ms(int attempt);
+
+/* Hex SHA-256 over method, path and canonical body text, NUL-separated, into out (65 bytes). */
+void ad_fingerprint(const char *method, const char *path, const char *canonical_body, char out[65]);
+
+#endif

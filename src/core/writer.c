@@ -1,0 +1,376 @@
+/*
+ * writer.c - the group-commit writer thread.
+ *
+ * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
+ * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
+ * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
+ * A batch's completions reach the event loop together and are run a chunk per turn of the loop
+ * (ad_writer_deliver, from a zero timeout of the loop), between its reads.
+ *
+ * A batch that fails for want of space (AD_E_STORAGE_FULL) puts the writer in the full state, which
+ * ad_writer_storage_full tells /readyz. While in it, the writer has the store give back what space it can and try
+ * a small write of its own (ops->reclaim) after every batch and, when no batch comes, every
+ * AD_WRITER_RECLAIM_MS, and leaves the state once one goes through.
+ */
+#include "core/writer.h"
+#include "common/util.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#define AD_WRITER_MAX_BATCH 1024
+#define AD_WRITER_GATHER_NS 500000
+/* Completions run per turn of the event loop. A batch's answers all arrive at once; run in one go, a batch
+ * of 250 keeps the loop from reading for 5 ms, while the writer, with nothing queued, waits. In turns, the
+ * requests that the first answers bring back are read, and reach the writer, between them. */
+#define AD_WRITER_DELIVER_CHUNK 32
+/* How often the writer, with nothing queued, tries to make room while the store is full. */
+#define AD_WRITER_RECLAIM_MS 500
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct ad_op *head, **tail = &head;
+static size_t queued;
+static uint64_t stat_batches, stat_ops;
+static uint64_t submitted, delivered;          /* atomics: ops handed in, ops whose done() has run */
+static uint64_t stat_apply_ns, stat_commit_ns; /* written by the writer thread only */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+static int stopping;
+static pthread_t thread;
+static struct ad_conn *conn;
+static struct ad_store *store;
+static h2o_multithread_queue_t *mq;
+static h2o_multithread_receiver_t receiver;
+static void (*batch_hook)(void);
+/* Atomic: 1 from a batch that failed for want of space until a write goes through again (writer thread writes,
+ * any thread reads). */
+static int storage_full;
+
+/* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
+static h2o_linklist_t ready = {&ready, &ready};
+
+/*
+ * Completions run from a zero timeout of the loop, inside h2o_evloop_run, which finishes the answers they write
+ * (runs their write callbacks) before it next updates its epoll set. Run after h2o_evloop_run has returned, an
+ * HTTP/1 answer's socket was still writing when the next run updated it: libh2o 2.2 polled it for EPOLLOUT, and
+ * for EPOLLIN again once the callback had run, two epoll_ctl per answer.
+ */
+static h2o_loop_t *deliver_loop;
+static h2o_timeout_t deliver_timeout;
+static h2o_timeout_entry_t deliver_entry;
+
+static void deliver_cb(h2o_timeout_entry_t *entry)
+{
+    ad_writer_deliver();
+}
+
+void ad_writer_turn(void)
+{
+    if (!h2o_linklist_is_empty(&ready) && !h2o_timeout_is_linked(&deliver_entry))
+        h2o_timeout_link(deliver_loop, &deliver_timeout, &deliver_entry);
+}
+
+static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
+{
+    h2o_linklist_insert_list(&ready, messages);
+    ad_writer_turn();
+}
+
+int ad_writer_deliver(void)
+{
+    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
+        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, ready.next);
+        h2o_linklist_unlink(&m->link);
+        struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
+        op->done(op);
+        __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
+    }
+    return !h2o_linklist_is_empty(&ready);
+}
+
+/*
+ * Apply ops (a chain) inside the open transaction. An operation that fails has usually written nothing (it
+ * checks before it writes: a stale lease, an illegal transition); failing after a write means the store
+ * failed, and then so does the batch: *berr is set, the batch is rolled back and every operation in it
+ * answers that error. A savepoint per operation would undo a failed one alone, but SQLite copies every page
+ * an operation touches into the savepoint's journal: a fifth of a submit's instructions. Stores that cannot
+ * count their changes (changes NULL) still get a savepoint per operation. The caller rolls back.
+ */
+static void apply_ops(struct ad_op *op, ad_err *berr)
+{
+    const struct ad_store_ops *ops = store->ops;
+    for (; op != NULL && *berr == AD_E_OK; op = op->next) {
+        if (ops->changes != NULL) {
+            int64_t before = ops->changes(conn);
+            op->err = op->apply(op, conn);
+            if (op->err != AD_E_OK && ops->changes(conn) != before)
+                *berr = op->err;
+            continue;
+        }
+        op->err = ops->savepoint(conn);
+        if (op->err != AD_E_OK)
+            continue;
+        op->err = op->apply(op, conn);
+        if (op->err == AD_E_OK)
+            op->err = ops->release(conn);
+        else
+            ops->rollback_to(conn);
+    }
+}
+
+/* Take up to max queued operations off the queue (mu held): their chain, its last op in *last and its
+ * length in *n; NULL when none is queued. */
+static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
+{
+    struct ad_op *first = head;
+    *n = 0;
+    if (head == NULL || max == 0)
+        return NULL;
+    *last = head;
+    for (*n = 1; (*last)->next != NULL && *n < max; (*n)++)
+        *last = (*last)->next;
+    head = (*last)->next;
+    if (head == NULL)
+        tail = &head;
+    (*last)->next = NULL;
+    queued -= *n;
+    return first;
+}
+
+/* Under steady load every client whose answer left with the last batch sends its next request at about
+ * the same time. Starting a batch on the first arrival and committing at once would split them into a
+ * batch of one and a batch of the rest; waiting for all of them before applying anything would leave the
+ * writer idle while the event loop reads them. So a batch opens its transaction on the first arrival,
+ * applies operations as they come, and commits once it holds as many as the last batch did, or, once
+ * AD_WRITER_GATHER_NS (far less than an fsync) have passed since it began, as soon as none is queued.
+ * With one client at a time the last batch was 1, and nothing waits. The writer sleeps between arrivals:
+ * yielding its CPU instead grew batches but cost the end-to-end rate on a 2-vCPU host (docs/operations.md,
+ * Benchmarks). A store whose open transaction holds back other nodes (tx_blocks_others) waits for the
+ * company before it begins instead, and then applies what has come.
+ *
+ * Returns the batch's chain and its length in *count, and in *berr what fails the whole batch: begin's error,
+ * or that of an operation that failed after writing (the transaction is then rolled back here). mu is held on
+ * entry and exit. */
+static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
+{
+    struct ad_op *batch = NULL, **btail = &batch;
+    size_t n = 0, k;
+    int wait_in_tx = !store->ops->tx_blocks_others;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += AD_WRITER_GATHER_NS;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    while (!wait_in_tx && queued < last_batch && !stopping)
+        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0)
+            break;
+    pthread_mutex_unlock(&mu);
+    uint64_t t0 = mono_ns();
+    *berr = store->ops->begin(conn);
+    uint64_t apply_ns = mono_ns() - t0;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        struct ad_op *last, *taken = take_queued(AD_WRITER_MAX_BATCH - n, &last, &k);
+        if (taken != NULL) {
+            pthread_mutex_unlock(&mu);
+            t0 = mono_ns();
+            if (*berr == AD_E_OK) {
+                apply_ops(taken, berr);
+                if (*berr != AD_E_OK)
+                    store->ops->rollback(conn);
+            }
+            apply_ns += mono_ns() - t0;
+            *btail = taken;
+            btail = &last->next;
+            n += k;
+            pthread_mutex_lock(&mu);
+        }
+        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx || *berr != AD_E_OK)
+            break;
+        if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
+            break;
+    }
+    __atomic_add_fetch(&stat_apply_ns, apply_ns, __ATOMIC_RELAXED);
+    *count = n;
+    return batch;
+}
+
+/* In the full state (mu not held): have the store make room and try a write; leave the state once one went
+ * through. A store without reclaim leaves it at the next batch that commits (commit_and_deliver). */
+static void reclaim(void)
+{
+    if (!__atomic_load_n(&storage_full, __ATOMIC_RELAXED) || store->ops->reclaim == NULL)
+        return;
+    if (store->ops->reclaim(conn) != AD_E_OK)
+        return;
+    __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
+    ad_info("store: writes go through again");
+}
+
+/* Commit the batch unless it already failed (mu not held), hand each operation back to the event loop, and only
+ * then run the store's upkeep (after_batch), which the answers need not wait for. The full state is entered
+ * before the answers leave, so that a client that got storage-full finds /readyz saying so too. */
+static void commit_and_deliver(struct ad_op *batch, ad_err berr)
+{
+    if (berr == AD_E_OK) {
+        uint64_t t0 = mono_ns();
+        berr = store->ops->commit(conn);
+        if (berr != AD_E_OK)
+            store->ops->rollback(conn);
+        __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
+    }
+    /* An operation may answer storage-full alone: a statement that SQLite undid by itself, the batch going on. */
+    int full = berr == AD_E_STORAGE_FULL;
+    for (const struct ad_op *op = batch; op != NULL && !full; op = op->next)
+        full = op->err == AD_E_STORAGE_FULL;
+    if (full && !__atomic_load_n(&storage_full, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&storage_full, 1, __ATOMIC_RELAXED);
+        ad_warn("store: out of space: writes fail until there is room again");
+    } else if (!full && berr == AD_E_OK && store->ops->reclaim == NULL) {
+        __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
+    }
+    void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
+    if (hook != NULL)
+        hook();
+    while (batch != NULL) {
+        struct ad_op *op = batch;
+        batch = op->next;
+        if (berr != AD_E_OK)
+            op->err = berr;
+        h2o_multithread_send_message(&receiver, &op->msg);
+    }
+    if (store->ops->after_batch != NULL)
+        store->ops->after_batch(conn);
+    reclaim();
+}
+
+/* Wait for an operation (mu held). In the full state, wake every AD_WRITER_RECLAIM_MS to try to make room, so
+ * that readiness comes back without a request to find out. */
+static void wait_for_work(void)
+{
+    while (head == NULL && !stopping) {
+        if (!__atomic_load_n(&storage_full, __ATOMIC_RELAXED)) {
+            pthread_cond_wait(&cv, &mu);
+            continue;
+        }
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += AD_WRITER_RECLAIM_MS / 1000;
+        deadline.tv_nsec += (long)(AD_WRITER_RECLAIM_MS % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL && !stopping) {
+            pthread_mutex_unlock(&mu);
+            reclaim();
+            pthread_mutex_lock(&mu);
+        }
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    size_t last_batch = 0;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        wait_for_work();
+        if (head == NULL)
+            break;
+        ad_err berr;
+        size_t n;
+        struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
+        last_batch = n;
+        stat_batches++;
+        stat_ops += n;
+        pthread_mutex_unlock(&mu);
+        commit_and_deliver(batch, berr);
+        pthread_mutex_lock(&mu);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errlen)
+{
+    store = s;
+    conn = s->ops->connect(s, err, errlen);
+    if (conn == NULL)
+        return -1;
+    deliver_loop = loop;
+    h2o_timeout_init(loop, &deliver_timeout, 0);
+    deliver_entry.cb = deliver_cb;
+    mq = h2o_multithread_create_queue(loop);
+    h2o_multithread_register_receiver(mq, &receiver, on_messages);
+    stopping = 0;
+    __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
+    if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the writer thread");
+        return -1;
+    }
+    pthread_setname_np(thread, "acceptd-writer");
+    return 0;
+}
+
+void ad_writer_set_batch_hook(void (*fn)(void))
+{
+    __atomic_store_n(&batch_hook, fn, __ATOMIC_RELEASE);
+}
+
+int ad_writer_storage_full(void)
+{
+    return __atomic_load_n(&storage_full, __ATOMIC_RELAXED);
+}
+
+int ad_writer_idle(void)
+{
+    return __atomic_load_n(&submitted, __ATOMIC_RELAXED) == __atomic_load_n(&delivered, __ATOMIC_RELAXED);
+}
+
+size_t ad_writer_outstanding(void)
+{
+    return (size_t)(__atomic_load_n(&submitted, __ATOMIC_RELAXED) - __atomic_load_n(&delivered, __ATOMIC_RELAXED));
+}
+
+void ad_writer_submit(struct ad_op *op)
+{
+    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    op->next = NULL;
+    op->err = AD_E_OK;
+    op->msg.link.next = op->msg.link.prev = NULL;
+    pthread_mutex_lock(&mu);
+    *tail = op;
+    tail = &op->next;
+    queued++;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+void ad_writer_stop(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(thread, NULL);
+    store->ops->disconnect(conn);
+    conn = NULL;
+}
+
+void ad_writer_stats(struct ad_writer_stats *out)
+{
+    pthread_mutex_lock(&mu);
+    out->batches = stat_batches;
+    out->ops = stat_ops;
+    pthread_mutex_unlock(&mu);
+    out->apply_ns = __atomic_load_n(&stat_apply_ns, __ATOMIC_RELAXED);
+    out->commit_ns = __atomic_load_n(&stat_commit_ns, __ATOMIC_RELAXED);
+}

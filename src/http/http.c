@@ -1,0 +1,822 @@
+/*
+ * http.c - routing, problem responses and request helpers on top of h2o.
+ *
+ * This file knows HTTP and nothing about jobs. Every error answer is application/problem+json built
+ * from the AD_ERRNO_MAP entry of its code; no handler writes a status line for an error by hand.
+ */
+#include "http/http.h"
+#include "job/job.h"
+#include "common/timer.h"
+
+#include <h2o/http2.h>
+#include <h2o/http2_internal.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int is_id_char(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Where the id starting at a place of the path ends: the patterns that share a prefix all scan the same id (a
+ * worker's report is tried against nine of them), so the end found first is kept for the others. */
+struct id_scan {
+    const char *start, *end;
+};
+
+/* Match path against pattern; on success returns 1 and the {id} span. */
+static int match_pattern(const char *pat, h2o_iovec_t path, h2o_iovec_t *id, struct id_scan *scan)
+{
+    const char *p = path.base, *end = path.base + path.len;
+    while (*pat != '\0') {
+        if (*pat == '{' && strncmp(pat, "{id}", 4) == 0) {
+            const char *start = p;
+            if (scan->start != start) {
+                while (p < end && is_id_char(*p))
+                    p++;
+                *scan = (struct id_scan){start, p};
+            }
+            p = scan->end;
+            if (p == start || p - start > 64)
+                return 0;
+            *id = h2o_iovec_init(start, p - start);
+            pat += 4;
+            continue;
+        }
+        if (p == end || *p != *pat)
+            return 0;
+        p++;
+        pat++;
+    }
+    return p == end;
+}
+
+ad_err ad_http_match(h2o_req_t *req, const struct ad_route_def *table, size_t n, h2o_iovec_t path,
+                     const struct ad_route_def **out, char **id, h2o_iovec_t *allow)
+{
+    /* HEAD is GET without the body (h2o drops it), so it is routed as GET. */
+    h2o_iovec_t method = req->method;
+    if (h2o_memis(method.base, method.len, H2O_STRLIT("HEAD")))
+        method = h2o_iovec_init(H2O_STRLIT("GET"));
+    /* The routes of the request's method first: most requests match one, and the others are only walked to
+     * tell 405 (with the methods that path has) from 404. */
+    struct id_scan scan = {NULL, NULL};
+    for (size_t i = 0; i < n; i++) {
+        h2o_iovec_t span = {NULL, 0};
+        if (!h2o_memis(method.base, method.len, table[i].method, strlen(table[i].method)) ||
+            !match_pattern(table[i].pattern, path, &span, &scan))
+            continue;
+        *out = &table[i];
+        *id = span.base != NULL ? h2o_mem_alloc_pool(&req->pool, span.len + 1) : NULL;
+        if (*id != NULL) {
+            memcpy(*id, span.base, span.len);
+            (*id)[span.len] = '\0';
+        }
+        return AD_E_OK;
+    }
+    struct ad_buf methods;
+    ad_buf_init(&methods, 256);
+    for (size_t i = 0; i < n; i++) {
+        h2o_iovec_t span = {NULL, 0};
+        if (!match_pattern(table[i].pattern, path, &span, &scan))
+            continue;
+        /* A path with GET has HEAD too (routed as GET above), and Allow says so (RFC 9110 §10.2.1). */
+        if (strstr(methods.data != NULL ? methods.data : "", table[i].method) == NULL)
+            ad_buf_printf(&methods, "%s%s%s", methods.len != 0 ? ", " : "", table[i].method,
+                          strcmp(table[i].method, "GET") == 0 ? ", HEAD" : "");
+    }
+    ad_err result = methods.len != 0 ? AD_E_METHOD_NOT_ALLOWED : AD_E_NOT_FOUND;
+    if (result == AD_E_METHOD_NOT_ALLOWED)
+        *allow = h2o_strdup(&req->pool, methods.data, methods.len);
+    ad_buf_free(&methods);
+    return result;
+}
+
+void ad_http_header(h2o_req_t *req, const h2o_token_t *token, const char *value)
+{
+    size_t len = strlen(value);
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, h2o_strdup(&req->pool, value, len).base, len);
+}
+
+void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value)
+{
+    char *buf = h2o_mem_alloc_pool(&req->pool, AD_INT_CHARS + 1);
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, buf, ad_format_int(value, buf));
+}
+
+void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c)
+{
+    h2o_iovec_t v = h2o_concat(&req->pool, h2o_iovec_init(a, strlen(a)), h2o_iovec_init(b, strlen(b)),
+                               h2o_iovec_init(c, strlen(c)));
+    h2o_add_header(&req->pool, &req->res.headers, token, NULL, v.base, v.len);
+}
+
+void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    ad_http_header(req, token, buf);
+}
+
+void ad_http_header_str(h2o_req_t *req, const char *name, const char *value)
+{
+    size_t len = strlen(value);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0, NULL,
+                          h2o_strdup(&req->pool, value, len).base, len);
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 303:
+        return "See Other";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+/* Every answer leaves through here. The length is set explicitly: without it h2o would close the
+ * HTTP/1.1 connection after any non-200 answer. h2o_send_inline copies body into the request's pool. */
+static int send_body(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
+{
+    req->res.status = status;
+    req->res.reason = reason(status);
+    if (content_type != NULL)
+        ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
+    if (status != 204 && status != 304)
+        req->res.content_length = len;
+    if (len != 0) {
+        h2o_send_inline(req, body, len);
+        return 0;
+    }
+    /* No zero-length buffer: libh2o's evloop counts one as unwritten, waits for the socket to become
+     * writable and writes it in a second writev, with an epoll_ctl pair per request (a 304 costs 20% more). */
+    static h2o_generator_t generator = {NULL, NULL};
+    h2o_start_response(req, &generator);
+    h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
+    return 0;
+}
+
+int ad_http_send(struct ad_request *r, int status, const char *content_type, const char *body, size_t len)
+{
+    return send_body(r->req, status, content_type, body, len);
+}
+
+int ad_http_json(struct ad_request *r, int status, const char *body, size_t len)
+{
+    return send_body(r->req, status, "application/json", body, len);
+}
+
+int ad_http_empty(h2o_req_t *req, int status)
+{
+    return send_body(req, status, NULL, "", 0);
+}
+
+int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
+{
+    return send_body(req, status, "application/problem+json", json, strlen(json));
+}
+
+/* The problem document for err with the given status, allocated in the request's pool. */
+static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_printf(&b, "{\"type\":\"" AD_PROBLEM_BASE "%s\",\"title\":", ad_err_code(err));
+    ad_json_str(&b, ad_err_title(err));
+    ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
+    ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
+    /* The path is echoed, but never more of it than a client could need to recognise its request. */
+    char *instance = ad_strndup(req->path.base, req->path.len < 512 ? req->path.len : 512);
+    ad_buf_append(&b, ",\"instance\":", 12);
+    ad_json_str(&b, instance);
+    free(instance);
+    ad_buf_printf(&b, ",\"code\":\"%s\"", ad_err_code(err));
+    if (extra != NULL)
+        ad_buf_append(&b, extra, strlen(extra));
+    ad_buf_append(&b, "}", 1);
+    h2o_iovec_t body = h2o_strdup(&req->pool, b.data, b.len);
+    ad_buf_free(&b);
+    return body;
+}
+
+int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra)
+{
+    int status = ad_err_status(err);
+    h2o_iovec_t body = problem_body(req, err, status, detail, extra);
+    if (err == AD_E_UNAUTHORIZED)
+        ad_http_header(req, H2O_TOKEN_WWW_AUTHENTICATE, "Bearer realm=\"acceptd\"");
+    if (err == AD_E_UNAVAILABLE || err == AD_E_STORAGE_FULL)
+        ad_http_header(req, H2O_TOKEN_RETRY_AFTER, "1");
+    ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    return send_body(req, status, "application/problem+json", body.base, body.len);
+}
+
+/*
+ * h2o answers a few errors itself before any handler runs (a body over its entity limit, a malformed
+ * request) with a text/plain body. This filter swaps such bodies for a problem document, so that no
+ * answer of the daemon is ever anything but JSON.
+ */
+struct problem_filter {
+    h2o_filter_t super;
+    size_t body_limit; /* what a 413 names as the limit */
+};
+
+struct problem_ostream {
+    h2o_ostream_t super;
+    h2o_iovec_t body;
+};
+
+static void problem_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt,
+                            h2o_send_state_t state)
+{
+    struct problem_ostream *p = (struct problem_ostream *)self;
+    h2o_iovec_t body = p->body;
+    p->body = h2o_iovec_init(NULL, 0);
+    h2o_ostream_send_next(self, req, &body, body.len != 0 ? 1 : 0, state);
+}
+
+/* The code of such an answer: the generic one of its status, the first listed in error.h. */
+static ad_err err_for_status(int status)
+{
+    for (int e = 0; e < AD_E__COUNT; e++)
+        if (ad_err_status((ad_err)e) == status)
+            return (ad_err)e;
+    return status < 500 ? AD_E_INVALID_REQUEST : AD_E_INTERNAL;
+}
+
+static void linger_arm(h2o_req_t *req);
+
+static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    linger_arm(req);
+    ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    if (req->res.status >= 400 && ct >= 0 &&
+        h2o_memis(req->res.headers.entries[ct].value.base, 10, H2O_STRLIT("text/plain"))) {
+        ad_err err = err_for_status(req->res.status);
+        const char *detail = req->res.reason;
+        if (req->res.status == 413) {
+            char *buf = h2o_mem_alloc_pool(&req->pool, 80);
+            snprintf(buf, 80, "the body is larger than the limit of %zu bytes",
+                     ((struct problem_filter *)self)->body_limit);
+            detail = buf;
+        }
+        struct problem_ostream *p = (struct problem_ostream *)h2o_add_ostream(req, sizeof(*p), slot);
+        p->super.do_send = problem_do_send;
+        p->body = problem_body(req, err, req->res.status, detail, NULL);
+        req->res.headers.entries[ct].value = h2o_iovec_init(H2O_STRLIT("application/problem+json"));
+        req->res.content_length = p->body.len;
+        slot = &p->super.next;
+    }
+    h2o_setup_next_ostream(req, slot);
+}
+
+void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit)
+{
+    struct problem_filter *f = (struct problem_filter *)h2o_create_filter(conf, sizeof(*f));
+    f->super.on_setup_ostream = problem_setup_ostream;
+    f->body_limit = body_limit;
+}
+
+int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return ad_http_problem(req, err, buf, NULL);
+}
+
+/* The next field named by token (or by name when token is NULL) after index from; -1 when none. */
+static ssize_t find_field(h2o_req_t *req, const h2o_token_t *token, const char *name, ssize_t from)
+{
+    return token != NULL ? h2o_find_header(&req->headers, token, from)
+                         : h2o_find_header_by_str(&req->headers, name, strlen(name), from);
+}
+
+/* A field sent more than once reads as one value, the fields joined by ", " in order (RFC 9110 §5.3): a list
+ * field then reads whole, and a singleton field sent twice reads as a list its parser refuses. */
+static const char *field_value(h2o_req_t *req, const h2o_token_t *token, const char *name)
+{
+    ssize_t i = find_field(req, token, name, -1);
+    if (i < 0)
+        return NULL;
+    h2o_iovec_t v = req->headers.entries[i].value;
+    ssize_t next = find_field(req, token, name, i);
+    if (next < 0)
+        return h2o_strdup(&req->pool, v.base, v.len).base;
+    for (; next >= 0; next = find_field(req, token, name, next))
+        v = h2o_concat(&req->pool, v, h2o_iovec_init(H2O_STRLIT(", ")), req->headers.entries[next].value);
+    return v.base; /* h2o_concat ends it with a NUL */
+}
+
+const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token)
+{
+    return field_value(req, token, NULL);
+}
+
+const char *ad_http_get_str(h2o_req_t *req, const char *name)
+{
+    return field_value(req, NULL, name);
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+const char *ad_http_query(struct ad_request *r, const char *name)
+{
+    size_t nlen = strlen(name);
+    const char *p = r->query.base, *end = r->query.base + r->query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', end - p);
+        const char *pend = amp != NULL ? amp : end;
+        const char *eq = memchr(p, '=', pend - p);
+        const char *kend = eq != NULL ? eq : pend;
+        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
+            const char *v = eq != NULL ? eq + 1 : pend;
+            char *out = h2o_mem_alloc_pool(&r->req->pool, pend - v + 1), *o = out;
+            for (; v < pend; v++) {
+                /* %00 stays as it is, like a bad escape: a NUL would end the C string every caller reads, so
+                 * "type=a%00b" would filter by type a. */
+                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 &&
+                    (v[1] != '0' || v[2] != '0')) {
+                    *o++ = (char)(hexval(v[1]) * 16 + hexval(v[2]));
+                    v += 2;
+                } else {
+                    *o++ = *v == '+' ? ' ' : *v;
+                }
+            }
+            *o = '\0';
+            return out;
+        }
+        p = pend + 1;
+    }
+    return NULL;
+}
+
+void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
+{
+    *respond_async = 0;
+    *wait = -1;
+    for (ssize_t i = -1; (i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("prefer"), i)) != -1;) {
+        h2o_iovec_t v = req->headers.entries[i].value;
+        const char *p = v.base, *end = v.base + v.len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == ',' || *p == '\t'))
+                p++;
+            const char *tok = p;
+            while (p < end && *p != ',')
+                p++;
+            const char *tend = p;
+            const char *semi = memchr(tok, ';', tend - tok);
+            if (semi != NULL)
+                tend = semi;
+            while (tend > tok && (tend[-1] == ' ' || tend[-1] == '\t'))
+                tend--;
+            /* RFC 7240: token [ BWS "=" BWS word ], word = token / quoted-string */
+            const char *eq = memchr(tok, '=', tend - tok);
+            const char *nend = eq != NULL ? eq : tend;
+            while (nend > tok && (nend[-1] == ' ' || nend[-1] == '\t'))
+                nend--;
+            size_t nlen = nend - tok;
+            if (eq == NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("respond-async"))) {
+                *respond_async = 1;
+            } else if (eq != NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("wait"))) {
+                const char *v = eq + 1, *vend = tend;
+                while (v < vend && (*v == ' ' || *v == '\t'))
+                    v++;
+                if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
+                    v++;
+                    vend--;
+                }
+                long long n;
+                if (ad_parse_int(v, vend - v, 0, 86400, &n) == 0)
+                    *wait = (int)n;
+            }
+        }
+    }
+}
+
+struct ad_http_budget {
+    size_t refs;          /* 1 while the socket is open, plus one per ad_pending of the connection */
+    size_t outstanding;   /* its ad_pending: requests answered later whose work has not ended */
+    size_t resets;        /* requests abandoned with work outstanding, less those answered since */
+    h2o_socket_t *sock;   /* NULL once closed */
+    h2o_context_t *ctx;   /* of its requests, to find its HTTP/2 connection */
+    struct ad_timer calm; /* sends the GOAWAY from the loop, outside h2o's handling of a stream */
+    int calmed;           /* GOAWAY sent or on its way: nothing more to count */
+};
+
+static void linger_start(void *data);
+
+static struct ad_http_budget *budget_of(h2o_req_t *req)
+{
+    if (req == NULL || req->conn == NULL || req->conn->callbacks->get_socket == NULL)
+        return NULL;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    /* A connection set to linger after its last answer (below) has the lingering state as its on_close data. */
+    if (sock == NULL || sock->on_close.cb == linger_start)
+        return NULL;
+    struct ad_http_budget *b = sock->on_close.data;
+    if (b != NULL)
+        b->ctx = req->conn->ctx;
+    return b;
+}
+
+static void budget_unref(struct ad_http_budget *b)
+{
+    if (--b->refs == 0)
+        free(b);
+}
+
+/*
+ * GOAWAY(ENHANCE_YOUR_CALM) and close, the way h2o ends a connection on a protocol error (lib/http2/connection.c
+ * enqueue_goaway and close_connection): the frame is queued and a write requested, then IS_CLOSING makes h2o
+ * stop reading and close the connection once the write has gone, closing its streams (their requests' on_gone
+ * run then). Run from a timer, never inside h2o: while h2o is closing a stream or the whole connection (whose
+ * streams' disposal brings us here), touching the connection could leave a write linked on a freed one.
+ */
+static void calm_fire(struct ad_timer *t)
+{
+    struct ad_http_budget *b = H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, calm, t);
+    /* Only h2o's list of live HTTP/2 connections says whether the one on this socket is still there. */
+    for (h2o_linklist_t *l = b->ctx->http2._conns.next; b->sock != NULL && l != &b->ctx->http2._conns; l = l->next) {
+        h2o_http2_conn_t *conn = H2O_STRUCT_FROM_MEMBER(h2o_http2_conn_t, _conns, l);
+        if (conn->sock != b->sock || conn->state >= H2O_HTTP2_CONN_STATE_IS_CLOSING)
+            continue;
+        ad_warn("closing an HTTP/2 connection that abandoned %zu requests with work outstanding", b->resets);
+        h2o_http2_encode_goaway_frame(&conn->_write.buf, conn->pull_stream_ids.max_open,
+                                      H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM, h2o_iovec_init(H2O_STRLIT("too many resets")));
+        h2o_http2_conn_request_write(conn);
+        conn->state = H2O_HTTP2_CONN_STATE_IS_CLOSING;
+        break;
+    }
+    budget_unref(b); /* the timer's */
+}
+
+static void budget_reset(struct ad_http_budget *b)
+{
+    if (b->calmed || ++b->resets <= AD_HTTP_RESET_BUDGET || b->sock == NULL || b->ctx == NULL)
+        return;
+    b->calmed = 1;
+    b->refs++; /* held by the armed timer */
+    ad_timer_arm(&b->calm, ad_mono_ms());
+}
+
+struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock)
+{
+    struct ad_http_budget *b = ad_calloc(1, sizeof(*b));
+    b->refs = 1;
+    b->sock = sock;
+    b->calm.cb = calm_fire;
+    return b;
+}
+
+void ad_http_conn_closed(struct ad_http_budget *b)
+{
+    if (b == NULL)
+        return;
+    b->sock = NULL;
+    if (ad_timer_armed(&b->calm)) {
+        ad_timer_cancel(&b->calm);
+        b->refs--; /* the timer's: the socket's, dropped below, is still held */
+    }
+    budget_unref(b);
+}
+
+int ad_http_conn_full(h2o_req_t *req)
+{
+    struct ad_http_budget *b = budget_of(req);
+    return b != NULL && b->outstanding >= req->conn->ctx->globalconf->http2.max_concurrent_requests_per_connection;
+}
+
+struct ad_pending_link {
+    struct ad_pending *p;
+};
+
+static void pending_dispose(void *arg)
+{
+    struct ad_pending_link *link = arg;
+    struct ad_pending *p = link->p;
+    if (p == NULL)
+        return;
+    p->link = NULL;
+    p->req = NULL;
+    struct ad_http_budget *b = p->budget;
+    if (b == NULL) {
+        if (p->on_gone != NULL)
+            p->on_gone(p);
+        return;
+    }
+    /* A request whose owner lets go of it here costs nothing more; one whose work runs on (a writer operation,
+     * a lease op in flight) is a reset that counts. b is held across on_gone, whose take may drop its last
+     * other reference. */
+    b->refs++;
+    size_t before = b->outstanding;
+    if (p->on_gone != NULL)
+        p->on_gone(p);
+    if (b->outstanding == before)
+        budget_reset(b);
+    budget_unref(b);
+}
+
+h2o_socket_t *ad_http1_socket(h2o_req_t *req)
+{
+    return req != NULL && req->version < 0x200 && req->conn != NULL ? req->conn->callbacks->get_socket(req->conn)
+                                                                    : NULL;
+}
+
+/*
+ * libh2o 2.2 stops reading an HTTP/1 connection while its request is handled and starts again when the answer
+ * has gone. When the answer comes in a later turn of the loop, as every write's does (it waits for its
+ * commit), its evloop makes that an epoll_ctl DEL now and an ADD later: two of the four system calls of a
+ * durable submit. So while a request waits here its socket stays polled but is not read (h2o_socket_dont_read):
+ * no byte moves in the input buffer that h2o's request points into. Should the peer send more or close
+ * meanwhile, held_readable stops polling, which is where h2o left it. Both are undone before the answer
+ * (ad_pending_take), so h2o finds the socket as it expects.
+ */
+static void held_readable(h2o_socket_t *sock, const char *err)
+{
+    h2o_socket_dont_read(sock, 0);
+    h2o_socket_read_stop(sock);
+}
+
+/* sock: an HTTP/1 socket whose request is being handled, or NULL. */
+static void hold_reading(h2o_socket_t *sock)
+{
+    if (sock != NULL && !h2o_socket_is_reading(sock)) {
+        h2o_socket_dont_read(sock, 1);
+        h2o_socket_read_start(sock, held_readable);
+    }
+}
+
+/* While its request is handled, only hold_reading makes an HTTP/1 socket read. */
+static void release_reading(h2o_socket_t *sock)
+{
+    if (sock != NULL && h2o_socket_is_reading(sock))
+        held_readable(sock, NULL);
+}
+
+struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p))
+{
+    hold_reading(ad_http1_socket(req));
+    struct ad_pending *p = ad_calloc(1, sizeof(*p));
+    p->req = req;
+    p->owner = owner;
+    p->on_gone = on_gone;
+    p->budget = budget_of(req);
+    if (p->budget != NULL) {
+        p->budget->refs++;
+        p->budget->outstanding++;
+    }
+    p->link = h2o_mem_alloc_shared(&req->pool, sizeof(*p->link), pending_dispose);
+    p->link->p = p;
+    return p;
+}
+
+int ad_pending_gone(const struct ad_pending *p)
+{
+    h2o_req_t *req = p->req;
+    if (req == NULL)
+        return 1;
+    /* libh2o 2.2 stops reading an HTTP/1 connection while its request is handled, so it has not seen a
+     * client that left: look at the socket. An HTTP/2 connection is always read, and h2o notices there. */
+    h2o_socket_t *sock = ad_http1_socket(req);
+    if (sock == NULL)
+        return 0;
+    char c;
+    ssize_t n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+h2o_req_t *ad_pending_take(struct ad_pending *p)
+{
+    h2o_req_t *req = p->req;
+    release_reading(ad_http1_socket(req));
+    if (p->link != NULL)
+        p->link->p = NULL;
+    struct ad_http_budget *b = p->budget;
+    if (b != NULL) {
+        b->outstanding--;
+        if (req != NULL && b->resets > 0)
+            b->resets--; /* an answered request earns back a reset */
+        budget_unref(b);
+    }
+    free(p);
+    return req;
+}
+
+/*
+ * Request framing (RFC 9112 §6.1, §6.3). libh2o 2.2 frames an HTTP/1 body by the first Content-Length field, or
+ * by Transfer-Encoding: chunked whenever one is present, and then serves whatever follows as the next request on
+ * the connection. It keeps neither field in req->headers, so the handler cannot ask for them; but the head it
+ * parsed is still at the start of the socket's input buffer, right before the body (the entity points into the
+ * same buffer, and a chunked body is decoded in place after the head), and is read here again. A request whose
+ * framing another parser may read otherwise (a proxy in front, for one) is refused, and its connection closed
+ * after the answer, so that the bytes behind it are never taken for a request.
+ */
+
+/* Count the Content-Length and Transfer-Encoding fields of the request head [p, end), which libh2o's parser
+ * (picohttpparser) has accepted: one empty line may come before the request line; each field is a line of its
+ * own, its name everything before the first colon; a line that starts with SP or HT continues the one before. */
+static void count_framing_fields(const char *p, const char *end, int *ncl, int *nte)
+{
+    if (p < end && *p == '\r')
+        p++;
+    if (p < end && *p == '\n')
+        p++;
+    const char *nl = memchr(p, '\n', end - p); /* the request line */
+    for (p = nl != NULL ? nl + 1 : end; p < end; p = nl != NULL ? nl + 1 : end) {
+        nl = memchr(p, '\n', end - p);
+        const char *eol = nl != NULL ? nl : end;
+        const char *colon = memchr(p, ':', eol - p);
+        if (colon == NULL || *p == ' ' || *p == '\t')
+            continue;
+        if (h2o_lcstris(p, colon - p, H2O_STRLIT("content-length")))
+            (*ncl)++;
+        else if (h2o_lcstris(p, colon - p, H2O_STRLIT("transfer-encoding")))
+            (*nte)++;
+    }
+}
+
+int ad_http1_refuse_framing(h2o_req_t *req)
+{
+    h2o_socket_t *sock = ad_http1_socket(req);
+    /* No body, no framing fields: libh2o makes an entity of every request that has one. */
+    if (sock == NULL || req->entity.base == NULL)
+        return 0;
+    const char *head = sock->input->bytes;
+    if (req->entity.base < head || req->entity.base > head + sock->input->size)
+        return 0;
+    int ncl = 0, nte = 0;
+    count_framing_fields(head, req->entity.base, &ncl, &nte);
+    const char *detail = NULL;
+    /* Identical repeated values are refused too (RFC 9110 §8.6 allows either), as nginx does: no client of
+     * this API sends two, and what the fields say is then never in question. */
+    if (ncl > 1)
+        detail = "the request has more than one Content-Length field";
+    else if (ncl != 0 && nte != 0)
+        detail = "the request has both Content-Length and Transfer-Encoding";
+    else if (nte > 1)
+        detail = "the request has more than one Transfer-Encoding field";
+    else if (nte != 0 && req->version < 0x101)
+        detail = "an HTTP/1.0 request cannot use Transfer-Encoding";
+    if (detail == NULL)
+        return 0;
+    req->http1_is_persistent = 0;
+    ad_http_problem(req, AD_E_INVALID_REQUEST, detail, NULL);
+    return 1;
+}
+
+/*
+ * Lingering close, as nginx's lingering_close. An HTTP/1 answer that closes its connection may be sent before
+ * the client has sent all of its body: libh2o's own 413 when Content-Length is over its limit or a chunked body
+ * grows past it, its 400 for a broken body framing and 417, and the 400 above. libh2o then closes the socket at
+ * once, with the rest of the body still arriving; the kernel answers those bytes with a reset, and a client
+ * still writing (Node's http module, fetch) fails with EPIPE or ECONNRESET before it has read the answer.
+ *
+ * libh2o 2.2 offers no hook between "answer written" and close(), so the descriptor is duplicated when such an
+ * answer starts: libh2o's close() then no longer ends the TCP connection (its evloop removes its own descriptor
+ * from epoll explicitly, so the duplicate is not polled on its behalf). The socket's on_close, which libh2o calls
+ * after that close() once the answer has been handed to the kernel, shuts the duplicate down for writing (a FIN
+ * after the answer) and reads and discards what still comes until the client closes too, AD_LINGER_MS have
+ * passed or AD_LINGER_BYTES were read; then it closes it. The connection stays counted against
+ * limits.maxConnections until then (the on_close it replaced runs at the end).
+ *
+ * HTTP/2 needs none of this: a stream answered early is reset (RST_STREAM) and flow control stops its body,
+ * while the connection stays open.
+ */
+#define AD_LINGER_MS 2000
+#define AD_LINGER_BYTES (64 * 1024 * 1024)
+
+struct lingering_conn {
+    struct ad_timer timer;
+    h2o_linklist_t link; /* in lingering: what is lingering stays reachable, also at exit */
+    h2o_loop_t *loop;
+    int fd;             /* the duplicate, until lingering starts */
+    h2o_socket_t *sock; /* on that descriptor, while lingering */
+    size_t discarded;
+    void (*prev_cb)(void *data); /* the socket's on_close before ours */
+    void *prev_data;
+};
+
+static h2o_linklist_t lingering = {&lingering, &lingering};
+
+static void linger_end(struct lingering_conn *l)
+{
+    ad_timer_cancel(&l->timer);
+    if (l->sock != NULL)
+        h2o_socket_close(l->sock);
+    else if (l->fd >= 0)
+        close(l->fd);
+    h2o_linklist_unlink(&l->link);
+    if (l->prev_cb != NULL)
+        l->prev_cb(l->prev_data);
+    free(l);
+}
+
+static void linger_on_timeout(struct ad_timer *t)
+{
+    linger_end((struct lingering_conn *)((char *)t - offsetof(struct lingering_conn, timer)));
+}
+
+static void linger_on_read(h2o_socket_t *sock, const char *err)
+{
+    struct lingering_conn *l = sock->data;
+    if (err == NULL) {
+        l->discarded += sock->input->size;
+        h2o_buffer_consume(&sock->input, sock->input->size);
+        if (l->discarded < AD_LINGER_BYTES)
+            return;
+    }
+    linger_end(l);
+}
+
+/* libh2o has closed its descriptor, after the answer was written. */
+static void linger_start(void *data)
+{
+    struct lingering_conn *l = data;
+    if (shutdown(l->fd, SHUT_WR) != 0) {
+        linger_end(l);
+        return;
+    }
+    l->sock = h2o_evloop_socket_create(l->loop, l->fd, 0);
+    l->fd = -1;
+    l->sock->data = l;
+    h2o_socket_read_start(l->sock, linger_on_read);
+    l->timer.cb = linger_on_timeout;
+    ad_timer_arm(&l->timer, ad_mono_ms() + AD_LINGER_MS);
+}
+
+/* Called as every answer starts: one that closes an HTTP/1 connection after an error lingers. */
+static void linger_arm(h2o_req_t *req)
+{
+    h2o_socket_t *sock = ad_http1_socket(req);
+    if (sock == NULL || req->http1_is_persistent || req->res.status < 400 || sock->on_close.cb == linger_start)
+        return;
+    int fd = fcntl(h2o_socket_get_fd(sock), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return; /* then it closes at once, as libh2o would */
+    struct lingering_conn *l = ad_calloc(1, sizeof(*l));
+    l->loop = req->conn->ctx->loop;
+    l->fd = fd;
+    l->prev_cb = sock->on_close.cb;
+    l->prev_data = sock->on_close.data;
+    h2o_linklist_insert(&lingering, &l->link);
+    sock->on_close.cb = linger_start;
+    sock->on_close.data = l;
+}

@@ -1,0 +1,217 @@
+/*
+ * cluster.c - follows the shared store's change log and publishes other nodes' changes on this node.
+ *
+ * Two parts. The feed thread waits on the store's change feed (feed_open/feed_wait) and wakes the event
+ * loop when another node committed something; it reopens the feed by itself when the database goes away.
+ * Jobs that another node made queued are announced with their tenant and type: the loop offers them to its
+ * parked workers at once, before reading anything (the handoff from a submit on one node to a worker waiting
+ * on another costs no extra round trip).
+ * The pump runs on the event loop: it reads every job with seq above what it has read so far, in seq order,
+ * hands each change to the /v1/events streams and publishes it (ad_hub_publish keeps the cache, waiters
+ * and timers in step; a change this node made itself is already published and changes nothing there). It
+ * also runs once a second, so a lost announcement costs latency, not correctness.
+ */
+#include "hub/cluster.h"
+#include "hub/hub.h"
+#include "common/timer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#define PUMP_PAGE 500
+#define PUMP_PERIOD_MS 1000
+#define PUMP_RETRY_MS 500
+#define FEED_WAIT_MS 500
+#define FEED_BACKOFF_MAX_MS 2000
+#define KICKS_MAX 256
+
+static struct {
+    int enabled;
+    int64_t pumped; /* highest seq read from the log */
+    struct ad_timer timer;
+    /* feed thread */
+    pthread_t thread;
+    atomic_int stopping;
+    atomic_int wake_sent; /* the wake message is in the queue */
+    h2o_multithread_queue_t *mq;
+    h2o_multithread_receiver_t receiver;
+    h2o_multithread_message_t wake;
+    /* "tenant\0type" of jobs other nodes made queued, for the loop's parked workers; under mu */
+    pthread_mutex_t mu;
+    char *kicks[KICKS_MAX];
+    size_t nkicks;
+} cl = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int ad_cluster_enabled(void)
+{
+    return cl.enabled;
+}
+
+/* ---- the pump (event loop) ---- */
+
+/* Send one change to the change streams, rendered as this version of the job. */
+static void stream(const struct ad_job *j)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_job_render(j, &b);
+    ad_hub_event(j, b.data, b.len);
+    ad_buf_free(&b);
+}
+
+static void pump(struct ad_timer *t)
+{
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    for (;;) {
+        struct ad_job_list l;
+        if (st->job_changes(ad_hub.rconn, NULL, cl.pumped, PUMP_PAGE, &l) != AD_E_OK) {
+            ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_RETRY_MS); /* the store is away (logged) */
+            return;
+        }
+        for (size_t i = 0; i < l.n; i++) {
+            struct ad_job *j = l.items[i];
+            l.items[i] = NULL;
+            cl.pumped = j->seq;
+            stream(j);
+            ad_hub_publish(j);
+        }
+        size_t n = l.n;
+        ad_job_list_free(&l);
+        if (n < PUMP_PAGE)
+            break;
+    }
+    ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_PERIOD_MS);
+}
+
+void ad_cluster_changed(void)
+{
+    if (cl.enabled && (!ad_timer_armed(&cl.timer) || cl.timer.at > ad_mono_ms()))
+        ad_timer_arm(&cl.timer, ad_mono_ms());
+}
+
+static void on_wake(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
+{
+    while (!h2o_linklist_is_empty(messages))
+        h2o_linklist_unlink(messages->next);
+    atomic_store(&cl.wake_sent, 0);
+    char *kicks[KICKS_MAX];
+    pthread_mutex_lock(&cl.mu);
+    size_t n = cl.nkicks;
+    memcpy(kicks, cl.kicks, n * sizeof(*kicks));
+    cl.nkicks = 0;
+    pthread_mutex_unlock(&cl.mu);
+    for (size_t i = 0; i < n; i++) {
+        ad_hub_work(kicks[i], kicks[i] + strlen(kicks[i]) + 1);
+        free(kicks[i]);
+    }
+    ad_cluster_changed();
+}
+
+/* ---- the feed thread ---- */
+
+static void wake_loop(void)
+{
+    if (atomic_exchange(&cl.wake_sent, 1) == 0)
+        h2o_multithread_send_message(&cl.receiver, &cl.wake);
+}
+
+static void heard(void *arg, const struct ad_feed_change *ch)
+{
+    *(int *)arg = 1;
+    if (ch->tenant == NULL || ch->type == NULL)
+        return;
+    size_t tl = strlen(ch->tenant), yl = strlen(ch->type);
+    pthread_mutex_lock(&cl.mu);
+    int known = 0;
+    for (size_t i = 0; i < cl.nkicks && !known; i++)
+        known = strcmp(cl.kicks[i], ch->tenant) == 0 && strcmp(cl.kicks[i] + tl + 1, ch->type) == 0;
+    /* Past the cap the pump still publishes the jobs, which offers them to parked workers a moment later. */
+    if (!known && cl.nkicks < KICKS_MAX) {
+        char *k = ad_malloc(tl + yl + 2);
+        memcpy(k, ch->tenant, tl + 1);
+        memcpy(k + tl + 1, ch->type, yl + 1);
+        cl.kicks[cl.nkicks++] = k;
+    }
+    pthread_mutex_unlock(&cl.mu);
+}
+
+static void nap(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *feed_main(void *arg)
+{
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    struct ad_feed *f = NULL;
+    int backoff = 100, lost = 0;
+    char err[256];
+    while (!atomic_load(&cl.stopping)) {
+        if (f == NULL) {
+            f = st->feed_open(ad_hub.store, err, sizeof(err));
+            if (f == NULL) {
+                if (!lost)
+                    ad_warn("cluster: cannot hear other nodes' changes (%s); retrying", err);
+                lost = 1;
+                nap(backoff);
+                backoff = backoff * 2 > FEED_BACKOFF_MAX_MS ? FEED_BACKOFF_MAX_MS : backoff * 2;
+                continue;
+            }
+            if (lost)
+                ad_info("cluster: hearing other nodes' changes again");
+            lost = 0;
+            backoff = 100;
+            wake_loop(); /* whatever was committed while we were not listening */
+        }
+        int any = 0;
+        if (st->feed_wait(f, FEED_WAIT_MS, heard, &any) != 0) {
+            ad_warn("cluster: lost the change feed; reconnecting");
+            st->feed_close(f);
+            f = NULL;
+            lost = 1;
+        }
+        if (any)
+            wake_loop();
+    }
+    if (f != NULL)
+        st->feed_close(f);
+    return NULL;
+}
+
+int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
+{
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    if (st->feed_open == NULL)
+        return 0;
+    cl.enabled = 1;
+    cl.timer.cb = pump;
+    if (st->max_seq(ad_hub.rconn, &cl.pumped) != AD_E_OK) {
+        snprintf(err, errlen, "cannot read the newest seq from the store");
+        return -1;
+    }
+    cl.mq = h2o_multithread_create_queue(loop);
+    h2o_multithread_register_receiver(cl.mq, &cl.receiver, on_wake);
+    atomic_store(&cl.stopping, 0);
+    if (pthread_create(&cl.thread, NULL, feed_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the cluster feed thread");
+        return -1;
+    }
+    pthread_setname_np(cl.thread, "acceptd-cluster");
+    ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_PERIOD_MS);
+    return 0;
+}
+
+void ad_cluster_stop(void)
+{
+    if (!cl.enabled)
+        return;
+    atomic_store(&cl.stopping, 1);
+    pthread_join(cl.thread, NULL);
+    ad_timer_cancel(&cl.timer);
+    for (size_t i = 0; i < cl.nkicks; i++)
+        free(cl.kicks[i]);
+    cl.nkicks = 0;
+}

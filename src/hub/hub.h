@@ -1,0 +1,74 @@
+/*
+ * hub.h - the node's shared state and the one path every committed change takes: the cache, the lease and
+ * runAt timers, the retention sweep, run-time estimates, and the listeners that react to a change.
+ *
+ * The event loop thread owns everything here; the writer thread (core/writer.h) owns the store's write
+ * connection. ad_hub_publish() is the single entry point for a committed change, whether this node's writer
+ * made it or the cluster follower (cluster.h) read it from a shared store. What reacts to changes above this
+ * layer (long polls, SSE streams, parked lease requests) registers an ad_hub_listener at start; nothing here
+ * calls up into api/.
+ *
+ * Timers are all in the one heap of common/timer.c. A lease's expiry timer hangs on its job's cache entry:
+ * every published heartbeat moves it to the new expiry, and the change that ends the lease (complete, fail,
+ * release, cancel) cancels it. A timer whose entry was evicted fires at the expiry it knew; if a heartbeat
+ * moved it, the expire op finds the lease still live and the timer is armed again for the new time. No table
+ * is ever scanned for due work.
+ */
+#ifndef AD_HUB_H
+#define AD_HUB_H
+
+#include <h2o/linklist.h>
+#include "core/config.h"
+#include "hub/cache.h"
+#include "store/store.h"
+
+struct ad_hub {
+    struct ad_config *cfg;
+    struct ad_store *store;
+    struct ad_conn *rconn; /* read connection of the event loop thread */
+    char *public_url;
+    int open_mode; /* no keys configured: loopback only, tenant "default" */
+    int shutting_down;
+    h2o_linklist_t change_waiters; /* long polls on /v1/jobs/changes (api/) */
+    h2o_linklist_t parked;         /* lease requests waiting for work (api/) */
+};
+
+extern struct ad_hub ad_hub;
+
+/* What reacts to published changes, registered once at start (event loop thread). Any member may be NULL. */
+struct ad_hub_listener {
+    /* A job of tenant changed. */
+    void (*changed)(const char *tenant);
+    /* A committed change with its rendered representation, in the store's seq order (the cluster follower
+     * delivers them on a shared store, publish on a node of its own). */
+    void (*event)(const struct ad_job *j, const char *body, size_t len);
+    /* Jobs of type may now be leasable by tenant's workers (submitted, requeued, or their runAt came). */
+    void (*work)(const char *tenant, const char *type);
+};
+/* Add l (not copied: it must outlive the hub). At most a handful; aborts past AD_HUB_LISTENERS_MAX. */
+void ad_hub_listen(const struct ad_hub_listener *l);
+#define AD_HUB_LISTENERS_MAX 4
+
+/* Tell every listener: work of type for tenant (work), or a committed change in seq order (event). */
+void ad_hub_work(const char *tenant, const char *type);
+void ad_hub_event(const struct ad_job *j, const char *body, size_t len);
+
+/* Arm the lease and runAt timers of what the store holds, and the retention sweep. 0, or -1 when the store
+ * cannot be read. */
+int ad_hub_start(void);
+
+/* A change committed by the writer: update the cache (takes ownership of job), then tell the listeners and
+ * arm lease/runAt timers. Returns the cache entry. */
+struct ad_entry *ad_hub_publish(struct ad_job *job);
+
+/* The job for a request's tenant, from the cache or else the store: AD_E_OK with *out set, AD_E_NOT_FOUND when
+ * absent or another tenant's, or the store's error (AD_E_UNAVAILABLE while the database is away). */
+ad_err ad_hub_lookup(const char *tenant, const char *id, struct ad_entry **out);
+
+/* Estimated seconds until a client should look again (Retry-After), 1..30. */
+int ad_hub_retry_after(const struct ad_job *job);
+
+/* runAt timers in memory now (at most limits.scheduledTimers). */
+size_t ad_hub_runat_timers(void);
+
+#endif

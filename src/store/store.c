@@ -1,0 +1,192 @@
+/*
+ * store.c - picks the store backend for a target and holds what every backend shares.
+ *
+ * The backends themselves live in store_sqlite.c and store_pg.c; this file only dispatches on the target's
+ * scheme. It opens no connection of its own.
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+struct ad_store *ad_store_open(const char *target, char *err, size_t errlen)
+{
+    if (target == NULL || target[0] == '\0') {
+        snprintf(err, errlen, "no store target given");
+        return NULL;
+    }
+    if (has_prefix(target, "postgresql://") || has_prefix(target, "postgres://"))
+        return ad_store_pg_open(target, err, errlen);
+    return ad_store_sqlite_open(target, err, errlen);
+}
+
+void ad_job_list_free(struct ad_job_list *l)
+{
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        ad_job_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void ad_attempt_list_free(struct ad_attempt_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].worker);
+        free(l->items[i].outcome);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+int ad_attempt_is_own(enum ad_status s)
+{
+    return s == AD_RUNNING || s == AD_SUCCEEDED || s == AD_PARTIAL;
+}
+
+void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j)
+{
+    if (!ad_attempt_is_own(j->status))
+        return;
+    int completed = j->status != AD_RUNNING;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].attempt == j->attempt && l->items[i].started_at == j->started_at)
+            return;
+    l->items = ad_realloc(l->items, (l->n + 1) * sizeof(*l->items));
+    l->items[l->n++] = (struct ad_attempt){
+        .attempt = j->attempt,
+        .worker = ad_strdup_opt(j->worker),
+        .started_at = j->started_at,
+        .ended_at = completed ? j->finished_at : 0,
+        .outcome = completed ? ad_strdup(ad_status_name(j->status)) : NULL,
+    };
+}
+
+void ad_event_list_free(struct ad_event_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].kind);
+        free(l->items[i].data);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void ad_webhook_free(struct ad_webhook *w)
+{
+    if (w == NULL)
+        return;
+    free(w->id);
+    free(w->tenant);
+    free(w->url);
+    free(w->secret);
+    free(w->prev_secret);
+    free(w->disabled_reason);
+    free(w);
+}
+
+void ad_webhook_list_free(struct ad_webhook_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_webhook_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void ad_due_set_webhook(struct ad_due *d, const char *id)
+{
+    size_t n = id != NULL ? strlen(id) : 0;
+    if (n >= sizeof(d->webhook_id))
+        n = 0;
+    if (n > 0)
+        memcpy(d->webhook_id, id, n);
+    d->webhook_id[n] = '\0';
+}
+
+void ad_delivery_free(struct ad_delivery *d)
+{
+    if (d == NULL)
+        return;
+    free(d->id);
+    free(d->tenant);
+    free(d->webhook_id);
+    free(d->url);
+    free(d->event_id);
+    free(d->event_type);
+    free(d->job_id);
+    free(d->body);
+    free(d->last_error);
+    free(d);
+}
+
+void ad_delivery_list_free(struct ad_delivery_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_delivery_free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static struct ad_webhook *webhook_dup(const struct ad_webhook *w)
+{
+    struct ad_webhook *d = ad_calloc(1, sizeof(*d));
+    *d = *w;
+    d->id = ad_strdup_opt(w->id);
+    d->tenant = ad_strdup_opt(w->tenant);
+    d->url = ad_strdup_opt(w->url);
+    d->secret = ad_strdup_opt(w->secret);
+    d->prev_secret = ad_strdup_opt(w->prev_secret);
+    d->disabled_reason = ad_strdup_opt(w->disabled_reason);
+    return d;
+}
+
+static void webhook_list_copy(const struct ad_webhook_list *from, struct ad_webhook_list *to)
+{
+    to->n = from->n;
+    to->items = ad_calloc(from->n + 1, sizeof(*to->items));
+    for (size_t i = 0; i < from->n; i++)
+        to->items[i] = webhook_dup(from->items[i]);
+}
+
+int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                       struct ad_webhook_list *out)
+{
+    for (size_t i = 0; tenant != NULL && i < c->n; i++)
+        if (c->items[i].kind == kind && strcmp(c->items[i].tenant, tenant) == 0) {
+            webhook_list_copy(&c->items[i].list, out);
+            return 1;
+        }
+    return 0;
+}
+
+void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                        const struct ad_webhook_list *l)
+{
+    if (tenant == NULL || c->n == AD_HOOK_CACHE_MAX)
+        return;
+    c->items[c->n].kind = kind;
+    c->items[c->n].tenant = ad_strdup(tenant);
+    webhook_list_copy(l, &c->items[c->n].list);
+    c->n++;
+}
+
+void ad_hook_cache_drop(struct ad_hook_cache *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->items[i].tenant);
+        ad_webhook_list_free(&c->items[i].list);
+    }
+    c->n = 0;
+}

@@ -1,0 +1,353 @@
+/*
+ * store.h - the durable store behind one interface; store_sqlite.c and store_pg.c implement it.
+ *
+ * Nothing above this file knows which backend it talks to. The store keeps rows and answers indexed
+ * queries; it makes no decisions: state changes are decided in the core and written here.
+ * Each thread opens its own connection (ad_conn): the writer thread does all writes inside
+ * begin/commit, other threads only read.
+ */
+#ifndef AD_STORE_H
+#define AD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/error.h"
+#include "job/job.h"
+
+/*
+ * The columns of the jobs table that mirror struct ad_job, in the order every backend selects and binds them:
+ * XX(name, kind, n, fixed), n being the column's place from 1 (its parameter number where a backend numbers
+ * them). Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). A fixed
+ * column (1) is written when the job is created and never changed by an update (tombstoning sets tombstoned and
+ * empties the payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend
+ * generates its select list, insert, update, binder and row reader from this one list, so no two can drift apart.
+ */
+#define AD_JOB_COLUMNS(XX)                                                                                             \
+    XX(id, TEXT, 1, 1)                                                                                                 \
+    XX(tenant, TEXT, 2, 1)                                                                                             \
+    XX(type, TEXT, 3, 1)                                                                                               \
+    XX(status, INT, 4, 0)                                                                                              \
+    XX(progress, PROG, 5, 0)                                                                                           \
+    XX(priority, INT, 6, 1)                                                                                            \
+    XX(payload, TEXT, 7, 1)                                                                                            \
+    XX(result, TEXT, 8, 0)                                                                                             \
+    XX(result_location, TEXT, 9, 0)                                                                                    \
+    XX(error, TEXT, 10, 0)                                                                                             \
+    XX(message, TEXT, 11, 0)                                                                                           \
+    XX(attempt, INT, 12, 0)                                                                                            \
+    XX(max_attempts, INT, 13, 1)                                                                                       \
+    XX(cancel_requested, INT, 14, 0)                                                                                   \
+    XX(timeout_seconds, INT, 15, 1)                                                                                    \
+    XX(on_complete_redirect, INT, 16, 1)                                                                               \
+    XX(created_at, TIME, 17, 1)                                                                                        \
+    XX(started_at, TIME, 18, 0)                                                                                        \
+    XX(updated_at, TIME, 19, 0)                                                                                        \
+    XX(finished_at, TIME, 20, 0)                                                                                       \
+    XX(expires_at, TIME, 21, 0)                                                                                        \
+    XX(run_at, TIME, 22, 0)                                                                                            \
+    XX(callback_url, TEXT, 23, 1)                                                                                      \
+    XX(retry_of, TEXT, 24, 1)                                                                                          \
+    XX(resource, TEXT, 25, 1)                                                                                          \
+    XX(lease_id, TEXT, 26, 0)                                                                                          \
+    XX(lease_expires_at, TIME, 27, 0)                                                                                  \
+    XX(worker, TEXT, 28, 0)                                                                                            \
+    XX(tombstoned, INT, 29, 1)
+
+struct ad_store;
+struct ad_conn;
+struct ad_feed;
+
+/* A list query; strings NULL when not filtered. */
+struct ad_list_query {
+    const char *tenant;
+    int has_status;
+    enum ad_status status;
+    const char *type;
+    int64_t updated_after; /* ms, 0 = no filter */
+    int64_t before_cseq;   /* keyset cursor: only jobs with cseq < this; 0 = from the newest */
+    int limit;
+};
+
+/* An idempotency record. */
+struct ad_idem {
+    char fingerprint[65]; /* hex SHA-256 */
+    char *job_id;         /* heap, caller frees */
+    int64_t created_at;
+};
+
+/* One lease of a job: who held it, when, and how it ended (ended_at 0 and outcome NULL while it is live). */
+struct ad_attempt {
+    int attempt;
+    char *worker;
+    int64_t started_at, ended_at;
+    char *outcome;
+};
+
+struct ad_attempt_list {
+    struct ad_attempt *items;
+    size_t n;
+};
+void ad_attempt_list_free(struct ad_attempt_list *l);
+/* Append to l, read by attempt_list, the attempt that job j holds itself, unless l already holds it (j may be
+ * older than the store: its attempt may have ended since; and earlier versions stored the rows of completed
+ * attempts too): the live attempt of a running job, or the last attempt of a job that its worker
+ * completed (succeeded or partialSuccess), ended at the job's finishedAt. */
+void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j);
+/* Whether a job in status s holds its latest attempt itself (ad_attempt_own), so that no row is written for it:
+ * running (the live attempt), succeeded or partialSuccess (the attempt its worker completed). */
+int ad_attempt_is_own(enum ad_status s);
+
+/* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
+ * event carries the job itself, rendered when it is sent). */
+struct ad_event {
+    int64_t seq;
+    char *kind;
+    char *data;
+};
+
+struct ad_event_list {
+    struct ad_event *items;
+    size_t n;
+};
+void ad_event_list_free(struct ad_event_list *l);
+
+/* A webhook endpoint of a tenant, or (url NULL) the tenant's callback secret, which signs the deliveries to its
+ * jobs' callbackUrl and is not listed as an endpoint. Secrets are sealed (sign.h), never plain. */
+struct ad_webhook {
+    char *id;
+    char *tenant;
+    char *url;
+    unsigned events;   /* bit (1 << AD_WHE_x) for each event type it receives (webhook.h) */
+    char *secret;      /* sealed */
+    char *prev_secret; /* sealed; signs too until prev_until (a rotation), or NULL */
+    int64_t prev_until;
+    int64_t created_at;
+    int64_t disabled_at; /* 0 = enabled */
+    char *disabled_reason;
+};
+
+struct ad_webhook_list {
+    struct ad_webhook **items;
+    size_t n;
+};
+void ad_webhook_free(struct ad_webhook *w);
+void ad_webhook_list_free(struct ad_webhook_list *l);
+
+/*
+ * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the
+ * tenant's endpoints on every change of a job. A backend keeps one per connection, asks it only while its
+ * transaction holds the write lock (no other writer can change the endpoints meanwhile), and drops it when the
+ * transaction or an operation in it ends undone, and whenever it writes an endpoint itself.
+ */
+enum ad_hook_kind { AD_HOOKS_ALL, AD_HOOKS_ENABLED, AD_HOOKS_CALLBACK };
+#define AD_HOOK_CACHE_MAX 64
+struct ad_hook_cache {
+    struct {
+        enum ad_hook_kind kind;
+        char *tenant;
+        struct ad_webhook_list list; /* AD_HOOKS_CALLBACK: the secret, or empty when the tenant has none */
+    } items[AD_HOOK_CACHE_MAX];
+    size_t n;
+};
+/* A copy of the lookup kept for (kind, tenant) into out (the caller frees it): 1, or 0 when none is kept. */
+int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                       struct ad_webhook_list *out);
+/* Keep a copy of l as the lookup for (kind, tenant); nothing once the cache is full. */
+void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                        const struct ad_webhook_list *l);
+void ad_hook_cache_drop(struct ad_hook_cache *c);
+
+/* A row of the webhook outbox: one event for one destination, and how its delivery went. */
+enum ad_delivery_state { AD_DLV_PENDING = 0, AD_DLV_DELIVERED = 1, AD_DLV_DEAD = 2 };
+struct ad_delivery {
+    int64_t seq; /* set by delivery_insert */
+    char *id;
+    char *tenant;
+    char *webhook_id;
+    char *url;
+    char *event_id;
+    char *event_type;
+    char *job_id;
+    char *body; /* the exact bytes that are signed and sent */
+    int64_t created_at;
+    enum ad_delivery_state state;
+    int attempts;
+    int64_t next_at; /* pending: when the next attempt is due */
+    int64_t last_at; /* 0 = never attempted */
+    int last_status; /* HTTP status of the last attempt, 0 = none (no answer) */
+    char *last_error;
+};
+
+struct ad_delivery_list {
+    struct ad_delivery **items;
+    size_t n;
+};
+void ad_delivery_free(struct ad_delivery *d);
+void ad_delivery_list_free(struct ad_delivery_list *l);
+
+/* An entry of the due queue: a pending delivery, when it is due, and its endpoint. */
+#define AD_DUE_ID_MAX 48
+struct ad_due {
+    int64_t seq;
+    int64_t next_at;
+    char webhook_id[AD_DUE_ID_MAX]; /* "" if longer (acceptd's own ids are 32 characters) */
+};
+/* Copy an endpoint id into d (the backends' rows). */
+void ad_due_set_webhook(struct ad_due *d, const char *id);
+/* How many endpoints delivery_due can leave out. */
+#define AD_DUE_EXCLUDE_MAX 16
+
+/* A job another node changed, as its commit announced it (store.h feed_wait). tenant and type are set only when
+ * the job is queued now, i.e. when workers waiting for that tenant and type may want it. */
+struct ad_feed_change {
+    const char *job_id;
+    const char *tenant, *type; /* NULL unless queued */
+};
+
+/* A list of jobs returned by a query; free with ad_job_list_free. */
+struct ad_job_list {
+    struct ad_job **items;
+    size_t n;
+};
+void ad_job_list_free(struct ad_job_list *l);
+
+struct ad_store_ops {
+    const char *name;
+    /* 1 when an open write transaction holds back the writers of other processes (PostgreSQL: the cluster's
+     * write lock), so the writer must not keep one open while it waits for more operations. */
+    int tx_blocks_others;
+    /* Open a connection for the calling thread. NULL with err filled on failure. */
+    struct ad_conn *(*connect)(struct ad_store *s, char *err, size_t errlen);
+    void (*disconnect)(struct ad_conn *c);
+    /* Transactions (writer thread). begin takes the write lock; commit is durable when it returns 0. */
+    ad_err (*begin)(struct ad_conn *c);
+    ad_err (*commit)(struct ad_conn *c);
+    void (*rollback)(struct ad_conn *c);
+    /* Writer thread, once a batch's answers have been handed back: upkeep that a commit would otherwise do
+     * before it returns (SQLite copies its write-ahead log back into the database here). NULL: none. */
+    void (*after_batch)(struct ad_conn *c);
+    /* Writer thread, outside a transaction, while writes fail for want of space (AD_E_STORAGE_FULL): give back
+     * what space the store holds for itself (SQLite: copy its log into the database and truncate it), then commit
+     * a small write of its own. AD_E_OK once that write went through: there is room again. NULL: the store cannot
+     * tell, and the next batch that commits says so instead. */
+    ad_err (*reclaim)(struct ad_conn *c);
+    /* Rows inserted, updated or deleted on c so far (any count that moves with every row written). With it, the
+     * writer applies a batch's operations without savepoints: an operation that fails having written nothing
+     * costs the others nothing, and one that fails after writing fails its whole batch. NULL: the writer
+     * opens a savepoint per operation instead (below), so that a failed operation is undone alone. */
+    int64_t (*changes)(struct ad_conn *c);
+    /* One nested savepoint per operation inside a batch, so one failed op does not undo the others. */
+    ad_err (*savepoint)(struct ad_conn *c);
+    ad_err (*release)(struct ad_conn *c);
+    void (*rollback_to)(struct ad_conn *c);
+
+    /* Insert a new job; sets job->seq and job->cseq. */
+    ad_err (*job_insert)(struct ad_conn *c, struct ad_job *job);
+    /* Write every field of an existing job (by id); sets a new job->seq. */
+    ad_err (*job_update)(struct ad_conn *c, struct ad_job *job);
+    /* One job by id; tenant NULL = any tenant. *out NULL and AD_E_NOT_FOUND when absent. Caller frees. */
+    ad_err (*job_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out);
+    /* Newest first (cseq descending), filtered, at most q->limit. */
+    ad_err (*job_list)(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out);
+    /* Jobs of a tenant (NULL: of every tenant, PostgreSQL only: the cluster's pump) with seq > since, by seq
+     * ascending, at most limit. */
+    ad_err (*job_changes)(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out);
+    /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
+    ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
+                           int limit, struct ad_job_list *out);
+    /* Every running job (used at start to rebuild lease timers). */
+    ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
+    /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at
+     * most limit: what hub.c reads past the horizon of its runAt timers. */
+    ad_err (*job_scheduled)(struct ad_conn *c, int64_t run_at, int64_t cseq, int limit, struct ad_job_list *out);
+    /* Retention: drop payload/result of up to limit jobs with expires_at <= now (tombstone them), and delete up
+     * to limit tombstones with expires_at <= now - tombstone_ms. *done = rows touched. */
+    ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);
+    /* Highest seq in the store (0 when empty). */
+    ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
+
+    /* Attempt history: a row per lease, written when the lease ends, from the running job j (its attempt, worker and
+     * started_at) before the change that ends it. Two attempts are not stored, being the job's own (ad_attempt_own):
+     * the live attempt of a running job, and the attempt that a worker's complete ended, the job's last. */
+    ad_err (*attempt_add)(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome);
+    /* The ended attempts, oldest first. */
+    ad_err (*attempt_list)(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out);
+
+    /* Idempotency records, scoped by tenant. idem_get: AD_E_NOT_FOUND when absent. */
+    ad_err (*idem_get)(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out);
+    ad_err (*idem_put)(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
+                       const char *job_id, int64_t now);
+    /* Delete up to limit records created before `before`. */
+    ad_err (*idem_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
+
+    /* The event log of a job (SSE), kept as long as the job's data. seq is the job's seq after the change. */
+    ad_err (*event_append)(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data);
+    /* Events of job_id with seq > after, oldest first, at most limit. */
+    ad_err (*events_after)(struct ad_conn *c, const char *job_id, int64_t after, int limit, struct ad_event_list *out);
+
+    /* A read-only snapshot on a reading connection: the queries until snapshot_end all see the same committed
+     * state, at the cost of one read lock (the webhook delivery thread reads a batch of rows this way). */
+    ad_err (*snapshot_begin)(struct ad_conn *c);
+    void (*snapshot_end)(struct ad_conn *c);
+    /* Webhook endpoints and callback secrets (webhook.h). webhook_put inserts, or replaces the row with w->id. */
+    ad_err (*webhook_put)(struct ad_conn *c, const struct ad_webhook *w);
+    /* By id (tenant NULL = any tenant), or with id NULL the tenant's callback secret. AD_E_NOT_FOUND when absent. */
+    ad_err (*webhook_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out);
+    /* A tenant's endpoints, oldest first; enabled_only leaves out disabled ones. */
+    ad_err (*webhook_list)(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out);
+    /* Delete an endpoint (never the callback secret) and its deliveries. AD_E_NOT_FOUND when absent. */
+    ad_err (*webhook_delete)(struct ad_conn *c, const char *tenant, const char *id);
+    /* The outbox. insert sets d->seq; update writes state, attempts, next_at and the last_* fields. */
+    ad_err (*delivery_insert)(struct ad_conn *c, struct ad_delivery *d);
+    ad_err (*delivery_update)(struct ad_conn *c, const struct ad_delivery *d);
+    /* By id within tenant, or (id NULL) by seq. AD_E_NOT_FOUND when absent. */
+    ad_err (*delivery_get)(struct ad_conn *c, const char *tenant, const char *id, int64_t seq,
+                           struct ad_delivery **out);
+    /* Pending deliveries soonest first, none of the nexclude (<= AD_DUE_EXCLUDE_MAX) endpoints in exclude (their
+     * webhook ids): at most limit into out, count in *n. */
+    ad_err (*delivery_due)(struct ad_conn *c, const char *const *exclude, size_t nexclude, int limit,
+                           struct ad_due *out, size_t *n);
+    /* An endpoint's deliveries, newest first: seq < before (0 = from the newest), state -1 = any, at most limit. */
+    ad_err (*delivery_list)(struct ad_conn *c, const char *webhook_id, int state, int64_t before, int limit,
+                            struct ad_delivery_list *out);
+    /* Every pending delivery of an endpoint becomes dead with reason (the endpoint was disabled). */
+    ad_err (*delivery_abandon)(struct ad_conn *c, const char *webhook_id, const char *reason);
+    /* Delete up to limit delivered or dead deliveries created before `before`. */
+    ad_err (*delivery_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
+    /* Take a pending delivery that is due (next_at <= now) for node owner's delivery thread by moving its
+     * next_at to until, outside any transaction, so that other nodes leave it alone while it is in flight; a
+     * node that dies with it leaves it due again at until, unless it comes back first and releases it.
+     * AD_E_NOT_FOUND when it is no longer pending and due (another node took it, or its outcome is in). A
+     * single-node backend has no one to race: AD_E_OK. */
+    ad_err (*delivery_claim)(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner);
+    /* Every pending delivery claimed by owner is due again at now (its transfers were cut: a stop, a crash). */
+    ad_err (*delivery_release)(struct ad_conn *c, const char *owner, int64_t now);
+
+    /*
+     * Changes committed by other nodes sharing the store (cluster backends; NULL for single-node ones). Every
+     * commit that inserted or updated jobs announces them (struct ad_feed_change); feed_wait hears the
+     * announcements of every node but this one. One feed per process, used by one thread.
+     */
+    struct ad_feed *(*feed_open)(struct ad_store *s, char *err, size_t errlen);
+    /* Wait up to timeout_ms, then call fn(arg, change) for each job another node changed. 0, or -1 when the
+     * connection is lost: announcements may have been missed, so the caller resynchronises and reopens. */
+    int (*feed_wait)(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const struct ad_feed_change *ch),
+                     void *arg);
+    void (*feed_close)(struct ad_feed *f);
+
+    void (*close)(struct ad_store *s);
+};
+
+struct ad_store {
+    const struct ad_store_ops *ops;
+};
+
+/* Open the store named by target: "postgresql://..." or "postgres://..." selects PostgreSQL, anything else is a
+ * data directory for SQLite (created if missing). NULL with err on failure. Close with s->ops->close(s). */
+struct ad_store *ad_store_open(const char *target, char *err, size_t errlen);
+
+/* Backend constructors, used by ad_store_open. */
+struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen);
+struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1177 @@
+/*
+ * webhook.c - the outbox, the delivery thread and the endpoint operations (see webhook.h).
+ *
+ * Threads. The writer thread runs ad_webhook_outbox and every operation here. The delivery thread owns the
+ * curl multi handle, a read connection to the store and the transfers. What they share is the set of
+ * deliveries the delivery thread must not start again ("busy": in flight, or finished with the outcome not
+ * committed yet), under a mutex, and the wake-up. The resolver thread (ssrf.c) only wakes the delivery thread.
+ *
+ * The delivery thread never writes: each outcome is an operation for the writer, and the delivery stays busy
+ * until that operation's batch has ended. Before sending, the row is read again, so an outcome committed after
+ * the due list was read is never sent twice by this process. A crash between sending and committing the
+ * outcome sends the event again after the restart: delivery is at least once.
+ */
+#include "webhook/webhook.h"
+#include "core/core.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SWEEP_BATCH 5000
+#define SWEEP_PERIOD_MS 60000
+#define RETRY_AFTER_MAX_S 86400
+#define FAIR_SCAN_MS 100 /* at most this often, a read of the due rows past endpoints at their share */
+#define CONNECT_TIMEOUT_MS 10000
+#define USER_AGENT "acceptd-webhooks"
+#define CLAIM_MARGIN_MS 30000
+#define NODE_FILE "node.id"
+/* In a cluster, other nodes' deliveries become ours to send when their node dies: look at least this often. */
+#define CLUSTER_SCAN_MS 1000
+
+static const char *const event_names[AD_WHE__COUNT] = {
+    [AD_WHE_QUEUED] = "job.queued",          [AD_WHE_STARTED] = "job.started", [AD_WHE_PROGRESS] = "job.progress",
+    [AD_WHE_SUCCEEDED] = "job.succeeded",    [AD_WHE_FAILED] = "job.failed",   [AD_WHE_CANCELLED] = "job.cancelled",
+    [AD_WHE_PARTIAL] = "job.partialSuccess",
+};
+
+/* Set by ad_webhook_configure; read-only afterwards. */
+static struct {
+    const struct ad_webhooks_conf *conf;
+    const struct ad_store_ops *st;
+    char *public_url;
+    struct ad_cidr *allow;
+    struct ad_ssrf guard;
+} setup;
+
+/* Deliveries written by the batch the writer is applying; the batch hook wakes the delivery thread. */
+static atomic_int outbox_dirty;
+/* The last sweep deleted a full batch: sweep again soon. */
+static atomic_int sweep_full;
+
+const char *ad_webhook_event_name(enum ad_webhook_event e)
+{
+    return e < AD_WHE__COUNT ? event_names[e] : "unknown";
+}
+
+int ad_webhook_event_parse(const char *name, enum ad_webhook_event *out)
+{
+    for (int i = 0; i < AD_WHE__COUNT; i++) {
+        if (strcmp(event_names[i], name) == 0) {
+            *out = (enum ad_webhook_event)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int ad_webhook_event_of(enum ad_status before, int progress_before, const struct ad_job *j)
+{
+    if (j->status == before)
+        return j->status == AD_RUNNING && j->progress >= 0 && j->progress != progress_before ? AD_WHE_PROGRESS : -1;
+    switch (j->status) {
+    case AD_QUEUED:
+        return AD_WHE_QUEUED;
+    case AD_RUNNING:
+        return AD_WHE_STARTED;
+    case AD_SUCCEEDED:
+        return AD_WHE_SUCCEEDED;
+    case AD_FAILED:
+        return AD_WHE_FAILED;
+    case AD_CANCELLED:
+        return AD_WHE_CANCELLED;
+    case AD_PARTIAL:
+        return AD_WHE_PARTIAL;
+    default:
+        return -1;
+    }
+}
+
+void ad_webhook_configure(const struct ad_config *cfg, struct ad_store *store, const char *public_url)
+{
+    free(setup.public_url);
+    free(setup.allow);
+    setup.conf = &cfg->webhooks;
+    setup.st = store->ops;
+    setup.public_url = ad_strdup(public_url != NULL ? public_url : "");
+    setup.allow = ad_calloc(cfg->webhooks.nallow_networks + 1, sizeof(*setup.allow));
+    for (size_t i = 0; i < cfg->webhooks.nallow_networks; i++)
+        ad_cidr_parse(cfg->webhooks.allow_networks[i], &setup.allow[i]); /* validated by the config parser */
+    setup.guard.allow = setup.allow;
+    setup.guard.nallow = cfg->webhooks.nallow_networks;
+    static const struct ad_core_webhooks hooks = {ad_webhook_outbox, ad_webhook_callback_ready};
+    ad_core_set_webhooks(&hooks);
+}
+
+const struct ad_ssrf *ad_webhook_guard(void)
+{
+    return &setup.guard;
+}
+
+/* ---- the outbox ---- */
+
+/* A new endpoint row with a fresh secret, sealed; the plain secret is written to secret. */
+static struct ad_webhook *hook_new(const char *tenant, const char *url, unsigned events, int64_t now, char *secret)
+{
+    struct ad_webhook *w = ad_calloc(1, sizeof(*w));
+    w->id = ad_new_id("whk_");
+    w->tenant = ad_strdup(tenant);
+    w->url = ad_strdup_opt(url);
+    w->events = events;
+    w->created_at = now;
+    ad_sign_new_secret(secret);
+    w->secret = ad_seal(w->id, secret);
+    return w;
+}
+
+/* The tenant's callback secret, created when it has none: not shown (events 0) until op_rotate replaces it. */
+static ad_err callback_hook(struct ad_conn *c, const char *tenant, int64_t now, struct ad_webhook **out)
+{
+    ad_err e = setup.st->webhook_get(c, tenant, NULL, out);
+    if (e != AD_E_NOT_FOUND)
+        return e;
+    char secret[AD_SECRET_LEN + 1];
+    *out = hook_new(tenant, NULL, 0, now, secret);
+    OPENSSL_cleanse(secret, sizeof(secret));
+    return setup.st->webhook_put(c, *out);
+}
+
+int ad_webhook_secret_shown(const struct ad_webhook *w)
+{
+    return w->url != NULL || w->events != 0 || w->prev_secret != NULL;
+}
+
+ad_err ad_webhook_callback_ready(struct ad_conn *c, const char *tenant)
+{
+    struct ad_webhook *w = NULL;
+    ad_err e = setup.st->webhook_get(c, tenant, NULL, &w);
+    if (e == AD_E_OK && !ad_webhook_secret_shown(w))
+        e = AD_E_NOT_FOUND;
+    ad_webhook_free(w);
+    return e == AD_E_NOT_FOUND ? AD_E_CALLBACK_SECRET_MISSING : e;
+}
+
+/* One event being written: its id and body are made on the first destination. */
+struct outbox_event {
+    const struct ad_job *job;
+    enum ad_webhook_event type;
+    char *id;
+    char *body;
+};
+
+static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char *hook_id, const char *url)
+{
+    const struct ad_job *j = ev->job;
+    if (ev->id == NULL) {
+        char created[40];
+        ad_time_rfc3339(j->updated_at, created, sizeof(created));
+        ev->id = ad_new_id("evt_");
+        char *job_url = ad_asprintf("%s/v1/jobs/%s", setup.public_url, j->id);
+        struct ad_buf b;
+        ad_buf_init(&b, SIZE_MAX);
+        ad_buf_printf(&b, "{\"id\":\"%s\",\"type\":\"%s\",\"createdAt\":\"%s\",\"data\":{\"job\":", ev->id,
+                      event_names[ev->type], created);
+        ad_json_str(&b, job_url);
+        AD_BUF_LIT(&b, "}}");
+        ev->body = b.data;
+        free(job_url);
+    }
+    char *id = ad_new_id("dlv_");
+    struct ad_delivery d = {
+        .id = id,
+        .tenant = j->tenant,
+        .webhook_id = (char *)hook_id,
+        .url = (char *)url,
+        .event_id = ev->id,
+        .event_type = (char *)event_names[ev->type],
+        .job_id = j->id,
+        .body = ev->body,
+        .created_at = j->updated_at,
+        .state = AD_DLV_PENDING,
+        .next_at = j->updated_at + setup.conf->retry_schedule_ms[0],
+    };
+    ad_err e = setup.st->delivery_insert(c, &d);
+    free(id);
+    if (e == AD_E_OK)
+        atomic_store(&outbox_dirty, 1);
+    return e;
+}
+
+ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_before, const struct ad_job *j)
+{
+    int type = ad_webhook_event_of(before, progress_before, j);
+    if (type < 0)
+        return AD_E_OK;
+    struct ad_webhook_list hooks;
+    ad_err e = setup.st->webhook_list(c, j->tenant, 1, &hooks);
+    struct outbox_event ev = {.job = j, .type = (enum ad_webhook_event)type};
+    for (size_t i = 0; e == AD_E_OK && i < hooks.n; i++)
+        if (hooks.items[i]->events & (1u << type))
+            e = outbox_add(c, &ev, hooks.items[i]->id, hooks.items[i]->url);
+    /* A job's callbackUrl hears of its outcome only. */
+    if (e == AD_E_OK && j->callback_url != NULL && ad_status_terminal(j->status) && type != AD_WHE_PROGRESS) {
+        struct ad_webhook *cb = NULL;
+        e = callback_hook(c, j->tenant, j->updated_at, &cb);
+        if (e == AD_E_OK)
+            e = outbox_add(c, &ev, cb->id, j->callback_url);
+        ad_webhook_free(cb);
+    }
+    ad_webhook_list_free(&hooks);
+    free(ev.id);
+    free(ev.body);
+    return e;
+}
+
+/* ---- judging an attempt ---- */
+
+void ad_webhook_judge(struct ad_delivery *d, int is_callback, long status, long retry_after_s, const char *error,
+                      int64_t now, int *disable)
+{
+    const struct ad_webhooks_conf *w = setup.conf;
+    *disable = 0;
+    d->attempts++;
+    d->last_at = now;
+    d->last_status = (int)status;
+    free(d->last_error);
+    d->last_error = NULL;
+    d->next_at = 0;
+    if (status >= 200 && status <= 299) {
+        d->state = AD_DLV_DELIVERED;
+        return;
+    }
+    d->last_error = error != NULL ? ad_strdup(error) : ad_asprintf("the receiver answered HTTP %ld", status);
+    if (status == 410) {
+        /* Gone: the receiver wants no more. An endpoint is disabled; a job's callback just ends. */
+        d->state = AD_DLV_DEAD;
+        *disable = !is_callback;
+        return;
+    }
+    if ((size_t)d->attempts >= w->nretry_schedule) {
+        d->state = AD_DLV_DEAD;
+        return;
+    }
+    /* Up to a tenth more than the schedule, never less: retries of many deliveries spread out. */
+    int64_t delay = w->retry_schedule_ms[d->attempts];
+    uint32_t r;
+    ad_random_bytes((uint8_t *)&r, sizeof(r));
+    delay += (int64_t)(r % (uint32_t)(delay / 10 + 1));
+    if ((status == 429 || status == 503) && retry_after_s >= 0) {
+        int64_t asked = (retry_after_s < RETRY_AFTER_MAX_S ? retry_after_s : RETRY_AFTER_MAX_S) * 1000;
+        if (asked > delay)
+            delay = asked;
+    }
+    d->state = AD_DLV_PENDING;
+    d->next_at = now + delay;
+}
+
+/* ---- the delivery thread ---- */
+
+struct flight {
+    struct flight *next, **pprev; /* eng.flights */
+    struct ad_delivery *d;
+    int is_callback;
+    CURL *easy;
+    struct curl_slist *headers, *resolve;
+    struct ad_ssrf_dial dial;
+    long retry_after; /* seconds, -1 = none */
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+static struct {
+    const struct ad_config *cfg;
+    struct ad_store *store;
+    struct ad_conn *conn; /* delivery thread's read connection */
+    CURLM *multi;         /* NULL once stopped; read by other threads under mu */
+    struct ad_resolver *resolver;
+    pthread_t thread;
+    int started;
+    atomic_int stopping;
+    atomic_int dirty; /* new work may be due: scan on the next turn */
+    struct flight *flights;
+    size_t inflight;
+    CURL **idle; /* easy handles kept for reuse, up to the concurrency */
+    size_t nidle;
+    int64_t next_due; /* wall ms of the soonest delivery not started; INT64_MAX = none known */
+    pthread_mutex_t mu;
+    int64_t *busy; /* seqs; under mu */
+    size_t nbusy, capbusy;
+    char node[33]; /* this node's name on the deliveries it claims (cluster stores); kept in the data dir */
+} eng = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Any thread. Only the wake that sets the flag needs to interrupt the poll: the thread looks at the flag
+ * before it sleeps. */
+static void wake(void)
+{
+    if (atomic_exchange(&eng.dirty, 1))
+        return;
+    pthread_mutex_lock(&eng.mu);
+    if (eng.multi != NULL)
+        curl_multi_wakeup(eng.multi);
+    pthread_mutex_unlock(&eng.mu);
+}
+
+static void resolver_wake(void *arg)
+{
+    wake();
+}
+
+/* Writer thread, after each batch. */
+static void batch_hook(void)
+{
+    if (atomic_exchange(&outbox_dirty, 0))
+        wake();
+}
+
+static void busy_add(int64_t seq)
+{
+    pthread_mutex_lock(&eng.mu);
+    if (eng.nbusy == eng.capbusy) {
+        eng.capbusy = eng.capbusy != 0 ? eng.capbusy * 2 : 64;
+        eng.busy = ad_realloc(eng.busy, eng.capbusy * sizeof(*eng.busy));
+    }
+    eng.busy[eng.nbusy++] = seq;
+    pthread_mutex_unlock(&eng.mu);
+}
+
+static void busy_remove(int64_t seq)
+{
+    pthread_mutex_lock(&eng.mu);
+    for (size_t i = 0; i < eng.nbusy; i++) {
+        if (eng.busy[i] == seq) {
+            eng.busy[i] = eng.busy[--eng.nbusy];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&eng.mu);
+}
+
+static int seq_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Outcomes of attempts, written by the writer: every delivery that ended in one turn of the delivery thread. */
+struct result_op {
+    struct ad_op op;
+    struct ad_delivery **d;
+    int *disable;
+    size_t n, cap;
+    int64_t now;
+};
+
+/* The endpoint answered 410: disable it, and its pending deliveries become dead letters. */
+static ad_err disable_hook(struct ad_conn *c, const char *hook_id, int64_t now)
+{
+    struct ad_webhook *w;
+    ad_err e = setup.st->webhook_get(c, NULL, hook_id, &w);
+    if (e == AD_E_OK && w->disabled_at == 0) {
+        w->disabled_at = now;
+        w->disabled_reason = ad_strdup("the receiver answered 410 Gone");
+        e = setup.st->webhook_put(c, w);
+        if (e == AD_E_OK)
+            e = setup.st->delivery_abandon(c, w->id, "not sent: the endpoint was disabled (410 Gone)");
+        if (e == AD_E_OK)
+            ad_warn("webhooks: endpoint %s disabled: the receiver answered 410 Gone", w->id);
+    }
+    ad_webhook_free(w);
+    return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+}
+
+/* A delivery to retry whose endpoint was disabled while it was in flight is not retried. */
+static ad_err unless_disabled(struct ad_conn *c, struct ad_delivery *d)
+{
+    struct ad_webhook *w = NULL;
+    ad_err e = setup.st->webhook_get(c, NULL, d->webhook_id, &w);
+    if (e == AD_E_OK && w->disabled_at != 0) {
+        d->state = AD_DLV_DEAD;
+        d->next_at = 0;
+        free(d->last_error);
+        d->last_error = ad_strdup("not sent again: the endpoint was disabled");
+    }
+    ad_webhook_free(w);
+    return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+}
+
+static ad_err result_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct result_op *x = (struct result_op *)op;
+    for (size_t i = 0; i < x->n; i++) {
+        ad_err e = x->d[i]->state == AD_DLV_PENDING ? unless_disabled(c, x->d[i]) : AD_E_OK;
+        if (e == AD_E_OK)
+            e = setup.st->delivery_update(c, x->d[i]);
+        if (e == AD_E_NOT_FOUND) /* deleted with its endpoint meanwhile: nothing to record */
+            continue;
+        if (e == AD_E_OK && x->disable[i])
+            e = disable_hook(c, x->d[i]->webhook_id, x->now);
+        if (e != AD_E_OK)
+            return e; /* none of the outcomes is recorded: those deliveries are sent again */
+    }
+    return AD_E_OK;
+}
+
+/* Event loop thread, once the outcomes are durable (or failed to be): the deliveries may be read again. */
+static void result_done(struct ad_op *op)
+{
+    struct result_op *x = (struct result_op *)op;
+    for (size_t i = 0; i < x->n; i++)
+        busy_remove(x->d[i]->seq);
+    wake();
+    ad_op_free(op);
+}
+
+static void result_destroy(struct ad_op *op)
+{
+    struct result_op *x = (struct result_op *)op;
+    for (size_t i = 0; i < x->n; i++)
+        ad_delivery_free(x->d[i]);
+    free(x->d);
+    free(x->disable);
+    free(x);
+}
+
+/* The outcomes of this turn, handed to the writer together by flush_results (delivery thread only). */
+static struct result_op *results;
+
+/* Queue d's new state for the writer; takes d. */
+static void results_push(struct ad_delivery *d, int disable)
+{
+    if (results == NULL) {
+        results = ad_calloc(1, sizeof(*results));
+        results->op.apply = result_apply;
+        results->op.done = result_done;
+        results->op.destroy = result_destroy;
+        results->now = ad_now_ms();
+    }
+    struct result_op *x = results;
+    if (x->n == x->cap) {
+        x->cap = x->cap != 0 ? x->cap * 2 : 16;
+        x->d = ad_realloc(x->d, x->cap * sizeof(*x->d));
+        x->disable = ad_realloc(x->disable, x->cap * sizeof(*x->disable));
+    }
+    x->d[x->n] = d;
+    x->disable[x->n] = disable;
+    x->n++;
+}
+
+/* Judge an attempt and queue its outcome for the writer; takes d. */
+static void settle(struct ad_delivery *d, int is_callback, long status, long retry_after, const char *error)
+{
+    int disable;
+    ad_webhook_judge(d, is_callback, status, retry_after, error, ad_now_ms(), &disable);
+    results_push(d, disable);
+    if (d->state == AD_DLV_DEAD)
+        ad_warn("webhooks: delivery %s of %s is a dead letter after %d attempt%s: %s", d->id, d->event_id, d->attempts,
+                d->attempts == 1 ? "" : "s", d->last_error != NULL ? d->last_error : "");
+}
+
+static void flush_results(void)
+{
+    if (results != NULL)
+        ad_writer_submit(&results->op);
+    results = NULL;
+}
+
+struct sweep_op {
+    struct ad_op op;
+    int64_t before;
+};
+
+static ad_err sweep_apply(struct ad_op *op, struct ad_conn *c)
+{
+    int done = 0;
+    ad_err e = setup.st->delivery_sweep(c, ((struct sweep_op *)op)->before, SWEEP_BATCH, &done);
+    atomic_store(&sweep_full, done >= SWEEP_BATCH);
+    return e;
+}
+
+static void sweep_free(struct ad_op *op)
+{
+    free(op);
+}
+
+static void sweep_done(struct ad_op *op)
+{
+    ad_op_free(op);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    return size * n; /* the answer's body means nothing to us; it is read and dropped */
+}
+
+/* Keep the Retry-After of the answer: delta-seconds or an HTTP date. */
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct flight *f = ud;
+    size_t len = size * n;
+    if (len <= 12 || strncasecmp(p, "retry-after:", 12) != 0)
+        return len;
+    const char *v = p + 12, *end = p + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    char text[64];
+    size_t vl = (size_t)(end - v);
+    if (vl == 0 || vl >= sizeof(text))
+        return len;
+    memcpy(text, v, vl);
+    text[vl] = '\0';
+    long long secs;
+    if (ad_parse_int(text, vl, 0, INT32_MAX, &secs) == 0) {
+        f->retry_after = (long)secs;
+    } else {
+        time_t at = curl_getdate(text, NULL), now = time(NULL);
+        if (at >= 0)
+            f->retry_after = at > now ? (long)(at - now) : 0;
+    }
+    return len;
+}
+
+/* The secrets of one endpoint, opened once per scan and wiped after it. */
+struct signer {
+    char *hook_id;
+    int is_callback;
+    int disabled;
+    int unshown;      /* the callback secret was never shown (ad_webhook_secret_shown) */
+    char *secrets[2]; /* current, then the previous one during a rotation; [0] NULL: cannot sign */
+    size_t n;
+};
+
+#define SIGNERS_MAX 16
+
+struct scan_state {
+    int64_t now;
+    int64_t *busy; /* sorted copy taken before the snapshot */
+    size_t nbusy;
+    struct signer signers[SIGNERS_MAX];
+    size_t nsigners;
+};
+
+static void signer_clear(struct signer *s)
+{
+    for (size_t i = 0; i < 2; i++) {
+        if (s->secrets[i] != NULL)
+            OPENSSL_cleanse(s->secrets[i], strlen(s->secrets[i]));
+        free(s->secrets[i]);
+    }
+    free(s->hook_id);
+    memset(s, 0, sizeof(*s));
+}
+
+/* The signer of endpoint hook_id; NULL when the endpoint is gone. */
+static struct signer *signer_for(struct scan_state *ss, const char *hook_id)
+{
+    for (size_t i = 0; i < ss->nsigners; i++)
+        if (strcmp(ss->signers[i].hook_id, hook_id) == 0)
+            return &ss->signers[i];
+    struct ad_webhook *w = NULL;
+    if (setup.st->webhook_get(eng.conn, NULL, hook_id, &w) != AD_E_OK)
+        return NULL;
+    if (ss->nsigners == SIGNERS_MAX)
+        signer_clear(&ss->signers[--ss->nsigners]);
+    struct signer *s = &ss->signers[ss->nsigners++];
+    s->hook_id = ad_strdup(hook_id);
+    s->is_callback = w->url == NULL;
+    s->disabled = w->disabled_at != 0;
+    /* A secret no one was shown signs nothing: the delivery waits (failing) for a rotate. The previous secret of a
+     * callback row that an earlier version rotated may be the one its first callback made, so it does not sign
+     * either; one this version kept had been shown. */
+    s->unshown = !ad_webhook_secret_shown(w);
+    s->secrets[0] = s->unshown ? NULL : ad_unseal(w->id, w->secret);
+    if (s->secrets[0] != NULL && w->prev_secret != NULL && w->prev_until > ss->now &&
+        (w->url != NULL || w->events != 0))
+        s->secrets[1] = ad_unseal(w->id, w->prev_secret);
+    s->n = s->secrets[1] != NULL ? 2 : 1;
+    ad_webhook_free(w);
+    return s;
+}
+
+/* The signed request headers of d. */
+static struct curl_slist *signed_headers(const struct ad_delivery *d, const struct signer *s, int64_t t)
+{
+    struct curl_slist *h = NULL;
+    const char *const *secrets = (const char *const *)s->secrets;
+    size_t len = strlen(d->body);
+    struct ad_buf b;
+    ad_buf_init(&b, 8192);
+    ad_buf_printf(&b, "X-Webhook-Signature: ");
+    ad_sign_stripe(secrets, s->n, t, d->body, len, &b);
+    ad_buf_append(&b, "", 1);
+    h = curl_slist_append(h, b.data);
+    b.len = 0;
+    ad_buf_printf(&b, "webhook-signature: ");
+    ad_sign_standard(secrets, s->n, d->event_id, t, d->body, len, &b);
+    ad_buf_append(&b, "", 1);
+    h = curl_slist_append(h, b.data);
+    b.len = 0;
+    ad_buf_printf(&b, "webhook-id: %s", d->event_id);
+    ad_buf_append(&b, "", 1);
+    h = curl_slist_append(h, b.data);
+    b.len = 0;
+    ad_buf_printf(&b, "webhook-timestamp: %lld", (long long)t);
+    ad_buf_append(&b, "", 1);
+    h = curl_slist_append(h, b.data);
+    b.len = 0;
+    ad_buf_printf(&b, "Idempotency-Key: %s", d->event_id);
+    ad_buf_append(&b, "", 1);
+    h = curl_slist_append(h, b.data);
+    ad_buf_free(&b);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, "Expect:");
+    return h;
+}
+
+/* End a transfer: its easy handle is kept for the next one when there is room. */
+static void flight_free(struct flight *f)
+{
+    curl_multi_remove_handle(eng.multi, f->easy);
+    if (eng.nidle < (size_t)eng.cfg->webhooks.concurrency) {
+        curl_easy_reset(f->easy);
+        eng.idle[eng.nidle++] = f->easy;
+    } else {
+        curl_easy_cleanup(f->easy);
+    }
+    curl_slist_free_all(f->headers);
+    curl_slist_free_all(f->resolve);
+    *f->pprev = f->next;
+    if (f->next != NULL)
+        f->next->pprev = f->pprev;
+    eng.inflight--;
+    free(f);
+}
+
+static void transfer_start(struct flight *f, const char *host, long port, const char *addrs)
+{
+    struct ad_delivery *d = f->d;
+    /* Pin a name to the addresses that were checked; the connect hook checks the one it dials again. */
+    struct ad_cidr literal;
+    if (ad_cidr_parse(host, &literal) != 0) {
+        char *pin = ad_asprintf("+%s:%ld:%s", host, port, addrs);
+        f->resolve = curl_slist_append(NULL, pin);
+        free(pin);
+    }
+    long timeout_ms = (long)eng.cfg->webhooks.timeout_seconds * 1000;
+    CURL *e = eng.nidle > 0 ? eng.idle[--eng.nidle] : curl_easy_init();
+    if (e == NULL)
+        abort();
+    f->easy = e;
+    curl_easy_setopt(e, CURLOPT_URL, d->url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* never through a proxy from the environment */
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, d->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(d->body));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_RESOLVE, f->resolve);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, ad_ssrf_opensocket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, &f->dial);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, f);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, USER_AGENT);
+    f->next = eng.flights;
+    if (f->next != NULL)
+        f->next->pprev = &f->next;
+    f->pprev = &eng.flights;
+    eng.flights = f;
+    eng.inflight++;
+    curl_multi_add_handle(eng.multi, e);
+}
+
+/* How long a claimed delivery is left to the node that claimed it: its transfer's timeout and then some. */
+static int64_t claim_ms(void)
+{
+    return (int64_t)eng.cfg->webhooks.timeout_seconds * 1000 + CLAIM_MARGIN_MS;
+}
+
+/* Send the delivery with this seq if it is still due. */
+static void start(struct scan_state *ss, int64_t seq)
+{
+    struct ad_delivery *d = NULL;
+    /* Read again: an outcome committed after the due list was read must not be sent a second time. */
+    if (setup.st->delivery_get(eng.conn, NULL, NULL, seq, &d) != AD_E_OK || d->state != AD_DLV_PENDING ||
+        d->next_at > ss->now) {
+        ad_delivery_free(d);
+        return;
+    }
+    struct signer *s = signer_for(ss, d->webhook_id);
+    if (s == NULL) { /* the endpoint was deleted with its deliveries */
+        ad_delivery_free(d);
+        return;
+    }
+    if (s->disabled) { /* left pending by a race with the 410 that disabled it: a dead letter, never sent */
+        busy_add(seq);
+        d->state = AD_DLV_DEAD;
+        free(d->last_error);
+        d->last_error = ad_strdup("not sent: the endpoint is disabled");
+        results_push(d, 0);
+        return;
+    }
+    char host[256], addrs[1024], why[256] = "";
+    long port = 0;
+    enum ad_resolve r = AD_RESOLVE_REFUSED;
+    if (ad_ssrf_url_host(d->url, host, sizeof(host), &port) == 0)
+        r = ad_resolver_lookup(eng.resolver, host, addrs, sizeof(addrs), why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "the URL does not parse");
+    /* Nodes sharing a cluster store race for each due delivery: the claim lets one of them send it (a no-op
+     * on a single node). A node that dies holding it leaves it due again when the claim runs out. */
+    if (r == AD_RESOLVE_PENDING || /* the resolver wakes us when the answer is in */
+        setup.st->delivery_claim(eng.conn, seq, ss->now, ss->now + claim_ms(), eng.node) != AD_E_OK) {
+        ad_delivery_free(d);
+        return;
+    }
+    busy_add(seq);
+    if (r == AD_RESOLVE_OK && s->unshown)
+        snprintf(why, sizeof(why),
+                 "not sent: the callback secret was never shown; POST /v1/webhooks/callback:rotate shows a new one");
+    else if (r == AD_RESOLVE_OK && s->secrets[0] == NULL)
+        snprintf(why, sizeof(why), "the endpoint's secret cannot be unsealed (was webhooks.secretKey changed?)");
+    if (r != AD_RESOLVE_OK || s->secrets[0] == NULL) {
+        settle(d, s->is_callback, 0, -1, why);
+        return;
+    }
+    struct flight *f = ad_calloc(1, sizeof(*f));
+    f->d = d;
+    f->is_callback = s->is_callback;
+    f->retry_after = -1;
+    f->dial.guard = &setup.guard;
+    f->headers = signed_headers(d, s, ss->now / 1000);
+    transfer_start(f, host, port, addrs);
+}
+
+/* A transfer ended: judge it and free it. */
+static void finish(struct flight *f, CURLcode rc)
+{
+    long status = 0;
+    char why[320];
+    const char *error = NULL;
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+    } else {
+        snprintf(why, sizeof(why), "%s%s", f->dial.why[0] != '\0' ? "refused: " : "",
+                 f->dial.why[0] != '\0' ? f->dial.why
+                 : f->errbuf[0] != '\0' ? f->errbuf
+                                        : curl_easy_strerror(rc));
+        error = why;
+    }
+    struct ad_delivery *d = f->d;
+    int is_callback = f->is_callback;
+    long retry_after = f->retry_after;
+    flight_free(f);
+    settle(d, is_callback, status, retry_after, error);
+}
+
+/* Handle every transfer that ended; returns how many. */
+static int reap(void)
+{
+    int n = 0, left;
+    CURLMsg *m;
+    while ((m = curl_multi_info_read(eng.multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct flight *f = NULL;
+        CURLcode rc = m->data.result;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&f);
+        finish(f, rc);
+        n++;
+    }
+    return n;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Transfers in flight to one endpoint (a tenant's job callbacks count as one). */
+static size_t endpoint_inflight(const char *webhook_id)
+{
+    size_t n = 0;
+    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
+        n += strcmp(f->d->webhook_id, webhook_id) == 0;
+    return n;
+}
+
+/* The endpoints with per transfers or more in flight, at most AD_DUE_EXCLUDE_MAX, into out (pointers into
+ * the flights). */
+static size_t full_endpoints(size_t per, const char **out)
+{
+    if (eng.inflight < per)
+        return 0;
+    const char **ids = ad_malloc(eng.inflight * sizeof(*ids));
+    size_t n = 0, nout = 0;
+    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
+        ids[n++] = f->d->webhook_id;
+    qsort(ids, n, sizeof(*ids), id_cmp);
+    for (size_t i = 0, run = 1; i < n && nout < AD_DUE_EXCLUDE_MAX; i++, run++) {
+        if (i + 1 < n && strcmp(ids[i], ids[i + 1]) == 0)
+            continue;
+        if (run >= per)
+            out[nout++] = ids[i];
+        run = 0;
+    }
+    free(ids);
+    return nout;
+}
+
+/* Start the due deliveries among the n in due that are not in flight, while there is room, skipping those of
+ * endpoints that have their share in flight. Returns whether it skipped any for that reason. */
+static int start_due(struct scan_state *ss, const struct ad_due *due, size_t n)
+{
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency, per = (size_t)eng.cfg->webhooks.per_endpoint;
+    int skipped = 0;
+    for (size_t i = 0; i < n && eng.inflight < conc; i++) {
+        if (due[i].next_at > ss->now) {
+            if (due[i].next_at < eng.next_due)
+                eng.next_due = due[i].next_at;
+            break;
+        }
+        if (bsearch(&due[i].seq, ss->busy, ss->nbusy, sizeof(*ss->busy), seq_cmp) != NULL)
+            continue;
+        if (endpoint_inflight(due[i].webhook_id) >= per)
+            skipped = 1;
+        else
+            start(ss, due[i].seq);
+    }
+    return skipped;
+}
+
+/*
+ * Start what is due, up to the concurrency, and note when the next delivery falls due. The busy set is copied
+ * before the snapshot is taken: a delivery that left it later had its outcome committed after the snapshot,
+ * so it is still in the copy and skipped, and every other row the snapshot shows is current.
+ *
+ * Fairness: an endpoint has at most perEndpoint transfers in flight, so a slow one cannot take every slot
+ * from the others. The soonest due rows are read as they come, skipping endpoints at their share. When that
+ * skipped some and left room, the others' rows may lie behind a long backlog of those endpoints; reading
+ * past it walks the whole backlog, so that second read, without them, runs at most every FAIR_SCAN_MS.
+ */
+static void scan(int64_t now)
+{
+    static int64_t next_fair;
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency;
+    eng.next_due = INT64_MAX;
+    if (eng.inflight >= conc)
+        return; /* a transfer ending makes room and brings us back */
+    struct scan_state ss = {.now = now};
+    pthread_mutex_lock(&eng.mu);
+    ss.nbusy = eng.nbusy;
+    ss.busy = ad_malloc((ss.nbusy + 1) * sizeof(*ss.busy));
+    if (ss.nbusy > 0)
+        memcpy(ss.busy, eng.busy, ss.nbusy * sizeof(*ss.busy));
+    pthread_mutex_unlock(&eng.mu);
+    qsort(ss.busy, ss.nbusy, sizeof(*ss.busy), seq_cmp);
+    size_t limit = ss.nbusy + conc - eng.inflight, n = 0;
+    struct ad_due *due = ad_malloc(limit * sizeof(*due));
+    const struct ad_store_ops *st = setup.st;
+    if (st->snapshot_begin(eng.conn) != AD_E_OK ||
+        st->delivery_due(eng.conn, NULL, 0, (int)limit, due, &n) != AD_E_OK) {
+        eng.next_due = now + 1000; /* the store is in trouble (logged): look again in a second */
+    } else if (start_due(&ss, due, n) && eng.inflight < conc) {
+        if (now >= next_fair || next_fair - now > FAIR_SCAN_MS) { /* (the clock may have been set back) */
+            next_fair = now + FAIR_SCAN_MS;
+            const char *full[AD_DUE_EXCLUDE_MAX];
+            size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full);
+            if (st->delivery_due(eng.conn, full, nfull, (int)limit, due, &n) == AD_E_OK)
+                start_due(&ss, due, n);
+        } else if (next_fair < eng.next_due) {
+            eng.next_due = next_fair;
+        }
+    }
+    st->snapshot_end(eng.conn);
+    if (st->feed_open != NULL && eng.next_due > now + CLUSTER_SCAN_MS)
+        eng.next_due = now + CLUSTER_SCAN_MS;
+    for (size_t i = 0; i < ss.nsigners; i++)
+        signer_clear(&ss.signers[i]);
+    free(ss.busy);
+    free(due);
+}
+
+static void *delivery_main(void *arg)
+{
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency, room_at = (conc + 3) / 4;
+    int64_t next_sweep = ad_mono_ms() + 1000;
+    int room = 0; /* transfers ended since the last scan */
+    while (!atomic_load(&eng.stopping)) {
+        int64_t now = ad_now_ms();
+        /* Ended transfers alone bring a scan only once a quarter of the slots are free: a scan per
+         * transfer would read the whole busy window each time. */
+        int roomy = room && conc - eng.inflight >= room_at;
+        if (atomic_exchange(&eng.dirty, 0) || now >= eng.next_due || roomy) {
+            room = 0;
+            scan(now);
+        }
+        int running = 0;
+        curl_multi_perform(eng.multi, &running);
+        if (reap() > 0)
+            room = 1;
+        flush_results();
+        if (ad_mono_ms() >= next_sweep) {
+            struct sweep_op *x = ad_calloc(1, sizeof(*x));
+            x->op.apply = sweep_apply;
+            x->op.done = sweep_done;
+            x->op.destroy = sweep_free;
+            x->before = ad_now_ms() - eng.cfg->webhooks.keep_ms;
+            ad_writer_submit(&x->op);
+            next_sweep = ad_mono_ms() + (atomic_load(&sweep_full) ? 1000 : SWEEP_PERIOD_MS);
+        }
+        long curl_ms = -1;
+        curl_multi_timeout(eng.multi, &curl_ms);
+        int64_t wait = next_sweep - ad_mono_ms();
+        if (curl_ms >= 0 && curl_ms < wait)
+            wait = curl_ms;
+        if (eng.next_due != INT64_MAX && eng.next_due - ad_now_ms() < wait)
+            wait = eng.next_due - ad_now_ms();
+        if (atomic_load(&eng.dirty) || (room && conc - eng.inflight >= room_at) || wait < 0)
+            wait = 0;
+        curl_multi_poll(eng.multi, NULL, 0, (int)wait, NULL);
+    }
+    return NULL;
+}
+
+/* The node's name for its claims: NODE_FILE in the data directory, made on first start. A node that comes back
+ * after a crash has the same name and releases what it held (ad_webhook_start). */
+static int load_node_name(const char *dir, char out[33], char *err, size_t errlen)
+{
+    char *path = ad_asprintf("%s/" NODE_FILE, dir);
+    int rc = -1;
+    FILE *f = fopen(path, "r");
+    if (f == NULL && errno == ENOENT) {
+        uint8_t raw[16];
+        ad_random_bytes(raw, sizeof(raw));
+        ad_hex_encode(raw, sizeof(raw), out);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 && write(fd, out, 32) == 32 && fsync(fd) == 0)
+            rc = 0;
+        else
+            snprintf(err, errlen, "create %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    } else if (f == NULL) {
+        snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+    } else {
+        rc = fscanf(f, "%32[0-9a-f]", out) == 1 && strlen(out) == 32 ? 0 : -1;
+        if (rc != 0)
+            snprintf(err, errlen, "%s: expected 32 hex digits", path);
+        fclose(f);
+    }
+    free(path);
+    return rc;
+}
+
+int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const char *public_url, char *err,
+                     size_t errlen)
+{
+    uint8_t key[AD_SEAL_KEY_BYTES];
+    if (ad_seal_key_load(cfg->webhooks.secret_key, cfg->data_dir, key, err, errlen) != 0)
+        return -1;
+    ad_seal_init(key);
+    OPENSSL_cleanse(key, sizeof(key));
+    ad_webhook_configure(cfg, store, public_url);
+    eng.cfg = cfg;
+    eng.store = store;
+    eng.conn = store->ops->connect(store, err, errlen);
+    if (eng.conn == NULL)
+        return -1;
+    if (store->ops->feed_open != NULL) {
+        if (load_node_name(cfg->data_dir, eng.node, err, errlen) != 0)
+            return -1;
+        /* What this node claimed before it last stopped or died is due again now, not when the claims run out. */
+        store->ops->delivery_release(eng.conn, eng.node, ad_now_ms());
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (eng.multi = curl_multi_init()) == NULL) {
+        snprintf(err, errlen, "cannot initialise libcurl");
+        return -1;
+    }
+    curl_multi_setopt(eng.multi, CURLMOPT_MAXCONNECTS, (long)cfg->webhooks.concurrency * 2);
+    eng.idle = ad_calloc((size_t)cfg->webhooks.concurrency, sizeof(*eng.idle));
+    eng.next_due = INT64_MAX;
+    atomic_store(&eng.stopping, 0);
+    atomic_store(&eng.dirty, 1); /* whatever was pending before a restart */
+    eng.resolver = ad_resolver_new(&setup.guard, resolver_wake, NULL);
+    ad_writer_set_batch_hook(batch_hook);
+    if (pthread_create(&eng.thread, NULL, delivery_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the webhook delivery thread");
+        return -1;
+    }
+    pthread_setname_np(eng.thread, "acceptd-webhook");
+    eng.started = 1;
+    return 0;
+}
+
+void ad_webhook_stop(void)
+{
+    if (!eng.started)
+        return;
+    eng.started = 0;
+    ad_writer_set_batch_hook(NULL);
+    atomic_store(&eng.stopping, 1);
+    curl_multi_wakeup(eng.multi);
+    pthread_join(eng.thread, NULL);
+    while (eng.flights != NULL) {
+        ad_delivery_free(eng.flights->d);
+        flight_free(eng.flights);
+    }
+    /* The transfers just cut: another node may send them at once (outcomes still being committed win). */
+    eng.store->ops->delivery_release(eng.conn, eng.node, ad_now_ms());
+    while (eng.nidle > 0)
+        curl_easy_cleanup(eng.idle[--eng.nidle]);
+    free(eng.idle);
+    eng.idle = NULL;
+    ad_resolver_free(eng.resolver);
+    pthread_mutex_lock(&eng.mu);
+    CURLM *m = eng.multi;
+    eng.multi = NULL;
+    free(eng.busy);
+    eng.busy = NULL;
+    eng.nbusy = eng.capbusy = 0;
+    pthread_mutex_unlock(&eng.mu);
+    curl_multi_cleanup(m);
+    curl_global_cleanup();
+    eng.store->ops->disconnect(eng.conn);
+    eng.conn = NULL;
+}
+
+/* ---- operations on endpoints and deliveries ---- */
+
+/* The endpoint named id ("callback": the callback secret, created for ROTATE when missing). */
+static ad_err find_hook(struct ad_conn *c, struct ad_webhook_op *x, int create, struct ad_webhook **out)
+{
+    if (strcmp(x->id, "callback") == 0)
+        return create ? callback_hook(c, x->tenant, x->now, out) : setup.st->webhook_get(c, x->tenant, NULL, out);
+    ad_err e = setup.st->webhook_get(c, x->tenant, x->id, out);
+    if (e == AD_E_OK && (*out)->url == NULL) {
+        ad_webhook_free(*out);
+        *out = NULL;
+        e = AD_E_NOT_FOUND;
+    }
+    return e;
+}
+
+static ad_err op_create(struct ad_webhook_op *x, struct ad_conn *c)
+{
+    struct ad_webhook_list l;
+    ad_err e = setup.st->webhook_list(c, x->tenant, 0, &l);
+    if (e != AD_E_OK)
+        return e;
+    size_t n = l.n;
+    ad_webhook_list_free(&l);
+    if (n >= AD_WEBHOOKS_MAX)
+        return AD_E_VALIDATION_FAILED;
+    x->hook = hook_new(x->tenant, x->url, x->events, x->now, x->secret);
+    return setup.st->webhook_put(c, x->hook);
+}
+
+static ad_err op_rotate(struct ad_webhook_op *x, struct ad_conn *c)
+{
+    ad_err e = find_hook(c, x, 1, &x->hook);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_webhook *w = x->hook;
+    /* A secret that was never shown (the callback secret just made, or made by an earlier version for a job)
+     * is not kept to sign during a grace period: no receiver knows it. */
+    int shown = ad_webhook_secret_shown(w);
+    free(w->prev_secret);
+    w->prev_secret = NULL;
+    w->prev_until = 0;
+    if (w->url == NULL)
+        w->events = AD_WHE_FINAL;
+    if (shown && setup.conf->rotation_grace_ms > 0) {
+        w->prev_secret = w->secret;
+        w->prev_until = x->now + setup.conf->rotation_grace_ms;
+    } else {
+        free(w->secret);
+    }
+    ad_sign_new_secret(x->secret);
+    w->secret = ad_seal(w->id, x->secret);
+    return setup.st->webhook_put(c, w);
+}
+
+static ad_err op_enable(struct ad_webhook_op *x, struct ad_conn *c)
+{
+    ad_err e = find_hook(c, x, 0, &x->hook);
+    if (e != AD_E_OK)
+        return e;
+    x->hook->disabled_at = 0;
+    free(x->hook->disabled_reason);
+    x->hook->disabled_reason = NULL;
+    return setup.st->webhook_put(c, x->hook);
+}
+
+static ad_err op_redeliver(struct ad_webhook_op *x, struct ad_conn *c)
+{
+    ad_err e = setup.st->delivery_get(c, x->tenant, x->id, 0, &x->delivery);
+    if (e != AD_E_OK)
+        return e;
+    struct ad_delivery *d = x->delivery;
+    struct ad_webhook *w = NULL;
+    e = setup.st->webhook_get(c, NULL, d->webhook_id, &w);
+    int disabled = e == AD_E_OK && w->disabled_at != 0;
+    ad_webhook_free(w);
+    if (e != AD_E_OK)
+        return e;
+    if (d->state == AD_DLV_PENDING || disabled)
+        return AD_E_ILLEGAL_TRANSITION;
+    /* A fresh run of the whole schedule, same event: the receiver sees the same webhook-id and Idempotency-Key. */
+    d->state = AD_DLV_PENDING;
+    d->attempts = 0;
+    d->next_at = x->now;
+    e = setup.st->delivery_update(c, d);
+    if (e == AD_E_OK)
+        atomic_store(&outbox_dirty, 1);
+    return e;
+}
+
+static ad_err op_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_webhook_op *x = (struct ad_webhook_op *)op;
+    switch (x->kind) {
+    case AD_WHOP_CREATE:
+        return op_create(x, c);
+    case AD_WHOP_DELETE:
+        return setup.st->webhook_delete(c, x->tenant, x->id);
+    case AD_WHOP_ROTATE:
+        return op_rotate(x, c);
+    case AD_WHOP_ENABLE:
+        return op_enable(x, c);
+    case AD_WHOP_REDELIVER:
+        return op_redeliver(x, c);
+    }
+    return AD_E_INTERNAL;
+}
+
+static void op_destroy(struct ad_op *op)
+{
+    struct ad_webhook_op *x = (struct ad_webhook_op *)op;
+    free(x->tenant);
+    free(x->id);
+    free(x->url);
+    ad_webhook_free(x->hook);
+    ad_delivery_free(x->delivery);
+    OPENSSL_cleanse(x->secret, sizeof(x->secret));
+    free(x);
+}
+
+struct ad_webhook_op *ad_webhook_op_new(enum ad_webhook_op_kind kind)
+{
+    struct ad_webhook_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = op_apply;
+    x->op.destroy = op_destroy;
+    x->kind = kind;
+    return x;
+}
