@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "job.h"
-#include "store.h"
+#include "store_int.h"
 
 #define T0 INT64_C(1800000000000)
 
