@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -718,4 +719,18 @@ int ad_lock_dir(const char *dir)
         fd = -1;
     }
     return fd;
+}
+
+void ad_getopt_error(int c, int argc, char **argv, char *err, size_t errlen)
+{
+    /* getopt_long has moved optind past what it refused, value included when it took one. */
+    const char *a = optind >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+    if (c == ':')
+        snprintf(err, errlen, "%.200s needs a value", a);
+    else if (optopt != 0 && strncmp(a, "--", 2) == 0)
+        snprintf(err, errlen, "%.200s takes no value", a);
+    else if (optopt != 0)
+        snprintf(err, errlen, "unknown option -%c", optopt);
+    else
+        snprintf(err, errlen, "unknown option %.200s", a);
 }

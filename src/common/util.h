@@ -124,4 +124,11 @@ int ad_buf_str(struct ad_buf *b, const char *s);
 int ad_buf_int(struct ad_buf *b, int64_t v);
 void ad_buf_free(struct ad_buf *b);
 
+/*
+ * The one-line message for what getopt_long (optstring starting with ':', opterr 0) refused: c is what it
+ * returned ('?' or ':'), argc and argv what it was given. Written into err, e.g. "unknown option --bogus" or
+ * "--type needs a value".
+ */
+void ad_getopt_error(int c, int argc, char **argv, char *err, size_t errlen);
+
 #endif

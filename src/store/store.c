@@ -1,10 +1,11 @@
 /*
  * store.c - picks the store backend for a target and holds what every backend shares.
  *
- * The backends themselves live in store_sqlite.c and store_pg.c; this file only dispatches on the target's
- * scheme. It opens no connection of its own.
+ * The backends themselves live in store_sqlite.c and store_pg.c; this file dispatches on the target's scheme,
+ * frees the contract's lists, and answers the webhook lookups of a write transaction from its cache
+ * (ad_hooks_list, ad_hooks_get) for both backends. It opens no connection of its own.
  */
-#include "store/store.h"
+#include "store/store_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,8 +161,9 @@ static void webhook_list_copy(const struct ad_webhook_list *from, struct ad_webh
         to->items[i] = webhook_dup(from->items[i]);
 }
 
-int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
-                       struct ad_webhook_list *out)
+/* A copy of the lookup kept for (kind, tenant) into out (the caller frees it): 1, or 0 when none is kept. */
+static int hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                           struct ad_webhook_list *out)
 {
     for (size_t i = 0; tenant != NULL && i < c->n; i++)
         if (c->items[i].kind == kind && strcmp(c->items[i].tenant, tenant) == 0) {
@@ -171,8 +173,9 @@ int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, co
     return 0;
 }
 
-void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
-                        const struct ad_webhook_list *l)
+/* Keep a copy of l as the lookup for (kind, tenant); nothing once the cache is full. */
+static void hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
+                            const struct ad_webhook_list *l)
 {
     if (tenant == NULL || c->n == AD_HOOK_CACHE_MAX)
         return;
@@ -189,4 +192,45 @@ void ad_hook_cache_drop(struct ad_hook_cache *c)
         ad_webhook_list_free(&c->items[i].list);
     }
     c->n = 0;
+}
+
+/* Only inside the connection's write transaction: the write lock keeps every other writer out until it ends, and
+ * the connection's own endpoint writes and undone operations drop what it keeps. */
+static ad_err hooks_lookup(struct ad_hook_cache *cache, int in_tx, struct ad_conn *c, ad_hook_fetch_fn fetch,
+                           enum ad_hook_kind kind, const char *tenant, const char *id, struct ad_webhook_list *out)
+{
+    *out = (struct ad_webhook_list){0};
+    int cached = in_tx && kind != AD_HOOKS_BY_ID;
+    if (cached && hook_cache_find(cache, kind, tenant, out))
+        return AD_E_OK;
+    ad_err e = fetch(c, kind, tenant, id, out);
+    if (e != AD_E_OK) {
+        ad_webhook_list_free(out);
+        return e;
+    }
+    if (cached)
+        hook_cache_keep(cache, kind, tenant, out);
+    return AD_E_OK;
+}
+
+ad_err ad_hooks_list(struct ad_hook_cache *cache, int in_tx, struct ad_conn *c, ad_hook_fetch_fn fetch,
+                     const char *tenant, int enabled_only, struct ad_webhook_list *out)
+{
+    return hooks_lookup(cache, in_tx, c, fetch, enabled_only ? AD_HOOKS_ENABLED : AD_HOOKS_ALL, tenant, NULL, out);
+}
+
+ad_err ad_hooks_get(struct ad_hook_cache *cache, int in_tx, struct ad_conn *c, ad_hook_fetch_fn fetch,
+                    const char *tenant, const char *id, struct ad_webhook **out)
+{
+    *out = NULL;
+    struct ad_webhook_list l;
+    ad_err e = hooks_lookup(cache, in_tx, c, fetch, id != NULL ? AD_HOOKS_BY_ID : AD_HOOKS_CALLBACK, tenant, id, &l);
+    if (e == AD_E_OK && l.n == 0)
+        e = AD_E_NOT_FOUND;
+    if (e == AD_E_OK) {
+        *out = l.items[0];
+        l.items[0] = NULL;
+    }
+    ad_webhook_list_free(&l);
+    return e;
 }

@@ -1,8 +1,11 @@
 /*
- * store.h - the durable store behind one interface; store_sqlite.c and store_pg.c implement it.
+ * store.h - the store contract: the durable store behind one interface (struct ad_store_ops), which
+ * store_sqlite.c and store_pg.c implement and tests/unit/store_contract.h checks against both.
  *
- * Nothing above this file knows which backend it talks to. The store keeps rows and answers indexed
- * queries; it makes no decisions: state changes are decided in the core and written here.
+ * This is all that the layers above may use; what the backends share among themselves (the jobs table's
+ * columns, the per-transaction webhook lookups, their constructors) is in store_int.h, the way curl keeps
+ * vtls.h and vtls_int.h. Nothing above this file knows which backend it talks to. The store keeps rows and
+ * answers indexed queries; it makes no decisions: state changes are decided in the core and written here.
  * Each thread opens its own connection (ad_conn): the writer thread does all writes inside
  * begin/commit, other threads only read.
  */
@@ -13,45 +16,6 @@
 #include <stdint.h>
 #include "common/error.h"
 #include "job/job.h"
-
-/*
- * The columns of the jobs table that mirror struct ad_job, in the order every backend selects and binds them:
- * XX(name, kind, n, fixed), n being the column's place from 1 (its parameter number where a backend numbers
- * them). Kinds: TEXT (NULL = absent), INT, PROG (NULL = -1 = unknown), TIME (NULL = 0 = not reached). A fixed
- * column (1) is written when the job is created and never changed by an update (tombstoning sets tombstoned and
- * empties the payload with a statement of its own). seq and cseq follow them and are handled by hand. Each backend
- * generates its select list, insert, update, binder and row reader from this one list, so no two can drift apart.
- */
-#define AD_JOB_COLUMNS(XX)                                                                                             \
-    XX(id, TEXT, 1, 1)                                                                                                 \
-    XX(tenant, TEXT, 2, 1)                                                                                             \
-    XX(type, TEXT, 3, 1)                                                                                               \
-    XX(status, INT, 4, 0)                                                                                              \
-    XX(progress, PROG, 5, 0)                                                                                           \
-    XX(priority, INT, 6, 1)                                                                                            \
-    XX(payload, TEXT, 7, 1)                                                                                            \
-    XX(result, TEXT, 8, 0)                                                                                             \
-    XX(result_location, TEXT, 9, 0)                                                                                    \
-    XX(error, TEXT, 10, 0)                                                                                             \
-    XX(message, TEXT, 11, 0)                                                                                           \
-    XX(attempt, INT, 12, 0)                                                                                            \
-    XX(max_attempts, INT, 13, 1)                                                                                       \
-    XX(cancel_requested, INT, 14, 0)                                                                                   \
-    XX(timeout_seconds, INT, 15, 1)                                                                                    \
-    XX(on_complete_redirect, INT, 16, 1)                                                                               \
-    XX(created_at, TIME, 17, 1)                                                                                        \
-    XX(started_at, TIME, 18, 0)                                                                                        \
-    XX(updated_at, TIME, 19, 0)                                                                                        \
-    XX(finished_at, TIME, 20, 0)                                                                                       \
-    XX(expires_at, TIME, 21, 0)                                                                                        \
-    XX(run_at, TIME, 22, 0)                                                                                            \
-    XX(callback_url, TEXT, 23, 1)                                                                                      \
-    XX(retry_of, TEXT, 24, 1)                                                                                          \
-    XX(resource, TEXT, 25, 1)                                                                                          \
-    XX(lease_id, TEXT, 26, 0)                                                                                          \
-    XX(lease_expires_at, TIME, 27, 0)                                                                                  \
-    XX(worker, TEXT, 28, 0)                                                                                            \
-    XX(tombstoned, INT, 29, 1)
 
 struct ad_store;
 struct ad_conn;
@@ -133,30 +97,6 @@ struct ad_webhook_list {
 void ad_webhook_free(struct ad_webhook *w);
 void ad_webhook_list_free(struct ad_webhook_list *l);
 
-/*
- * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the
- * tenant's endpoints on every change of a job. A backend keeps one per connection, asks it only while its
- * transaction holds the write lock (no other writer can change the endpoints meanwhile), and drops it when the
- * transaction or an operation in it ends undone, and whenever it writes an endpoint itself.
- */
-enum ad_hook_kind { AD_HOOKS_ALL, AD_HOOKS_ENABLED, AD_HOOKS_CALLBACK };
-#define AD_HOOK_CACHE_MAX 64
-struct ad_hook_cache {
-    struct {
-        enum ad_hook_kind kind;
-        char *tenant;
-        struct ad_webhook_list list; /* AD_HOOKS_CALLBACK: the secret, or empty when the tenant has none */
-    } items[AD_HOOK_CACHE_MAX];
-    size_t n;
-};
-/* A copy of the lookup kept for (kind, tenant) into out (the caller frees it): 1, or 0 when none is kept. */
-int ad_hook_cache_find(const struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
-                       struct ad_webhook_list *out);
-/* Keep a copy of l as the lookup for (kind, tenant); nothing once the cache is full. */
-void ad_hook_cache_keep(struct ad_hook_cache *c, enum ad_hook_kind kind, const char *tenant,
-                        const struct ad_webhook_list *l);
-void ad_hook_cache_drop(struct ad_hook_cache *c);
-
 /* A row of the webhook outbox: one event for one destination, and how its delivery went. */
 enum ad_delivery_state { AD_DLV_PENDING = 0, AD_DLV_DELIVERED = 1, AD_DLV_DEAD = 2 };
 struct ad_delivery {
@@ -192,8 +132,6 @@ struct ad_due {
     int64_t next_at;
     char webhook_id[AD_DUE_ID_MAX]; /* "" if longer (acceptd's own ids are 32 characters) */
 };
-/* Copy an endpoint id into d (the backends' rows). */
-void ad_due_set_webhook(struct ad_due *d, const char *id);
 /* How many endpoints delivery_due can leave out. */
 #define AD_DUE_EXCLUDE_MAX 16
 
@@ -345,9 +283,5 @@ struct ad_store {
 /* Open the store named by target: "postgresql://..." or "postgres://..." selects PostgreSQL, anything else is a
  * data directory for SQLite (created if missing). NULL with err on failure. Close with s->ops->close(s). */
 struct ad_store *ad_store_open(const char *target, char *err, size_t errlen);
-
-/* Backend constructors, used by ad_store_open. */
-struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen);
-struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen);
 
 #endif

@@ -21,7 +21,7 @@
  * Like store_sqlite.c, this file decides nothing about jobs and never logs parameter values (payloads,
  * results, secrets): only the statement's purpose and the server's primary message.
  */
-#include "store/store.h"
+#include "store/store_int.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -1506,19 +1506,6 @@ static void pg_snapshot_end(struct ad_conn *c)
 {
 }
 
-/* Only inside a transaction: the write lock keeps every other writer out until it ends, and this
- * connection's own writes drop what it holds. */
-static int hooks_find(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, struct ad_webhook_list *out)
-{
-    return c->in_tx && ad_hook_cache_find(&c->hooks, kind, tenant, out);
-}
-
-static void hooks_keep(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const struct ad_webhook_list *l)
-{
-    if (c->in_tx)
-        ad_hook_cache_keep(&c->hooks, kind, tenant, l);
-}
-
 static struct ad_webhook *read_webhook(const PGresult *r, int row)
 {
     struct ad_webhook *w = ad_calloc(1, sizeof(*w));
@@ -1564,45 +1551,33 @@ static ad_err pg_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
     return write1(c, ST_WEBHOOK_PUT, &p, CHECK_NONE, "put webhook");
 }
 
-/* The callback secret (id NULL) is looked up once per transaction: each job outcome with a callbackUrl
- * asks for it. */
-static ad_err pg_webhook_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out)
+/* The rows behind webhook_get and webhook_list; store.c remembers the transaction's lookups (ad_hooks_get,
+ * ad_hooks_list): each job outcome with a callbackUrl asks for the callback secret, and the outbox for the
+ * tenant's endpoints on every change. */
+static ad_err pg_hooks_fetch(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const char *id,
+                             struct ad_webhook_list *out)
 {
-    *out = NULL;
-    struct ad_webhook_list l;
-    ad_err e = AD_E_OK;
-    if (id != NULL || !hooks_find(c, AD_HOOKS_CALLBACK, tenant, &l)) {
-        struct pg_params p = {0};
-        param_TEXT(&p, id != NULL ? id : tenant);
-        if (id != NULL)
-            param_TEXT(&p, tenant);
-        e = fetch_webhooks(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK, &p, &l, "get webhook");
-        if (e == AD_E_OK && id == NULL)
-            hooks_keep(c, AD_HOOKS_CALLBACK, tenant, &l);
+    struct pg_params p = {0};
+    if (kind == AD_HOOKS_BY_ID) {
+        param_TEXT(&p, id);
+        param_TEXT(&p, tenant);
+        return fetch_webhooks(c, ST_WEBHOOK_GET, &p, out, "get webhook");
     }
-    if (e == AD_E_OK && l.n == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        *out = l.items[0];
-        l.items[0] = NULL;
-    }
-    ad_webhook_list_free(&l);
-    return e;
+    param_TEXT(&p, tenant);
+    if (kind == AD_HOOKS_CALLBACK)
+        return fetch_webhooks(c, ST_WEBHOOK_CALLBACK, &p, out, "get webhook");
+    param_INT(&p, kind == AD_HOOKS_ENABLED ? 1 : 0);
+    return fetch_webhooks(c, ST_WEBHOOK_LIST, &p, out, "list webhooks");
 }
 
-/* Remembered per (tenant, enabled_only) for the rest of a transaction: the outbox asks on every change. */
+static ad_err pg_webhook_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out)
+{
+    return ad_hooks_get(&c->hooks, c->in_tx, c, pg_hooks_fetch, tenant, id, out);
+}
+
 static ad_err pg_webhook_list(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out)
 {
-    enum ad_hook_kind kind = enabled_only ? AD_HOOKS_ENABLED : AD_HOOKS_ALL;
-    if (hooks_find(c, kind, tenant, out))
-        return AD_E_OK;
-    struct pg_params p = {0};
-    param_TEXT(&p, tenant);
-    param_INT(&p, enabled_only ? 1 : 0);
-    ad_err e = fetch_webhooks(c, ST_WEBHOOK_LIST, &p, out, "list webhooks");
-    if (e == AD_E_OK)
-        hooks_keep(c, kind, tenant, out);
-    return e;
+    return ad_hooks_list(&c->hooks, c->in_tx, c, pg_hooks_fetch, tenant, enabled_only, out);
 }
 
 /* Awaited, not only sent: the caller answers 404 for an endpoint that is not there. The endpoint's

@@ -7,7 +7,7 @@
  * served by an index (tests/unit/test_store_sqlite.c checks the plans). This file decides nothing about
  * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
  */
-#include "store/store.h"
+#include "store/store_int.h"
 #include "store/walbuf.h"
 
 #include <errno.h>
@@ -1481,60 +1481,36 @@ static ad_err sq_webhook_put(struct ad_conn *c, const struct ad_webhook *w)
     return run(c, st, "put webhook");
 }
 
-/* Lookups made inside the write transaction are remembered for the rest of it (ad_hook_cache): the writer is
- * the only one to write the file, and its own endpoint writes drop them. The outbox asks on every change. */
-static int hooks_find(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, struct ad_webhook_list *out)
+/* The rows behind webhook_get and webhook_list; store.c remembers the write transaction's lookups (ad_hooks_get,
+ * ad_hooks_list): the writer is the only one to write the file, and its own endpoint writes drop them. */
+static ad_err sq_hooks_fetch(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const char *id,
+                             struct ad_webhook_list *out)
 {
-    return c->in_tx && ad_hook_cache_find(&c->hooks, kind, tenant, out);
-}
-
-static void hooks_keep(struct ad_conn *c, enum ad_hook_kind kind, const char *tenant, const struct ad_webhook_list *l)
-{
-    if (c->in_tx)
-        ad_hook_cache_keep(&c->hooks, kind, tenant, l);
+    sqlite3_stmt *st = stmt(c, kind == AD_HOOKS_BY_ID      ? ST_WEBHOOK_GET
+                               : kind == AD_HOOKS_CALLBACK ? ST_WEBHOOK_CALLBACK
+                                                           : ST_WEBHOOK_LIST);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    if (kind == AD_HOOKS_BY_ID) {
+        bind_TEXT(st, 1, id);
+        bind_TEXT(st, 2, tenant);
+    } else {
+        bind_TEXT(st, 1, tenant);
+        if (kind != AD_HOOKS_CALLBACK)
+            sqlite3_bind_int(st, 2, kind == AD_HOOKS_ENABLED);
+    }
+    return fetch_webhooks(c, st, out,
+                          kind == AD_HOOKS_ALL || kind == AD_HOOKS_ENABLED ? "list webhooks" : "get webhook");
 }
 
 static ad_err sq_webhook_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_webhook **out)
 {
-    *out = NULL;
-    struct ad_webhook_list l;
-    ad_err e = AD_E_OK;
-    if (id != NULL || !hooks_find(c, AD_HOOKS_CALLBACK, tenant, &l)) {
-        sqlite3_stmt *st = stmt(c, id != NULL ? ST_WEBHOOK_GET : ST_WEBHOOK_CALLBACK);
-        if (st == NULL)
-            return AD_E_INTERNAL;
-        bind_TEXT(st, 1, id != NULL ? id : tenant);
-        if (id != NULL)
-            bind_TEXT(st, 2, tenant);
-        e = fetch_webhooks(c, st, &l, "get webhook");
-        if (e == AD_E_OK && id == NULL)
-            hooks_keep(c, AD_HOOKS_CALLBACK, tenant, &l);
-    }
-    if (e == AD_E_OK && l.n == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        *out = l.items[0];
-        l.items[0] = NULL;
-    }
-    ad_webhook_list_free(&l);
-    return e;
+    return ad_hooks_get(&c->hooks, c->in_tx, c, sq_hooks_fetch, tenant, id, out);
 }
 
 static ad_err sq_webhook_list(struct ad_conn *c, const char *tenant, int enabled_only, struct ad_webhook_list *out)
 {
-    *out = (struct ad_webhook_list){0};
-    enum ad_hook_kind kind = enabled_only ? AD_HOOKS_ENABLED : AD_HOOKS_ALL;
-    if (hooks_find(c, kind, tenant, out))
-        return AD_E_OK;
-    sqlite3_stmt *st = stmt(c, ST_WEBHOOK_LIST);
-    if (st == NULL)
-        return AD_E_INTERNAL;
-    bind_TEXT(st, 1, tenant);
-    sqlite3_bind_int(st, 2, enabled_only);
-    ad_err e = fetch_webhooks(c, st, out, "list webhooks");
-    if (e == AD_E_OK)
-        hooks_keep(c, kind, tenant, out);
-    return e;
+    return ad_hooks_list(&c->hooks, c->in_tx, c, sq_hooks_fetch, tenant, enabled_only, out);
 }
 
 static ad_err sq_webhook_delete(struct ad_conn *c, const char *tenant, const char *id)

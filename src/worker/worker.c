@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
 #include <spawn.h>
@@ -78,65 +79,82 @@ int ad_worker_parse_args(int argc, char **argv, struct ad_worker_opts *o, char *
     if (env != NULL && env[0] != '\0')
         o->key = env;
 
-    int i = 0;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            i++;
+    /* getopt_long wants the program's name first: a copy of argv behind one. "+" stops at the first
+     * non-option (the command may start without --) and leaves argv unpermuted, so av[k + 1] is argv[k]. */
+    static const struct option longopts[] = {{"url", required_argument, NULL, 'U'},
+                                             {"key", required_argument, NULL, 'K'},
+                                             {"type", required_argument, NULL, 'T'},
+                                             {"concurrency", required_argument, NULL, 'C'},
+                                             {"lease-seconds", required_argument, NULL, 'L'},
+                                             {"grace", required_argument, NULL, 'G'},
+                                             {"lease-wait", required_argument, NULL, 'W'},
+                                             {"name", required_argument, NULL, 'N'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    char **av = ad_calloc((size_t)argc + 2, sizeof(*av));
+    av[0] = "acceptd worker";
+    if (argc > 0)
+        memcpy(av + 1, argv, (size_t)argc * sizeof(*av));
+    int rc = 0, c, idx;
+    opterr = 0;
+    optind = 0; /* glibc: start afresh */
+    while (rc == 0 && (c = getopt_long(argc + 1, av, "+:h", longopts, &idx)) != -1) {
+        const char *v = optarg;
+        const char *a = c == '?' || c == ':' || c == 'h' ? NULL : longopts[idx].name;
+        char name[32];
+        if (a != NULL)
+            snprintf(name, sizeof(name), "--%s", a);
+        switch (c) {
+        case 'h':
+            rc = 1;
             break;
-        }
-        if (a[0] != '-')
-            break; /* the command starts here */
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int known = strcmp(a, "--url") == 0 || strcmp(a, "--key") == 0 || strcmp(a, "--type") == 0 ||
-                    strcmp(a, "--concurrency") == 0 || strcmp(a, "--lease-seconds") == 0 || strcmp(a, "--grace") == 0 ||
-                    strcmp(a, "--lease-wait") == 0 || strcmp(a, "--name") == 0;
-        if (!known) {
-            snprintf(err, errlen, "unknown option %s", a);
-            return -1;
-        }
-        if (v == NULL) {
-            snprintf(err, errlen, "%s needs a value", a);
-            return -1;
-        }
-        i++;
-        if (strcmp(a, "--url") == 0) {
+        case 'U':
             o->url = v;
-        } else if (strcmp(a, "--key") == 0) {
+            break;
+        case 'K':
             o->key = v[0] != '\0' ? v : NULL;
-        } else if (strcmp(a, "--type") == 0) {
-            size_t len = strlen(v);
-            if (len == 0 || len > 128) {
+            break;
+        case 'T':
+            if (v[0] == '\0' || strlen(v) > 128) {
                 snprintf(err, errlen, "--type: a job type is 1 to 128 characters");
-                return -1;
-            }
-            if (o->ntypes == AD_WORKER_MAX_TYPES) {
+                rc = -1;
+            } else if (o->ntypes == AD_WORKER_MAX_TYPES) {
                 snprintf(err, errlen, "--type: at most %d types", AD_WORKER_MAX_TYPES);
-                return -1;
+                rc = -1;
+            } else {
+                o->types[o->ntypes++] = v;
             }
-            o->types[o->ntypes++] = v;
-        } else if (strcmp(a, "--concurrency") == 0) {
-            if (parse_int_opt(a, v, 1, 100, &o->concurrency, err, errlen) != 0)
-                return -1;
-        } else if (strcmp(a, "--lease-seconds") == 0) {
-            if (parse_int_opt(a, v, 1, 3600, &o->lease_seconds, err, errlen) != 0)
-                return -1;
-        } else if (strcmp(a, "--grace") == 0) {
-            if (parse_int_opt(a, v, 0, 3600, &o->grace_seconds, err, errlen) != 0)
-                return -1;
-        } else if (strcmp(a, "--lease-wait") == 0) {
-            if (parse_int_opt(a, v, 0, 60, &o->lease_wait, err, errlen) != 0)
-                return -1;
-        } else {
+            break;
+        case 'C':
+            rc = parse_int_opt(name, v, 1, 100, &o->concurrency, err, errlen);
+            break;
+        case 'L':
+            rc = parse_int_opt(name, v, 1, 3600, &o->lease_seconds, err, errlen);
+            break;
+        case 'G':
+            rc = parse_int_opt(name, v, 0, 3600, &o->grace_seconds, err, errlen);
+            break;
+        case 'W':
+            rc = parse_int_opt(name, v, 0, 60, &o->lease_wait, err, errlen);
+            break;
+        case 'N':
             if (v[0] == '\0' || strlen(v) > 128) {
                 snprintf(err, errlen, "--name: a worker name is 1 to 128 characters");
-                return -1;
+                rc = -1;
+            } else {
+                o->name = v;
             }
-            o->name = v;
+            break;
+        default:
+            ad_getopt_error(c, argc + 1, av, err, errlen);
+            rc = -1;
+            break;
         }
     }
+    int i = optind - 1;
+    free(av);
+    if (rc != 0)
+        return rc;
     if (i >= argc) {
         snprintf(err, errlen, "no command: give it after --, e.g. acceptd worker --type T -- ./run-job.sh");
         return -1;

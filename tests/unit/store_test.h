@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "job/job.h"
-#include "store/store.h"
+#include "store/store_int.h"
 
 #define T0 INT64_C(1800000000000)
 

@@ -39,9 +39,9 @@ static int setup(void **state)
     snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
     ad_config_defaults(&f->cfg);
     char err[256] = "";
-    f->s = ad_store_sqlite_open(f->data, err, sizeof(err));
+    f->s = ad_store_open(f->data, err, sizeof(err));
     if (f->s == NULL) {
-        fprintf(stderr, "ad_store_sqlite_open: %s\n", err);
+        fprintf(stderr, "ad_store_open: %s\n", err);
         return -1;
     }
     f->c = f->s->ops->connect(f->s, err, sizeof(err));

@@ -49,7 +49,7 @@ static int fx_setup(void **state)
         fprintf(stderr, "config: %s\n", err);
         return -1;
     }
-    f->s = ad_store_sqlite_open(f->data, err, sizeof(err));
+    f->s = ad_store_open(f->data, err, sizeof(err));
     if (f->s == NULL || (f->c = f->s->ops->connect(f->s, err, sizeof(err))) == NULL) {
         fprintf(stderr, "store: %s\n", err);
         return -1;
