@@ -10,7 +10,9 @@
 //   - every line of JSON, with timestamps masked, must equal the real one;
 //   - the ids (job_..., lse_...) and ETags in the doc's output are mapped to the real ones at the same place
 //     in the real output, and later commands run with the real ones in their place: the doc keeps the ids
-//     of the run that was pasted, so a reader can follow it, and the test follows along with its own.
+//     of the run that was pasted, so a reader can follow it, and the test follows along with its own;
+//     so are page tokens and change-feed cursors (they count the store's sequence numbers, which differ
+//     between SQLite and PostgreSQL), in later commands' `pageToken=` and `since=`.
 // Also substituted: the daemon's address for http://127.0.0.1:8080 and ACCEPTD_BIN for build/acceptd.
 // Blocks fenced otherwise (```sh, plain ```) are not run. ACCEPTD_TOUR_PRINT=1 prints each command's
 // real output, for pasting into the doc after a change.
@@ -31,6 +33,9 @@ const DOC_URL = 'http://127.0.0.1:8080';
 const COMMAND_LIMIT_MS = (process.env.ACCEPTD_SANITIZED ? 3 : 1) * 40_000;
 
 const TOKEN = /\b(?:job|lse)_[A-Za-z0-9_-]{20,}|"[A-Za-z0-9_-]{22}"/g; // ids and ETags
+// Page tokens and change-feed cursors: they count the store's sequence numbers, which differ by store.
+const CURSOR = /"(cursor|nextPageToken)":"([^"]+)"/g;
+const CURSOR_ARG = /\b(since=|pageToken=)([A-Za-z0-9_-]+)/g;
 const TIME = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g;
 const STATUS = /^(?:HTTP\/[\d.]+ (\d{3})\b|(\d{3})(?: |$))/;
 
@@ -140,11 +145,20 @@ describe('docs/tour.md', () => {
         // The tour's daemon: no configuration at all (loopback only, no keys, any job type).
         const d = await startDaemon({ config: '' });
         sh = shell({ ...process.env, TMPDIR: tmp, ACCEPTD_URL: '', ACCEPTD_KEY: '' });
-        const ids = new Map(); // token in the doc -> the real one
+        const ids = new Map(); // id or ETag in the doc -> the real one
+        const cursors = new Map(); // page token or cursor in the doc -> the real one
         const subst = (s) => {
             let r = s.replaceAll(DOC_URL, d.url).replace(/(^|[\s;&|(])build\/acceptd\b/g, `$1${BIN}`);
             for (const [from, to] of ids) r = r.replaceAll(from, to);
-            return r;
+            r = r.replace(CURSOR_ARG, (m, k, v) => k + (cursors.get(v) ?? v));
+            return r.replace(CURSOR, (m, k, v) => `"${k}":"${cursors.get(v) ?? v}"`);
+        };
+        const map = (m, want, have, why) => {
+            assert.equal(have.length, want.length, `ids, ETags, cursors: ${want.length} in the tour, ${have.length} printed\n${why}`);
+            want.forEach((w, k) => {
+                if (m.has(w)) assert.equal(have[k], m.get(w), `${w} stands for ${m.get(w)} earlier, here for ${have[k]}\n${why}`);
+                else m.set(w, have[k]);
+            });
         };
         let ran = 0;
         try {
@@ -158,14 +172,10 @@ describe('docs/tour.md', () => {
                     const why = `${where}: $ ${c.text}\n--- the tour shows ---\n${c.expected.join('\n')}\n--- it printed ---\n${out}`;
                     assert.equal(rc, 0, `exit status ${rc}\n${why}`);
 
-                    // Map the doc's ids and ETags to this run's, in the order they appear.
-                    const want = c.expected.join('\n').match(TOKEN) ?? [];
-                    const have = out.match(TOKEN) ?? [];
-                    assert.equal(have.length, want.length, `ids and ETags: ${want.length} in the tour, ${have.length} printed\n${why}`);
-                    want.forEach((w, k) => {
-                        if (ids.has(w)) assert.equal(have[k], ids.get(w), `${w} stands for ${ids.get(w)} earlier, here for ${have[k]}\n${why}`);
-                        else ids.set(w, have[k]);
-                    });
+                    // Map the doc's ids, ETags and cursors to this run's, in the order they appear.
+                    const doc = c.expected.join('\n');
+                    map(ids, doc.match(TOKEN) ?? [], out.match(TOKEN) ?? [], why);
+                    map(cursors, [...doc.matchAll(CURSOR)].map((m) => m[2]), [...out.matchAll(CURSOR)].map((m) => m[2]), why);
 
                     assert.deepEqual(statuses(got), statuses(c.expected), `statuses\n${why}`);
                     assert.deepEqual(jsonLines(got).map(masked), jsonLines(c.expected).map((l) => masked(subst(l))), `JSON\n${why}`);
