@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(
-    build-essential pkg-config
+    build-essential pkg-config curl jq
     libh2o-evloop-dev libjansson-dev libsqlite3-dev libyaml-dev libssl-dev libcurl4-openssl-dev libpq-dev
     liburing-dev libgoogle-perftools-dev
     libcmocka-dev
