@@ -216,6 +216,49 @@ int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
     return send_body(req, status, "application/problem+json", json, strlen(json));
 }
 
+/* Whether c may stand as it is in a URI reference (RFC 3986 §2: unreserved, gen-delims, sub-delims). */
+static int uri_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~:/?#[]@!$&'()*+,;=", c) != NULL);
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*
+ * The instance member is a URI reference (RFC 9457 §3.1.5), so the request target is echoed as one: a byte
+ * that may not stand in a URI (a control, a space, '"', '\\', a byte of UTF-8 or not) is percent-encoded, and
+ * so is a '%' that does not start an escape. What a client sent as a valid URI reads back byte for byte, and
+ * the result is ASCII, whatever was sent. The caller frees it.
+ */
+static char *uri_escape(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = ad_malloc(len * 3 + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (uri_char(c) || (c == '%' && len - i >= 3 && hexval((unsigned char)s[i + 1]) >= 0 &&
+                            hexval((unsigned char)s[i + 2]) >= 0)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* The problem document for err with the given status, allocated in the request's pool. */
 static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
 {
@@ -226,7 +269,7 @@ static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const ch
     ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
     ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
     /* The path is echoed, but never more of it than a client could need to recognise its request. */
-    char *instance = ad_strndup(req->path.base, req->path.len < 512 ? req->path.len : 512);
+    char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
     ad_buf_append(&b, ",\"instance\":", 12);
     ad_json_str(&b, instance);
     free(instance);
@@ -355,17 +398,6 @@ const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token)
 const char *ad_http_get_str(h2o_req_t *req, const char *name)
 {
     return field_value(req, NULL, name);
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 const char *ad_http_query(struct ad_request *r, const char *name)

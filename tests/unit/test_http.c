@@ -1,6 +1,6 @@
 /*
  * test_http.c - unit tests for the parts of src/http.c that need no live connection: route matching, query
- * parameters, Prefer parsing, header lookups and the pending-request guard.
+ * parameters, Prefer parsing, header lookups, the problem body and the pending-request guard.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
  * response, which needs a real connection and is covered by the black-box tests. The held reading of a
@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,51 @@ static void test_query(void **state)
     assert_string_equal(ad_http_query(&f->r, "c"), "%4");
 }
 
+/* The problem body for a request whose target is path, as a string. */
+static const char *problem_for(struct fake *f, const char *path)
+{
+    f->req.path = h2o_iovec_init(path, strlen(path));
+    h2o_iovec_t body = problem_body(&f->req, AD_E_NOT_FOUND, 404, path, NULL);
+    return h2o_strdup(&f->req.pool, body.base, body.len).base;
+}
+
+static void test_problem_instance(void **state)
+{
+    struct fake *f = *state;
+    static const struct {
+        const char *path, *instance;
+    } cases[] = {
+        {"/v1/jobs/job_1?status=queued&a=%41", "/v1/jobs/job_1?status=queued&a=%41"}, /* a valid URI: as sent */
+        {"/v1/jobs/\xff\xfe", "/v1/jobs/%FF%FE"},
+        {"/v1/caf\xc3\xa9", "/v1/caf%C3%A9"}, /* UTF-8 too: an IRI is not a URI */
+        {"/a b\"c\\d<e>{|}^`", "/a%20b%22c%5Cd%3Ce%3E%7B%7C%7D%5E%60"},
+        {"/x\x01\x7f", "/x%01%7F"},
+        {"/100%/%zz/%4", "/100%25/%25zz/%254"}, /* a '%' that starts no escape */
+        {"/-._~:@!$&'()*+,;=[]#?", "/-._~:@!$&'()*+,;=[]#?"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *doc = json_loads(problem_for(f, cases[i].path), 0, NULL);
+        if (doc == NULL)
+            fail_msg("case %zu: not JSON", i);
+        assert_string_equal(json_string_value(json_object_get(doc, "instance")), cases[i].instance);
+        json_decref(doc);
+    }
+    /* The detail, echoing the same bytes, is UTF-8 with U+FFFD for what was not. */
+    json_t *doc = json_loads(problem_for(f, "/v1/jobs/\xff\xfe"), 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "detail")), "/v1/jobs/\xef\xbf\xbd\xef\xbf\xbd");
+    json_decref(doc);
+    /* At most 512 bytes of the target are echoed, each at most three once escaped. */
+    char longpath[700];
+    memset(longpath, 0xff, sizeof(longpath) - 1);
+    longpath[0] = '/';
+    longpath[sizeof(longpath) - 1] = '\0';
+    doc = json_loads(problem_for(f, longpath), 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(strlen(json_string_value(json_object_get(doc, "instance"))), 1 + 511 * 3);
+    json_decref(doc);
+}
+
 static void prefer(struct fake *f, int *async, int *wait)
 {
     *async = -7;
@@ -489,6 +535,7 @@ int main(void)
         T(test_match_id_length),
         T(test_match_method_not_allowed),
         T(test_query),
+        T(test_problem_instance),
         T(test_prefer),
         T(test_prefer_variants),
         T(test_prefer_rfc7240_syntax),
