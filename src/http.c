@@ -400,34 +400,99 @@ const char *ad_http_get_str(h2o_req_t *req, const char *name)
     return field_value(req, NULL, name);
 }
 
+/* The byte the query text at *p stands for, moving *p past it: %XX is decoded and '+' is a space. %00 stays as
+ * it is, like a bad escape: a NUL would end the C string every caller reads, so "type=a%00b" would filter by
+ * type a. */
+static int query_byte(const char **p, const char *end)
+{
+    const char *v = *p;
+    if (*v == '%' && end - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 && (v[1] != '0' || v[2] != '0')) {
+        *p = v + 3;
+        return hexval(v[1]) * 16 + hexval(v[2]);
+    }
+    *p = v + 1;
+    return *v == '+' ? ' ' : (unsigned char)*v;
+}
+
+/* [p, end) decoded into the request's pool, NUL-terminated. */
+static char *query_decode(h2o_req_t *req, const char *p, const char *end)
+{
+    char *out = h2o_mem_alloc_pool(&req->pool, end - p + 1), *o = out;
+    while (p < end)
+        *o++ = (char)query_byte(&p, end);
+    *o = '\0';
+    return out;
+}
+
+/* Whether the name [k, kend) decodes to name: "lim%69t" is the parameter limit, as URLSearchParams reads it. */
+static int query_name_is(const char *k, const char *kend, const char *name)
+{
+    for (; k < kend; name++)
+        if (*name == '\0' || query_byte(&k, kend) != (unsigned char)*name)
+            return 0;
+    return *name == '\0';
+}
+
+/* One parameter of a query string at a time: its name [name, name_end) and its value [value, end_of_it);
+ * a parameter without '=' has an empty value. */
+struct query_iter {
+    const char *p, *end;
+    const char *name, *name_end, *value, *value_end;
+};
+
+static void query_iter_init(struct query_iter *it, const struct ad_request *r)
+{
+    it->p = r->query.base;
+    it->end = r->query.base + r->query.len;
+}
+
+static int query_next(struct query_iter *it)
+{
+    if (it->p >= it->end)
+        return 0;
+    const char *amp = memchr(it->p, '&', it->end - it->p);
+    it->value_end = amp != NULL ? amp : it->end;
+    const char *eq = memchr(it->p, '=', it->value_end - it->p);
+    it->name = it->p;
+    it->name_end = eq != NULL ? eq : it->value_end;
+    it->value = eq != NULL ? eq + 1 : it->value_end;
+    it->p = it->value_end + 1;
+    return 1;
+}
+
 const char *ad_http_query(struct ad_request *r, const char *name)
 {
-    size_t nlen = strlen(name);
-    const char *p = r->query.base, *end = r->query.base + r->query.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', end - p);
-        const char *pend = amp != NULL ? amp : end;
-        const char *eq = memchr(p, '=', pend - p);
-        const char *kend = eq != NULL ? eq : pend;
-        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
-            const char *v = eq != NULL ? eq + 1 : pend;
-            char *out = h2o_mem_alloc_pool(&r->req->pool, pend - v + 1), *o = out;
-            for (; v < pend; v++) {
-                /* %00 stays as it is, like a bad escape: a NUL would end the C string every caller reads, so
-                 * "type=a%00b" would filter by type a. */
-                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 &&
-                    (v[1] != '0' || v[2] != '0')) {
-                    *o++ = (char)(hexval(v[1]) * 16 + hexval(v[2]));
-                    v += 2;
-                } else {
-                    *o++ = *v == '+' ? ' ' : *v;
-                }
-            }
-            *o = '\0';
-            return out;
-        }
-        p = pend + 1;
-    }
+    struct query_iter it;
+    query_iter_init(&it, r);
+    while (query_next(&it))
+        if (query_name_is(it.name, it.name_end, name))
+            return query_decode(r->req, it.value, it.value_end);
+    return NULL;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+const char *ad_http_query_repeated(struct ad_request *r)
+{
+    if (r->query.len == 0 || memchr(r->query.base, '&', r->query.len) == NULL)
+        return NULL;
+    size_t n = 0, cap = 1;
+    for (size_t i = 0; i < r->query.len; i++)
+        cap += r->query.base[i] == '&';
+    /* Sorted rather than compared pairwise: a 32 KiB target (the cap, api.c) holds up to 10k parameters. */
+    char **names = h2o_mem_alloc_pool(&r->req->pool, cap * sizeof(*names));
+    struct query_iter it;
+    query_iter_init(&it, r);
+    while (query_next(&it))
+        if (it.name_end > it.name)
+            names[n++] = query_decode(r->req, it.name, it.name_end);
+    qsort(names, n, sizeof(*names), cmp_names);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[i - 1], names[i]) == 0)
+            return names[i];
     return NULL;
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_http.c - unit tests for the parts of src/http.c that need no live connection: route matching, query
- * parameters, Prefer parsing, header lookups, the problem body and the pending-request guard.
+ * parameters (and their repeats), Prefer parsing, header lookups, the problem body and the pending-request guard.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
  * response, which needs a real connection and is covered by the black-box tests. The held reading of a
@@ -246,7 +246,8 @@ static void test_query(void **state)
     assert_null(ad_http_query(&f->r, "missing"));
     assert_null(ad_http_query(&f->r, ""));
 
-    /* The first occurrence wins; a bad escape is kept literally. */
+    /* A repeated name reads as its first value, but no handler sees one: the router refuses the request
+     * (ad_http_query_repeated, below). A bad escape is kept literally. */
     set_query(f, "a=1&a=2&b=%zz&c=%4&d=100%&n=x%00y&m=%010");
     assert_string_equal(ad_http_query(&f->r, "a"), "1");
     /* %00 too: the value would end at the NUL. */
@@ -269,6 +270,62 @@ static void test_query(void **state)
     static const char esc[] = "c=%41";
     f->r.query = h2o_iovec_init(esc, 4); /* "c=%4": the escape is cut off by the view's end */
     assert_string_equal(ad_http_query(&f->r, "c"), "%4");
+}
+
+static void test_query_names_decoded(void **state)
+{
+    struct fake *f = *state;
+    /* Names are decoded like values, as URLSearchParams and most proxies read them. */
+    set_query(f, "lim%69t=5&my+name=1&%77ait=2&n%00=3&%zz=4");
+    assert_string_equal(ad_http_query(&f->r, "limit"), "5");
+    assert_string_equal(ad_http_query(&f->r, "my name"), "1");
+    assert_string_equal(ad_http_query(&f->r, "wait"), "2");
+    assert_string_equal(ad_http_query(&f->r, "n%00"), "3"); /* %00 is kept as written, in names too */
+    assert_null(ad_http_query(&f->r, "n"));
+    assert_string_equal(ad_http_query(&f->r, "%zz"), "4");
+    assert_null(ad_http_query(&f->r, "lim"));
+    assert_null(ad_http_query(&f->r, "limitx"));
+    set_query(f, "lim%6");
+    assert_null(ad_http_query(&f->r, "lim%"));
+    assert_string_equal(ad_http_query(&f->r, "lim%6"), "");
+}
+
+static void test_query_repeated(void **state)
+{
+    struct fake *f = *state;
+    static const struct {
+        const char *query, *repeated;
+    } cases[] = {
+        {"", NULL},
+        {"limit=5", NULL},
+        {"limit=5&wait=1&status=queued", NULL},
+        {"limit=5&limit=600", "limit"},
+        {"wait=86400&wait=0", "wait"},
+        {"limit=5&limit=5", "limit"},     /* the same value twice too */
+        {"wait&wait=0", "wait"},          /* a name without '=' counts */
+        {"limit=5&lim%69t=600", "limit"}, /* compared decoded */
+        {"a+b=1&a%20b=2", "a b"},
+        {"b=1&a=1&c=1&a=2&b=2", "a"}, /* several: the first in byte order is named */
+        {"&&=1&=2&x=1", NULL},        /* pieces without a name are not parameters */
+        {"n%00=1&n=2", NULL},         /* %00 is not decoded, so these differ */
+        {"%ff=1&%FF=2", "\xff"},      /* any byte; the problem writer makes it UTF-8 */
+        {"limit=5&", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        set_query(f, cases[i].query);
+        const char *got = ad_http_query_repeated(&f->r);
+        if (cases[i].repeated == NULL ? got != NULL : got == NULL || strcmp(got, cases[i].repeated) != 0)
+            fail_msg("\"%s\": got %s, want %s", cases[i].query, got != NULL ? got : "NULL",
+                     cases[i].repeated != NULL ? cases[i].repeated : "NULL");
+    }
+    f->r.query = h2o_iovec_init(NULL, 0);
+    assert_null(ad_http_query_repeated(&f->r));
+    /* Only the view is read: "a=1&a" cut before its second a. */
+    static const char buf[] = "a=1&b&a";
+    f->r.query = h2o_iovec_init(buf, 5);
+    assert_null(ad_http_query_repeated(&f->r));
+    f->r.query = h2o_iovec_init(buf, 7);
+    assert_string_equal(ad_http_query_repeated(&f->r), "a");
 }
 
 /* The problem body for a request whose target is path, as a string. */
@@ -535,6 +592,8 @@ int main(void)
         T(test_match_id_length),
         T(test_match_method_not_allowed),
         T(test_query),
+        T(test_query_names_decoded),
+        T(test_query_repeated),
         T(test_problem_instance),
         T(test_prefer),
         T(test_prefer_variants),
