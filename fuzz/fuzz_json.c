@@ -1,9 +1,10 @@
 /*
- * fuzz_json.c - libFuzzer target: the JSON acceptd writes by hand (src/job.c) stays JSON whatever the text
- * it carries. The input, split at 0x01 bytes, fills the text fields a client or a worker can set (type,
- * message, resultLocation) and the status, progress and times; the job is rendered and the result must parse
- * with jansson and give back each text exactly. Text that is not UTF-8 cannot reach a job (jansson rejects it
- * in request bodies), so such inputs are skipped.
+ * fuzz_json.c - libFuzzer target: the JSON acceptd writes by hand (src/job.c) stays JSON, and UTF-8 (RFC 8259
+ * §8.1), whatever the text it carries. The input, split at 0x01 bytes, fills the text fields a client or a
+ * worker can set (type, message, resultLocation) and the status, progress and times; the job is rendered
+ * and the result must parse with jansson, which refuses text that is not UTF-8. A text that is UTF-8 must
+ * come back exactly; one that is not (a header or a query value can carry any byte) must come back with
+ * U+FFFD in it. The whole input, up to its first NUL, also goes through ad_json_str alone.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -19,45 +20,71 @@ static void check(int ok)
         abort();
 }
 
-/* The next 0x01-separated piece of [*p, end) as a NUL-terminated copy; NULL when it is not UTF-8 or holds a
- * NUL (a C string cannot). */
-static char *piece(const uint8_t **p, const uint8_t *end, int *bad)
+/* The next 0x01-separated piece of [*p, end) as a NUL-terminated copy; NULL when it holds a NUL (a C string
+ * cannot). *valid says whether it is UTF-8. */
+static char *piece(const uint8_t **p, const uint8_t *end, int *bad, int *valid)
 {
     const uint8_t *start = *p, *q = memchr(start, 1, (size_t)(end - start));
     if (q == NULL)
         q = end;
     *p = q < end ? q + 1 : end;
     size_t n = (size_t)(q - start);
-    json_t *probe = json_stringn((const char *)start, n);
-    if (probe == NULL || memchr(start, 0, n) != NULL) {
-        json_decref(probe);
+    if (memchr(start, 0, n) != NULL) {
         *bad = 1;
         return NULL;
     }
+    json_t *probe = json_stringn((const char *)start, n);
+    *valid = probe != NULL;
     json_decref(probe);
     return ad_strndup((const char *)start, n);
 }
 
-static void expect_str(json_t *doc, const char *key, const char *want)
+/* The member key of doc reads back as want when want is UTF-8, else as a string with U+FFFD in it. */
+static void expect_str(json_t *doc, const char *key, const char *want, int valid)
 {
     json_t *v = json_object_get(doc, key);
     if (want == NULL)
         check(v == NULL || json_is_null(v));
-    else
+    else if (valid)
         check(json_is_string(v) && strcmp(json_string_value(v), want) == 0);
+    else
+        check(json_is_string(v) && strstr(json_string_value(v), "\xef\xbf\xbd") != NULL);
+}
+
+/* s alone through ad_json_str: one JSON string, s itself when s is UTF-8. */
+static void check_str(const uint8_t *data, size_t size)
+{
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t n = nul != NULL ? (size_t)(nul - data) : size;
+    char *s = ad_strndup((const char *)data, n);
+    json_t *probe = json_stringn(s, n);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    check(ad_json_str(&b, s) == 0);
+    json_t *doc = json_loadb(b.data, b.len, JSON_DECODE_ANY, NULL);
+    check(json_is_string(doc));
+    check(probe == NULL ? strstr(json_string_value(doc), "\xef\xbf\xbd") != NULL
+                        : strcmp(json_string_value(doc), s) == 0);
+    /* Nothing grows by more than 6 bytes a byte (\u00XX; U+FFFD is 3 for at least 1). */
+    check(b.len <= 2 + 6 * n);
+    json_decref(doc);
+    json_decref(probe);
+    ad_buf_free(&b);
+    free(s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_str(data, size);
     if (size < 3)
         return 0;
     const uint8_t *p = data + 3, *end = data + size;
-    int bad = 0;
+    int bad = 0, valid_type = 0, valid_message = 0, valid_location = 0;
     struct ad_job *j = ad_job_new();
     ad_job_set(&j->id, "job_-P7jjGIpFs70zG6iPmvqW0123");
-    j->type = piece(&p, end, &bad);
-    j->message = piece(&p, end, &bad);
-    j->result_location = piece(&p, end, &bad);
+    j->type = piece(&p, end, &bad, &valid_type);
+    j->message = piece(&p, end, &bad, &valid_message);
+    j->result_location = piece(&p, end, &bad, &valid_location);
     if (!bad && j->type != NULL) {
         j->status = (enum ad_status)(data[0] % AD_STATUS__COUNT);
         j->progress = data[1] % 102 - 1;
@@ -71,10 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_error_t err;
         json_t *doc = json_loadb(b.data, b.len, 0, &err);
         check(doc != NULL);
-        expect_str(doc, "type", j->type);
-        expect_str(doc, "message", j->message);
+        expect_str(doc, "type", j->type, valid_type);
+        expect_str(doc, "message", j->message, valid_message);
         if (json_object_get(doc, "resultLocation") != NULL)
-            expect_str(doc, "resultLocation", j->result_location);
+            expect_str(doc, "resultLocation", j->result_location, valid_location);
         json_decref(doc);
         ad_buf_free(&b);
     }

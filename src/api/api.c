@@ -248,6 +248,12 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         if (e != AD_E_OK)
             return ad_http_problem(req, e, NULL, NULL);
     }
+    /* Refused here for every route, as a header field sent twice is: which of two values a handler read, or a
+     * proxy in front checked, must never be a guess. */
+    const char *twice = ad_http_query_repeated(r);
+    if (twice != NULL)
+        return ad_http_problemf(req, AD_E_INVALID_REQUEST, "the query parameter \"%.128s\" is given more than once",
+                                twice);
     return handler(r);
 }
 

@@ -449,12 +449,18 @@ int ad_api_sign(struct ad_request *r)
     ad_time_rfc3339(exp * 1000, expires, sizeof(expires));
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    const char *base = ad_hub.public_url;
-    ad_buf_printf(&b,
-                  "{\"url\":\"%1$s/v1/jobs/%2$s?exp=%3$lld&sig=%4$s\","
-                  "\"events\":\"%1$s/v1/jobs/%2$s/events?exp=%3$lld&sig=%4$s\","
-                  "\"result\":\"%1$s/v1/jobs/%2$s/result?exp=%3$lld&sig=%4$s\",\"expiresAt\":\"%5$s\"}",
-                  base, r->id, (long long)exp, sig, expires);
+    /* The public URL is the operator's text (a '"' or a byte that is not UTF-8 is not refused there), so the
+     * URLs go through the JSON string writer. */
+    static const char *const members[] = {"{\"url\":", ",\"events\":", ",\"result\":"};
+    static const char *const tails[] = {"", "/events", "/result"};
+    for (size_t i = 0; i < 3; i++) {
+        char *url =
+            ad_asprintf("%s/v1/jobs/%s%s?exp=%lld&sig=%s", ad_hub.public_url, r->id, tails[i], (long long)exp, sig);
+        ad_buf_str(&b, members[i]);
+        ad_json_str(&b, url);
+        free(url);
+    }
+    ad_buf_printf(&b, ",\"expiresAt\":\"%s\"}", expires);
     char *body = h2o_mem_alloc_pool(&r->req->pool, b.len);
     memcpy(body, b.data, b.len);
     size_t len = b.len;

@@ -222,6 +222,49 @@ int ad_http_problem_doc(h2o_req_t *req, const char *json, int status)
     return send_body(req, status, "application/problem+json", json, strlen(json));
 }
 
+/* Whether c may stand as it is in a URI reference (RFC 3986 §2: unreserved, gen-delims, sub-delims). */
+static int uri_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~:/?#[]@!$&'()*+,;=", c) != NULL);
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*
+ * The instance member is a URI reference (RFC 9457 §3.1.5), so the request target is echoed as one: a byte
+ * that may not stand in a URI (a control, a space, '"', '\\', a byte of UTF-8 or not) is percent-encoded, and
+ * so is a '%' that does not start an escape. What a client sent as a valid URI reads back byte for byte, and
+ * the result is ASCII, whatever was sent. The caller frees it.
+ */
+static char *uri_escape(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = ad_malloc(len * 3 + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (uri_char(c) || (c == '%' && len - i >= 3 && hexval((unsigned char)s[i + 1]) >= 0 &&
+                            hexval((unsigned char)s[i + 2]) >= 0)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* The problem document for err with the given status, allocated in the request's pool. */
 static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
 {
@@ -232,7 +275,7 @@ static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const ch
     ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
     ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
     /* The path is echoed, but never more of it than a client could need to recognise its request. */
-    char *instance = ad_strndup(req->path.base, req->path.len < 512 ? req->path.len : 512);
+    char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
     ad_buf_append(&b, ",\"instance\":", 12);
     ad_json_str(&b, instance);
     free(instance);
@@ -366,45 +409,99 @@ const char *ad_http_get_str(h2o_req_t *req, const char *name)
     return field_value(req, NULL, name);
 }
 
-static int hexval(int c)
+/* The byte the query text at *p stands for, moving *p past it: %XX is decoded and '+' is a space. %00 stays as
+ * it is, like a bad escape: a NUL would end the C string every caller reads, so "type=a%00b" would filter by
+ * type a. */
+static int query_byte(const char **p, const char *end)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    const char *v = *p;
+    if (*v == '%' && end - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 && (v[1] != '0' || v[2] != '0')) {
+        *p = v + 3;
+        return hexval(v[1]) * 16 + hexval(v[2]);
+    }
+    *p = v + 1;
+    return *v == '+' ? ' ' : (unsigned char)*v;
+}
+
+/* [p, end) decoded into the request's pool, NUL-terminated. */
+static char *query_decode(h2o_req_t *req, const char *p, const char *end)
+{
+    char *out = h2o_mem_alloc_pool(&req->pool, end - p + 1), *o = out;
+    while (p < end)
+        *o++ = (char)query_byte(&p, end);
+    *o = '\0';
+    return out;
+}
+
+/* Whether the name [k, kend) decodes to name: "lim%69t" is the parameter limit, as URLSearchParams reads it. */
+static int query_name_is(const char *k, const char *kend, const char *name)
+{
+    for (; k < kend; name++)
+        if (*name == '\0' || query_byte(&k, kend) != (unsigned char)*name)
+            return 0;
+    return *name == '\0';
+}
+
+/* One parameter of a query string at a time: its name [name, name_end) and its value [value, end_of_it);
+ * a parameter without '=' has an empty value. */
+struct query_iter {
+    const char *p, *end;
+    const char *name, *name_end, *value, *value_end;
+};
+
+static void query_iter_init(struct query_iter *it, const struct ad_request *r)
+{
+    it->p = r->query.base;
+    it->end = r->query.base + r->query.len;
+}
+
+static int query_next(struct query_iter *it)
+{
+    if (it->p >= it->end)
+        return 0;
+    const char *amp = memchr(it->p, '&', it->end - it->p);
+    it->value_end = amp != NULL ? amp : it->end;
+    const char *eq = memchr(it->p, '=', it->value_end - it->p);
+    it->name = it->p;
+    it->name_end = eq != NULL ? eq : it->value_end;
+    it->value = eq != NULL ? eq + 1 : it->value_end;
+    it->p = it->value_end + 1;
+    return 1;
 }
 
 const char *ad_http_query(struct ad_request *r, const char *name)
 {
-    size_t nlen = strlen(name);
-    const char *p = r->query.base, *end = r->query.base + r->query.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', end - p);
-        const char *pend = amp != NULL ? amp : end;
-        const char *eq = memchr(p, '=', pend - p);
-        const char *kend = eq != NULL ? eq : pend;
-        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
-            const char *v = eq != NULL ? eq + 1 : pend;
-            char *out = h2o_mem_alloc_pool(&r->req->pool, pend - v + 1), *o = out;
-            for (; v < pend; v++) {
-                /* %00 stays as it is, like a bad escape: a NUL would end the C string every caller reads, so
-                 * "type=a%00b" would filter by type a. */
-                if (*v == '%' && pend - v >= 3 && hexval(v[1]) >= 0 && hexval(v[2]) >= 0 &&
-                    (v[1] != '0' || v[2] != '0')) {
-                    *o++ = (char)(hexval(v[1]) * 16 + hexval(v[2]));
-                    v += 2;
-                } else {
-                    *o++ = *v == '+' ? ' ' : *v;
-                }
-            }
-            *o = '\0';
-            return out;
-        }
-        p = pend + 1;
-    }
+    struct query_iter it;
+    query_iter_init(&it, r);
+    while (query_next(&it))
+        if (query_name_is(it.name, it.name_end, name))
+            return query_decode(r->req, it.value, it.value_end);
+    return NULL;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+const char *ad_http_query_repeated(struct ad_request *r)
+{
+    if (r->query.len == 0 || memchr(r->query.base, '&', r->query.len) == NULL)
+        return NULL;
+    size_t n = 0, cap = 1;
+    for (size_t i = 0; i < r->query.len; i++)
+        cap += r->query.base[i] == '&';
+    /* Sorted rather than compared pairwise: a 32 KiB target (the cap, api.c) holds up to 10k parameters. */
+    char **names = h2o_mem_alloc_pool(&r->req->pool, cap * sizeof(*names));
+    struct query_iter it;
+    query_iter_init(&it, r);
+    while (query_next(&it))
+        if (it.name_end > it.name)
+            names[n++] = query_decode(r->req, it.name, it.name_end);
+    qsort(names, n, sizeof(*names), cmp_names);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(names[i - 1], names[i]) == 0)
+            return names[i];
     return NULL;
 }
 

@@ -73,8 +73,13 @@ int ad_http1_refuse_framing(h2o_req_t *req);
  * values joined with ", " (RFC 9110 §5.3). */
 const char *ad_http_get(h2o_req_t *req, const h2o_token_t *token);
 const char *ad_http_get_str(h2o_req_t *req, const char *name);
-/* A query parameter's percent-decoded value (in the request pool), or NULL when absent. */
+/* A query parameter's percent-decoded value (in the request pool), or NULL when absent. Names are compared
+ * decoded too: "lim%69t" is limit. */
 const char *ad_http_query(struct ad_request *r, const char *name);
+/* The decoded name of a parameter the query gives more than once (in the request pool), or NULL: a request
+ * that repeats one is refused before any handler reads it. Parameters without a name ("&&", "=x") are not
+ * counted. */
+const char *ad_http_query_repeated(struct ad_request *r);
 
 /* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */
 void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);

@@ -1,7 +1,7 @@
 /*
  * test_http.c - unit tests for the parts of src/http.c that need no live connection: route matching, query
- * parameters, Prefer parsing, header lookups, the pending-request guard, the connection budget and the count
- * of framing fields.
+ * parameters (and their repeats), Prefer parsing, header lookups, the problem body, the pending-request guard,
+ * the connection budget and the count of framing fields.
  *
  * Each test builds a bare h2o_req_t (zeroed, with its own memory pool and headers); nothing here sends a
  * response, which needs a real connection and is covered by the black-box tests. The held reading of a
@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,7 +247,8 @@ static void test_query(void **state)
     assert_null(ad_http_query(&f->r, "missing"));
     assert_null(ad_http_query(&f->r, ""));
 
-    /* The first occurrence wins; a bad escape is kept literally. */
+    /* A repeated name reads as its first value, but no handler sees one: the router refuses the request
+     * (ad_http_query_repeated, below). A bad escape is kept literally. */
     set_query(f, "a=1&a=2&b=%zz&c=%4&d=100%&n=x%00y&m=%010");
     assert_string_equal(ad_http_query(&f->r, "a"), "1");
     /* %00 too: the value would end at the NUL. */
@@ -269,6 +271,107 @@ static void test_query(void **state)
     static const char esc[] = "c=%41";
     f->r.query = h2o_iovec_init(esc, 4); /* "c=%4": the escape is cut off by the view's end */
     assert_string_equal(ad_http_query(&f->r, "c"), "%4");
+}
+
+static void test_query_names_decoded(void **state)
+{
+    struct fake *f = *state;
+    /* Names are decoded like values, as URLSearchParams and most proxies read them. */
+    set_query(f, "lim%69t=5&my+name=1&%77ait=2&n%00=3&%zz=4");
+    assert_string_equal(ad_http_query(&f->r, "limit"), "5");
+    assert_string_equal(ad_http_query(&f->r, "my name"), "1");
+    assert_string_equal(ad_http_query(&f->r, "wait"), "2");
+    assert_string_equal(ad_http_query(&f->r, "n%00"), "3"); /* %00 is kept as written, in names too */
+    assert_null(ad_http_query(&f->r, "n"));
+    assert_string_equal(ad_http_query(&f->r, "%zz"), "4");
+    assert_null(ad_http_query(&f->r, "lim"));
+    assert_null(ad_http_query(&f->r, "limitx"));
+    set_query(f, "lim%6");
+    assert_null(ad_http_query(&f->r, "lim%"));
+    assert_string_equal(ad_http_query(&f->r, "lim%6"), "");
+}
+
+static void test_query_repeated(void **state)
+{
+    struct fake *f = *state;
+    static const struct {
+        const char *query, *repeated;
+    } cases[] = {
+        {"", NULL},
+        {"limit=5", NULL},
+        {"limit=5&wait=1&status=queued", NULL},
+        {"limit=5&limit=600", "limit"},
+        {"wait=86400&wait=0", "wait"},
+        {"limit=5&limit=5", "limit"},     /* the same value twice too */
+        {"wait&wait=0", "wait"},          /* a name without '=' counts */
+        {"limit=5&lim%69t=600", "limit"}, /* compared decoded */
+        {"a+b=1&a%20b=2", "a b"},
+        {"b=1&a=1&c=1&a=2&b=2", "a"}, /* several: the first in byte order is named */
+        {"&&=1&=2&x=1", NULL},        /* pieces without a name are not parameters */
+        {"n%00=1&n=2", NULL},         /* %00 is not decoded, so these differ */
+        {"%ff=1&%FF=2", "\xff"},      /* any byte; the problem writer makes it UTF-8 */
+        {"limit=5&", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        set_query(f, cases[i].query);
+        const char *got = ad_http_query_repeated(&f->r);
+        if (cases[i].repeated == NULL ? got != NULL : got == NULL || strcmp(got, cases[i].repeated) != 0)
+            fail_msg("\"%s\": got %s, want %s", cases[i].query, got != NULL ? got : "NULL",
+                     cases[i].repeated != NULL ? cases[i].repeated : "NULL");
+    }
+    f->r.query = h2o_iovec_init(NULL, 0);
+    assert_null(ad_http_query_repeated(&f->r));
+    /* Only the view is read: "a=1&a" cut before its second a. */
+    static const char buf[] = "a=1&b&a";
+    f->r.query = h2o_iovec_init(buf, 5);
+    assert_null(ad_http_query_repeated(&f->r));
+    f->r.query = h2o_iovec_init(buf, 7);
+    assert_string_equal(ad_http_query_repeated(&f->r), "a");
+}
+
+/* The problem body for a request whose target is path, as a string. */
+static const char *problem_for(struct fake *f, const char *path)
+{
+    f->req.path = h2o_iovec_init(path, strlen(path));
+    h2o_iovec_t body = problem_body(&f->req, AD_E_NOT_FOUND, 404, path, NULL);
+    return h2o_strdup(&f->req.pool, body.base, body.len).base;
+}
+
+static void test_problem_instance(void **state)
+{
+    struct fake *f = *state;
+    static const struct {
+        const char *path, *instance;
+    } cases[] = {
+        {"/v1/jobs/job_1?status=queued&a=%41", "/v1/jobs/job_1?status=queued&a=%41"}, /* a valid URI: as sent */
+        {"/v1/jobs/\xff\xfe", "/v1/jobs/%FF%FE"},
+        {"/v1/caf\xc3\xa9", "/v1/caf%C3%A9"}, /* UTF-8 too: an IRI is not a URI */
+        {"/a b\"c\\d<e>{|}^`", "/a%20b%22c%5Cd%3Ce%3E%7B%7C%7D%5E%60"},
+        {"/x\x01\x7f", "/x%01%7F"},
+        {"/100%/%zz/%4", "/100%25/%25zz/%254"}, /* a '%' that starts no escape */
+        {"/-._~:@!$&'()*+,;=[]#?", "/-._~:@!$&'()*+,;=[]#?"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *doc = json_loads(problem_for(f, cases[i].path), 0, NULL);
+        if (doc == NULL)
+            fail_msg("case %zu: not JSON", i);
+        assert_string_equal(json_string_value(json_object_get(doc, "instance")), cases[i].instance);
+        json_decref(doc);
+    }
+    /* The detail, echoing the same bytes, is UTF-8 with U+FFFD for what was not. */
+    json_t *doc = json_loads(problem_for(f, "/v1/jobs/\xff\xfe"), 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "detail")), "/v1/jobs/\xef\xbf\xbd\xef\xbf\xbd");
+    json_decref(doc);
+    /* At most 512 bytes of the target are echoed, each at most three once escaped. */
+    char longpath[700];
+    memset(longpath, 0xff, sizeof(longpath) - 1);
+    longpath[0] = '/';
+    longpath[sizeof(longpath) - 1] = '\0';
+    doc = json_loads(problem_for(f, longpath), 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(strlen(json_string_value(json_object_get(doc, "instance"))), 1 + 511 * 3);
+    json_decref(doc);
 }
 
 static void prefer(struct fake *f, int *async, int *wait)
@@ -590,6 +693,9 @@ int main(void)
         T(test_match_id_length),
         T(test_match_method_not_allowed),
         T(test_query),
+        T(test_query_names_decoded),
+        T(test_query_repeated),
+        T(test_problem_instance),
         T(test_prefer),
         T(test_prefer_variants),
         T(test_prefer_rfc7240_syntax),

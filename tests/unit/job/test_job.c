@@ -535,6 +535,108 @@ static void test_json_str(void **state)
     ad_buf_free(&b);
 }
 
+/* s written by ad_json_str, without its quotes, as a NUL-terminated string the caller frees. */
+static char *json_str_body(const char *s)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    assert_int_equal(ad_json_str(&b, s), 0);
+    assert_true(b.len >= 2 && b.data[0] == '"' && b.data[b.len - 1] == '"');
+    char *out = ad_strndup(b.data + 1, b.len - 2);
+    ad_buf_free(&b);
+    return out;
+}
+
+#define FFFD "\xef\xbf\xbd"
+
+static void test_json_str_utf8(void **state)
+{
+    (void)state;
+    /* What TextDecoder('utf-8') gives for the same bytes: one U+FFFD per maximal subpart (Unicode §3.9). */
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}, /* kept */
+        {"\xef\xbf\xbd", FFFD},                                       /* U+FFFD itself is valid */
+        {"\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"},                     /* U+10FFFF, the last code point */
+        {"\xff", FFFD},                                               /* never in UTF-8 */
+        {"unknown status \xff", "unknown status " FFFD},              /* the byte of ?status=%ff */
+        {"/v1/jobs/\xff\xfe", "/v1/jobs/" FFFD FFFD},                 /* one each: neither starts a sequence */
+        {"\x80", FFFD},                                               /* a lone continuation byte */
+        {"\xc0\xaf", FFFD FFFD},                                      /* overlong '/': C0 never starts one */
+        {"\xc1\xbf", FFFD FFFD},                                      /* overlong DEL */
+        {"\xe0\x80\xaf", FFFD FFFD FFFD},                             /* overlong, three bytes */
+        {"\xf0\x80\x80\xaf", FFFD FFFD FFFD FFFD},                    /* overlong, four bytes */
+        {"\xed\xa0\x80", FFFD FFFD FFFD},                             /* U+D800, a surrogate */
+        {"\xed\xbf\xbf", FFFD FFFD FFFD},                             /* U+DFFF */
+        {"\xed\x9f\xbf", "\xed\x9f\xbf"},                             /* U+D7FF, just below them */
+        {"\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD},                    /* U+110000, past the last */
+        {"\xf5\x80\x80\x80", FFFD FFFD FFFD FFFD},                    /* F5 never starts one */
+        {"\xe2\x82", FFFD},                                           /* truncated at the end: one */
+        {"\xe2\x82x", FFFD "x"},                                      /* truncated before ASCII */
+        {"\xf0\x9f\x98", FFFD},                                       /* three of four bytes */
+        {"\xf0\x9f\x98\xc3\xa9", FFFD "\xc3\xa9"},                    /* cut by a new sequence, which is kept */
+        {"a\"\xff\n\xc3\xa9\x01", "a\\\"" FFFD "\\n\xc3\xa9\\u0001"}, /* with escapes around */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = json_str_body(cases[i].in);
+        if (strcmp(got, cases[i].out) != 0)
+            fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].out);
+        free(got);
+    }
+}
+
+/* Every string of one or two bytes, and of three and four bytes over the edges of the continuation ranges:
+ * the output parses with jansson (which refuses what is not UTF-8); text jansson takes as UTF-8 comes back
+ * exactly, and text it refuses comes back with U+FFFD in it. */
+static void check_utf8_case(const unsigned char *in, size_t n)
+{
+    char s[8];
+    memcpy(s, in, n);
+    s[n] = '\0';
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    assert_int_equal(ad_json_str(&b, s), 0);
+    json_t *doc = json_loadb(b.data, b.len, JSON_DECODE_ANY, NULL);
+    if (doc == NULL)
+        fail_msg("%02x %02x %02x %02x (%zu bytes): output is not JSON", in[0], in[1], in[2], in[3], n);
+    json_t *probe = json_stringn(s, n);
+    if (probe != NULL)
+        assert_string_equal(json_string_value(doc), s);
+    else
+        assert_non_null(strstr(json_string_value(doc), FFFD));
+    json_decref(probe);
+    json_decref(doc);
+    ad_buf_free(&b);
+}
+
+static void test_json_str_utf8_exhaustive(void **state)
+{
+    (void)state;
+    static const unsigned char edges[] = {0x01, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff};
+    unsigned char in[4] = {0};
+    for (unsigned a = 1; a < 256; a++) {
+        in[0] = (unsigned char)a;
+        check_utf8_case(in, 1);
+        for (unsigned c = 1; c < 256; c++) {
+            in[1] = (unsigned char)c;
+            check_utf8_case(in, 2);
+        }
+        if (a < 0xe0 || a > 0xf7)
+            continue;
+        for (size_t x = 0; x < sizeof(edges); x++)
+            for (size_t y = 0; y < sizeof(edges); y++) {
+                in[1] = edges[x];
+                in[2] = edges[y];
+                check_utf8_case(in, 3);
+                for (size_t z = 0; z < sizeof(edges); z++) {
+                    in[3] = edges[z];
+                    check_utf8_case(in, 4);
+                }
+            }
+    }
+}
+
 static void test_render_cap(void **state)
 {
     (void)state;
@@ -727,6 +829,8 @@ int main(void)
         cmocka_unit_test(test_render_result_location),
         cmocka_unit_test(test_render_escapes_strings),
         cmocka_unit_test(test_json_str),
+        cmocka_unit_test(test_json_str_utf8),
+        cmocka_unit_test(test_json_str_utf8_exhaustive),
         cmocka_unit_test(test_render_cap),
         cmocka_unit_test(test_etag),
         cmocka_unit_test(test_dup_deep_copy),
