@@ -10,6 +10,7 @@
 #include "core/core.h"
 #include "hub/cluster.h"
 #include "hub/hub.h"
+#include "hub/reader.h"
 #include "http/tls.h"
 #include "webhook/webhook.h"
 #include "core/writer.h"
@@ -170,6 +171,10 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot start the writer: %s", err);
         return 1;
     }
+    if (ad_reader_start(ad_hub.store, err, sizeof(err)) != 0) {
+        ad_error("cannot start the readers: %s", err);
+        return 1;
+    }
     if (ad_api_init(err, sizeof(err)) != 0) {
         ad_error("%s", err);
         return 1;
@@ -232,6 +237,7 @@ int ad_server_run(struct ad_config *cfg)
         loop_turn(loop, 20);
     ad_webhook_stop();
     ad_cluster_stop();
+    ad_reader_stop();
     ad_writer_stop();
     struct ad_writer_stats ws;
     ad_writer_stats(&ws);

@@ -339,6 +339,79 @@ struct ad_request *ad_api_write_take(void *ctx)
     return ad_pending_take(p) != NULL ? r : NULL;
 }
 
+/* ---- reads (api.h) ---- */
+
+struct api_lookup {
+    struct ad_pending *pend;
+    ad_api_found then;
+    void *arg;
+};
+
+/* A signed URL's request learns its tenant from the job (ad_api_auth_signed): "" when there is none. */
+static void found_tenant(struct ad_request *r, struct ad_entry *e)
+{
+    if (r->tenant == NULL)
+        r->tenant = e != NULL ? h2o_strdup(&r->req->pool, e->job->tenant, SIZE_MAX).base : "";
+}
+
+static void api_found(void *a, ad_err err, struct ad_entry *e)
+{
+    struct api_lookup *lk = a;
+    struct ad_request *r = ad_api_write_take(lk->pend);
+    ad_api_found then = lk->then;
+    void *arg = lk->arg;
+    free(lk);
+    if (r != NULL) {
+        found_tenant(r, e);
+        then(r, err, e, arg);
+    }
+}
+
+int ad_api_lookup(struct ad_request *r, const char *id, ad_api_found then, void *arg)
+{
+    struct ad_entry *e = ad_cache_get(id);
+    if (e != NULL) { /* the poll path: nothing more than before reads went off the loop */
+        int mine = r->tenant == NULL || strcmp(e->job->tenant, r->tenant) == 0;
+        found_tenant(r, e);
+        return then(r, mine ? AD_E_OK : AD_E_NOT_FOUND, mine ? e : NULL, arg);
+    }
+    struct api_lookup *lk = ad_calloc(1, sizeof(*lk));
+    lk->then = then;
+    lk->arg = arg;
+    ad_err err;
+    if (ad_hub_lookup(r->tenant, id, &err, &e, api_found, lk)) {
+        free(lk);
+        found_tenant(r, e);
+        return then(r, err, e, arg);
+    }
+    lk->pend = ad_api_write_begin(r);
+    return 0;
+}
+
+static void api_read_done(struct ad_op *op)
+{
+    struct ad_api_read *rd = (struct ad_api_read *)op;
+    struct ad_request *r = rd->pend != NULL ? ad_api_write_take(rd->pend) : rd->r;
+    rd->answer(rd, r);
+    free(rd);
+}
+
+static void api_read_destroy(struct ad_op *op)
+{
+    free(op);
+}
+
+int ad_api_read(struct ad_request *r, struct ad_api_read *rd)
+{
+    rd->r = r;
+    rd->op.done = api_read_done;
+    rd->op.destroy = api_read_destroy;
+    /* Answered inline (SQLite) the request needs no guard: it cannot go away before this returns. */
+    rd->pend = ad_hub.store->ops->reads_may_block ? ad_api_write_begin(r) : NULL;
+    ad_hub_read(&rd->op);
+    return 0;
+}
+
 int ad_api_fail(struct ad_request *r, ad_err err)
 {
     return ad_http_problem(r->req, err, NULL, NULL);
@@ -388,19 +461,37 @@ int ad_api_healthz(struct ad_request *r)
     return ad_http_json(r, 200, body, sizeof(body) - 1);
 }
 
-int ad_api_readyz(struct ad_request *r)
+struct ready_read {
+    struct ad_api_read rd;
+    int64_t seq;
+};
+
+static ad_err ready_apply(struct ad_op *op, struct ad_conn *c)
+{
+    return ad_hub.store->ops->max_seq(c, &((struct ready_read *)op)->seq);
+}
+
+static void ready_answer(struct ad_api_read *rd, struct ad_request *r)
 {
     static const char body[] = "{\"status\":\"ready\"}";
+    if (r != NULL && rd->op.err != AD_E_OK)
+        ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
+    else if (r != NULL)
+        ad_http_json(r, 200, body, sizeof(body) - 1);
+}
+
+int ad_api_readyz(struct ad_request *r)
+{
     if (ad_hub.shutting_down)
         return ad_http_problem(r->req, AD_E_UNAVAILABLE, "shutting down", NULL);
     /* The store answers reads but refuses every write: a load balancer should send submits elsewhere. */
     if (ad_writer_storage_full())
         return ad_http_problem(r->req, AD_E_STORAGE_FULL, "the store is out of space: writes fail until there is room",
                                NULL);
-    int64_t seq;
-    if (ad_hub.store->ops->max_seq(ad_hub.rconn, &seq) != AD_E_OK)
-        return ad_http_problem(r->req, AD_E_UNAVAILABLE, "the store does not answer", NULL);
-    return ad_http_json(r, 200, body, sizeof(body) - 1);
+    struct ready_read *x = ad_calloc(1, sizeof(*x));
+    x->rd.op.apply = ready_apply;
+    x->rd.answer = ready_answer;
+    return ad_api_read(r, &x->rd);
 }
 
 /* GET /metrics: gauges in the Prometheus text format (version 0.0.4), each with its HELP and TYPE lines. */

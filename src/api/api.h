@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include "http/http.h"
+#include "core/writer.h"
 #include "hub/hub.h"
 
 /* At start: register what the API does with published changes (hub.h) and set up signed URLs and SSE.
@@ -44,6 +45,29 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
  * request back, or NULL when the client went away meanwhile. */
 struct ad_pending *ad_api_write_begin(struct ad_request *r);
 struct ad_request *ad_api_write_take(void *ctx);
+
+/*
+ * Store reads for a request, which never stall the event loop (hub.h, ad_hub_read). A handler returns at once and
+ * answers from a continuation: at once on SQLite or a cache hit, later on PostgreSQL, and not at all when the
+ * client went away meanwhile.
+ *
+ * ad_api_lookup: the job id of the request's tenant (ad_hub_lookup); then(r, err, e, arg) answers. arg must own
+ * nothing (it is dropped when the client goes). A cache hit is a hash lookup and a call, as the poll path needs.
+ */
+typedef int (*ad_api_found)(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg);
+int ad_api_lookup(struct ad_request *r, const char *id, ad_api_found then, void *arg);
+/* A read of its own for a request: allocate it with ad_calloc, set op.apply (runs on whichever thread reads, on
+ * the connection it is given: it touches nothing but the read) and answer, then hand it to ad_api_read. */
+struct ad_api_read {
+    struct ad_op op; /* done and destroy are ad_api_read's */
+    struct ad_pending *pend;
+    struct ad_request *r;
+    /* Event loop: answer r with the read's outcome (op.err and what apply filled in), or with r NULL when the
+     * client went away; either way free what the read owns (not the struct itself). */
+    void (*answer)(struct ad_api_read *rd, struct ad_request *r);
+};
+/* Run rd for r and answer it through rd->answer; rd is freed afterwards. Returns 0 (a handler's value). */
+int ad_api_read(struct ad_request *r, struct ad_api_read *rd);
 
 /* The problem for an ad_err coming back from the core. */
 int ad_api_fail(struct ad_request *r, ad_err err);

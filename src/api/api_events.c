@@ -79,11 +79,9 @@ static int job_live(const struct ad_job *j)
     return !j->tombstoned && (j->expires_at == 0 || j->expires_at > ad_now_ms());
 }
 
-/* The live job named by the request, or NULL after answering 404 or 410. */
-static struct ad_entry *find_live_job(struct ad_request *r)
+/* The live job named by the request, given what ad_api_lookup found, or NULL after answering 404 or 410. */
+static struct ad_entry *live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
 {
-    struct ad_entry *e;
-    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
     if (err != AD_E_OK && err != AD_E_NOT_FOUND) {
         ad_api_fail(r, err);
         return NULL;
@@ -128,6 +126,17 @@ struct job_stream {
     struct tenant_count *tc;
     const char *tenant, *id; /* in the request's pool */
     int64_t last;            /* id of the last event queued */
+    struct log_read *rd;     /* the read of the log in flight, or NULL */
+    int again;               /* woken while reading: pump again once it returns */
+};
+
+/* A page of a job's log being read (job_pump). */
+struct log_read {
+    struct ad_op op;
+    struct job_stream *js; /* NULL once the stream closed */
+    char *id;
+    int64_t after;
+    struct ad_event_list l;
 };
 
 static void job_send_done(struct job_stream *js, int64_t id, const struct ad_entry *e)
@@ -160,26 +169,14 @@ static void job_send_started(struct job_stream *js, const struct ad_job *j)
     job_send_view(js, j->started_seq, &v);
 }
 
-/* Queue the log's next page unless the client still has one to take, with the events made from the job in their
- * places: the first (created_seq), the running event of the last lease (started_seq) and done. */
-static void job_pump(struct job_stream *js, const struct ad_entry *e)
+/* Queue the events of the page l read after js->last, with those made from the job in their places: the first
+ * (created_seq), the running event of the last lease (started_seq) and done. */
+static void job_send_page(struct job_stream *js, const struct ad_entry *e, const struct ad_event_list *l)
 {
-    if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
-        return;
     const struct ad_job *j = e->job;
-    if (js->last < j->created_seq) {
-        job_send_created(js, j);
-        if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
-            return;
-    }
-    struct ad_event_list l;
-    if (ad_hub.store->ops->events_after(ad_hub.rconn, js->id, js->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
-        ad_sse_close(&js->sse, conf->retry_ms);
-        return;
-    }
     int done = 0, ahead = 0;
-    for (size_t i = 0; i < l.n && !done && !js->sse.closing; i++) {
-        const struct ad_event *ev = &l.items[i];
+    for (size_t i = 0; i < l->n && !done && !js->sse.closing; i++) {
+        const struct ad_event *ev = &l->items[i];
         /* The log can be ahead of the cached job (a commit is read before its publish): such events wait for the
          * publish, which wakes the stream again. Sent now, they could pass the running event of a lease the
          * cached job does not know yet. */
@@ -187,6 +184,8 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
             ahead = 1;
             break;
         }
+        if (ev->seq <= js->last)
+            continue; /* sent while the page was read */
         if (j->started_seq > js->last && j->started_seq < ev->seq) {
             job_send_started(js, j);
             if (js->sse.closing)
@@ -204,20 +203,89 @@ static void job_pump(struct job_stream *js, const struct ad_entry *e)
     }
     /* done is not in the log: once the log is read to its end, a finished job's stream ends with done, made from
      * the job under its last seq (and a job finished before it had a log ends the same way). */
-    if (!done && !ahead && l.n < AD_EVENTS_PAGE && !js->sse.closing) {
+    if (!done && !ahead && l->n < AD_EVENTS_PAGE && !js->sse.closing) {
         if (j->started_seq > js->last)
             job_send_started(js, j);
         if (!js->sse.closing && ad_status_terminal(j->status) && js->last < j->seq)
             job_send_done(js, j->seq, e);
     }
-    ad_event_list_free(&l);
 }
 
+static ad_err log_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct log_read *x = (struct log_read *)op;
+    return ad_hub.store->ops->events_after(c, x->id, x->after, AD_EVENTS_PAGE, &x->l);
+}
+
+static void log_destroy(struct ad_op *op)
+{
+    struct log_read *x = (struct log_read *)op;
+    if (op->err == AD_E_OK)
+        ad_event_list_free(&x->l);
+    free(x->id);
+    free(x);
+}
+
+static void job_pump(struct job_stream *js, const struct ad_entry *e);
+static struct ad_entry *job_entry(struct job_stream *js);
+
+static void log_done(struct ad_op *op)
+{
+    struct log_read *x = (struct log_read *)op;
+    struct job_stream *js = x->js;
+    if (js != NULL) {
+        js->rd = NULL;
+        /* The job as the cache has it now: it may have moved on (or left) while the page was read. */
+        struct ad_entry *e = job_entry(js);
+        if (op->err != AD_E_OK || e == NULL) {
+            ad_sse_close(&js->sse, conf->retry_ms); /* the reconnect reads it again */
+        } else {
+            job_send_page(js, e, &x->l);
+            if (js->again) {
+                js->again = 0;
+                job_pump(js, e);
+            }
+        }
+    }
+    ad_op_free(op);
+}
+
+/* Queue the log's next page unless the client still has one to take or a read of it is in flight (which pumps
+ * again when it returns). */
+static void job_pump(struct job_stream *js, const struct ad_entry *e)
+{
+    if (js->rd != NULL) {
+        js->again = 1;
+        return;
+    }
+    if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
+        return;
+    const struct ad_job *j = e->job;
+    if (js->last < j->created_seq) {
+        job_send_created(js, j);
+        if (js->sse.closing || ad_sse_backlog(&js->sse) != 0)
+            return;
+    }
+    struct log_read *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = log_apply;
+    x->op.done = log_done;
+    x->op.destroy = log_destroy;
+    x->js = js;
+    x->id = ad_strdup(js->id);
+    x->after = js->last;
+    js->rd = x;
+    js->again = 0;
+    ad_hub_read(&x->op); /* on SQLite log_done has run when it returns */
+}
+
+/* The stream's job from the cache. Read back into it after an eviction only where reads cannot stall the loop;
+ * elsewhere NULL, and the stream closes with a retry hint: the reconnect reads the job off the loop. */
 static struct ad_entry *job_entry(struct job_stream *js)
 {
     struct ad_entry *e = ad_cache_get(js->id);
-    if (e == NULL)
-        ad_hub_lookup(js->tenant, js->id, &e);
+    ad_err err;
+    if (e == NULL && !ad_hub.store->ops->reads_may_block)
+        ad_hub_lookup(js->tenant, js->id, &err, &e, NULL, NULL);
     return e;
 }
 
@@ -247,13 +315,15 @@ static void job_close(struct ad_sse *s)
     struct job_stream *js = (struct job_stream *)s;
     ad_cache_unwatch(&js->w);
     js->tc->n--;
+    if (js->rd != NULL)
+        js->rd->js = NULL;
 }
 
 static const struct ad_sse_callbacks job_callbacks = {job_close, job_drain};
 
-int ad_api_job_events(struct ad_request *r)
+static int job_events_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
 {
-    struct ad_entry *e = find_live_job(r);
+    e = live_job(r, err, e);
     int64_t last;
     if (e == NULL || resume_point(r, &last) != 0)
         return 0;
@@ -275,6 +345,11 @@ int ad_api_job_events(struct ad_request *r)
     return 0;
 }
 
+int ad_api_job_events(struct ad_request *r)
+{
+    return ad_api_lookup(r, r->id, job_events_found, NULL);
+}
+
 /* ---- GET /v1/events ---- */
 
 struct feed_stream {
@@ -284,8 +359,18 @@ struct feed_stream {
     const char *tenant, *type; /* in the request's pool; type NULL = any */
     int has_status;
     enum ad_status status;
-    int64_t last;  /* seq of the last change queued or skipped */
-    int replaying; /* still catching up from the change feed: live changes are read back there */
+    int64_t last;         /* seq of the last change queued or skipped */
+    int replaying;        /* still catching up from the change feed: live changes are read back there */
+    struct feed_read *rd; /* the read in flight, or NULL */
+};
+
+/* A page of the change feed (or, live from now, the newest seq) being read for a stream. */
+struct feed_read {
+    struct ad_op op;
+    struct feed_stream *fs; /* NULL once the stream closed */
+    char *tenant;
+    int64_t after; /* -1: read the newest seq into it instead */
+    struct ad_job_list l;
 };
 
 static h2o_linklist_t feeds = {&feeds, &feeds};
@@ -296,19 +381,48 @@ static int feed_match(const struct feed_stream *fs, const struct ad_job *j)
            (!fs->has_status || fs->status == j->status) && job_live(j);
 }
 
-/* Queue the change feed's next page(s) until something was queued or the feed is caught up. */
-static void feed_replay(struct feed_stream *fs)
+static ad_err feed_apply(struct ad_op *op, struct ad_conn *c)
 {
-    while (fs->replaying && !fs->sse.closing && ad_sse_backlog(&fs->sse) == 0) {
-        struct ad_job_list l = {0};
-        if (ad_hub.store->ops->job_changes(ad_hub.rconn, fs->tenant, fs->last, AD_EVENTS_PAGE, &l) != AD_E_OK) {
-            ad_sse_close(&fs->sse, conf->retry_ms);
-            return;
-        }
+    struct feed_read *x = (struct feed_read *)op;
+    if (x->after < 0)
+        return ad_hub.store->ops->max_seq(c, &x->after);
+    return ad_hub.store->ops->job_changes(c, x->tenant, x->after, AD_EVENTS_PAGE, &x->l);
+}
+
+static void feed_destroy(struct ad_op *op)
+{
+    struct feed_read *x = (struct feed_read *)op;
+    ad_job_list_free(&x->l);
+    free(x->tenant);
+    free(x);
+}
+
+static void feed_replay(struct feed_stream *fs);
+/* A read of the feed is running inline (SQLite): its done leaves reading on to feed_replay's loop, which would
+ * otherwise recurse once per page. */
+static int feed_inline;
+
+/* Queue a page of the change feed read after fs->last, and read on while the client takes them. */
+static void feed_read_done(struct ad_op *op)
+{
+    struct feed_read *x = (struct feed_read *)op;
+    struct feed_stream *fs = x->fs;
+    if (fs == NULL) {
+        ad_op_free(op);
+        return;
+    }
+    fs->rd = NULL;
+    if (op->err != AD_E_OK) {
+        ad_sse_close(&fs->sse, conf->retry_ms);
+    } else if (!fs->replaying) {
+        /* Live from now: changes published while the newest seq was read went out already. */
+        if (x->after > fs->last)
+            fs->last = x->after;
+    } else {
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
-        for (size_t i = 0; i < l.n && !fs->sse.closing; i++) {
-            const struct ad_job *j = l.items[i];
+        for (size_t i = 0; i < x->l.n && !fs->sse.closing; i++) {
+            const struct ad_job *j = x->l.items[i];
             fs->last = j->seq;
             if (!feed_match(fs, j))
                 continue;
@@ -317,10 +431,37 @@ static void feed_replay(struct feed_stream *fs)
             ad_sse_event(&fs->sse, j->seq, "job", b.data, b.len);
         }
         ad_buf_free(&b);
-        if (l.n < AD_EVENTS_PAGE)
+        if (x->l.n < AD_EVENTS_PAGE)
             fs->replaying = 0;
-        ad_job_list_free(&l);
+        ad_op_free(op);
+        if (!feed_inline)
+            feed_replay(fs); /* inline, feed_replay's loop reads on */
+        return;
     }
+    ad_op_free(op);
+}
+
+static void feed_read(struct feed_stream *fs, int64_t after)
+{
+    struct feed_read *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = feed_apply;
+    x->op.done = feed_read_done;
+    x->op.destroy = feed_destroy;
+    x->fs = fs;
+    x->tenant = ad_strdup(fs->tenant);
+    x->after = after;
+    fs->rd = x;
+    feed_inline++;
+    ad_hub_read(&x->op); /* on SQLite feed_read_done has run when it returns */
+    feed_inline--;
+}
+
+/* Queue the change feed's next page(s) until something was queued or the feed is caught up: one read at a time,
+ * each queueing its page and reading on from its done. */
+static void feed_replay(struct feed_stream *fs)
+{
+    while (fs->replaying && fs->rd == NULL && !fs->sse.closing && ad_sse_backlog(&fs->sse) == 0)
+        feed_read(fs, fs->last);
 }
 
 static void feed_drain(struct ad_sse *s)
@@ -333,6 +474,8 @@ static void feed_close(struct ad_sse *s)
     struct feed_stream *fs = (struct feed_stream *)s;
     h2o_linklist_unlink(&fs->link);
     fs->tc->n--;
+    if (fs->rd != NULL)
+        fs->rd->fs = NULL;
 }
 
 static const struct ad_sse_callbacks feed_callbacks = {feed_close, feed_drain};
@@ -390,7 +533,7 @@ int ad_api_events(struct ad_request *r)
         feed_replay(fs);
     } else {
         /* Live from now: the newest seq marks where "now" is, so the stream's first id is a usable cursor. */
-        ad_hub.store->ops->max_seq(ad_hub.rconn, &fs->last);
+        feed_read(fs, -1);
     }
     return 0;
 }
@@ -405,23 +548,17 @@ ad_err ad_api_auth_signed(struct ad_request *r)
         return AD_E_UNAUTHORIZED;
     if (!ad_valet_verify(r->id, x, sig, strlen(sig)) || x * 1000 <= ad_now_ms())
         return AD_E_UNAUTHORIZED;
-    /* The signature names the job; the job names the tenant. A job gone since answers 404 (tenant ""). */
-    const char *tenant = "";
+    /* The signature names the job; the job names the tenant. Every signed route looks the job up first
+     * (ad_api_lookup), which sets the tenant from the job it finds, reading the store off the loop on a miss. */
     struct ad_entry *e = ad_cache_get(r->id);
-    struct ad_job *j = NULL;
-    if (e != NULL)
-        tenant = e->job->tenant;
-    else if (ad_hub.store->ops->job_get(ad_hub.rconn, NULL, r->id, &j) == AD_E_OK)
-        tenant = j->tenant;
-    r->tenant = h2o_strdup(&r->req->pool, tenant, SIZE_MAX).base;
+    r->tenant = e != NULL ? h2o_strdup(&r->req->pool, e->job->tenant, SIZE_MAX).base : NULL;
     r->roles = AD_API_SIGNED;
-    ad_job_free(j);
     return AD_E_OK;
 }
 
-int ad_api_sign(struct ad_request *r)
+static int sign_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
 {
-    struct ad_entry *e = find_live_job(r);
+    e = live_job(r, err, e);
     if (e == NULL)
         return 0;
     long long ttl = AD_SIGN_TTL_DEFAULT;
@@ -467,6 +604,11 @@ int ad_api_sign(struct ad_request *r)
     ad_buf_free(&b);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     return ad_http_json(r, 200, body, len);
+}
+
+int ad_api_sign(struct ad_request *r)
+{
+    return ad_api_lookup(r, r->id, sign_found, NULL);
 }
 
 /* ---- CORS ---- */

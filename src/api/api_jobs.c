@@ -81,11 +81,9 @@ static ad_err expiry_state(const struct ad_job *j)
     return now < j->expires_at + ad_hub.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
 }
 
-/* The live job named by the request, or NULL after sending 404/410. */
-static struct ad_entry *find_job(struct ad_request *r)
+/* The live job named by the request, given what ad_api_lookup found, or NULL after sending 404/410. */
+static struct ad_entry *live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
 {
-    struct ad_entry *e;
-    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
     if (err == AD_E_OK)
         err = expiry_state(e->job);
     if (err == AD_E_GONE) {
@@ -202,6 +200,16 @@ static void outcome_gone(struct ad_pending *p)
     outcome_free(o);
 }
 
+static int outcome_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *wait)
+{
+    return err != AD_E_OK ? ad_api_fail(r, err) : send_outcome(r, e, (int)(intptr_t)wait);
+}
+
+static int accepted_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
+{
+    return err != AD_E_OK ? ad_api_fail(r, err) : ad_api_send_accepted(r, e, 0);
+}
+
 static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
 {
     struct outcome_wait *o = H2O_STRUCT_FROM_MEMBER(struct outcome_wait, w, w);
@@ -211,14 +219,12 @@ static void outcome_wake(struct ad_waiter *w, struct ad_entry *e)
     }
     struct ad_request *r = o->r;
     ad_pending_take(o->pend);
-    struct ad_entry *cur = e;
-    ad_err err = cur != NULL ? AD_E_OK : ad_hub_lookup(r->tenant, r->id, &cur);
     int wait = o->wait;
     outcome_free(o);
-    if (err != AD_E_OK)
-        ad_api_fail(r, err);
+    if (e != NULL)
+        send_outcome(r, e, wait);
     else
-        send_outcome(r, cur, wait);
+        ad_api_lookup(r, r->id, outcome_found, (void *)(intptr_t)wait);
 }
 
 static void outcome_timeout(struct ad_timer *t)
@@ -227,12 +233,7 @@ static void outcome_timeout(struct ad_timer *t)
     struct ad_request *r = o->r;
     ad_pending_take(o->pend);
     outcome_free(o);
-    struct ad_entry *e;
-    ad_err err = ad_hub_lookup(r->tenant, r->id, &e);
-    if (err != AD_E_OK)
-        ad_api_fail(r, err);
-    else
-        ad_api_send_accepted(r, e, 0);
+    ad_api_lookup(r, r->id, accepted_found, NULL);
 }
 
 static void submit_done(struct ad_op *op)
@@ -525,6 +526,13 @@ static void poll_gone(struct ad_pending *pd)
     poll_free(p);
 }
 
+/* The job of a finished wait read back (it left the cache meanwhile); prefer is the Prefer: wait to echo. */
+static int poll_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *prefer)
+{
+    e = live_job(r, err, e);
+    return e != NULL ? answer_job(r, e, ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH), (int)(intptr_t)prefer) : 0;
+}
+
 static void poll_finish(struct poll_wait *p, struct ad_entry *e)
 {
     struct ad_request *r = p->r;
@@ -533,8 +541,8 @@ static void poll_finish(struct poll_wait *p, struct ad_entry *e)
     ad_pending_take(p->pend);
     poll_free(p);
     if (e == NULL)
-        e = find_job(r);
-    if (e != NULL)
+        ad_api_lookup(r, r->id, poll_found, (void *)(intptr_t)prefer);
+    else
         answer_job(r, e, inm, prefer);
 }
 
@@ -553,9 +561,9 @@ static void poll_timeout(struct ad_timer *t)
     poll_finish(H2O_STRUCT_FROM_MEMBER(struct poll_wait, timer, t), NULL);
 }
 
-int ad_api_get_job(struct ad_request *r)
+static int get_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
 {
-    struct ad_entry *e = find_job(r);
+    e = live_job(r, err, e);
     if (e == NULL)
         return 0;
     const struct ad_job *j = e->job;
@@ -598,9 +606,14 @@ int ad_api_get_job(struct ad_request *r)
     return 0;
 }
 
-int ad_api_get_result(struct ad_request *r)
+int ad_api_get_job(struct ad_request *r)
 {
-    struct ad_entry *e = find_job(r);
+    return ad_api_lookup(r, r->id, get_job_found, NULL);
+}
+
+static int get_result_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
+{
+    e = live_job(r, err, e);
     if (e == NULL)
         return 0;
     const struct ad_job *j = e->job;
@@ -616,6 +629,11 @@ int ad_api_get_result(struct ad_request *r)
         ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, ad_hub_retry_after(j));
         return ad_http_problemf(r->req, AD_E_RESULT_NOT_READY, "job %s is %s", j->id, ad_status_name(j->status));
     }
+}
+
+int ad_api_get_result(struct ad_request *r)
+{
+    return ad_api_lookup(r, r->id, get_result_found, NULL);
 }
 
 /* ---- collections ---- */
@@ -646,21 +664,15 @@ static int send_buf(struct ad_request *r, struct ad_buf *b)
     return rc;
 }
 
-int ad_api_attempts(struct ad_request *r)
+/* The attempts answer: the rows read, with the attempt the job holds itself (ad_attempt_own). */
+static int send_attempts(struct ad_request *r, struct ad_attempt_list *l, const struct ad_job *j)
 {
-    struct ad_entry *e = find_job(r);
-    if (e == NULL)
-        return 0;
-    struct ad_attempt_list l;
-    ad_err err = ad_hub.store->ops->attempt_list(ad_hub.rconn, e->job->id, &l);
-    if (err != AD_E_OK)
-        return ad_api_fail(r, err);
-    ad_attempt_own(&l, e->job);
+    ad_attempt_own(l, j);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"attempts\":[", 13);
-    for (size_t i = 0; i < l.n; i++) {
-        const struct ad_attempt *a = &l.items[i];
+    for (size_t i = 0; i < l->n; i++) {
+        const struct ad_attempt *a = &l->items[i];
         char started[40], ended[40];
         ad_time_rfc3339(a->started_at, started, sizeof(started));
         ad_buf_printf(&b, "%s{\"attempt\":%d,\"worker\":", i != 0 ? "," : "", a->attempt);
@@ -677,8 +689,75 @@ int ad_api_attempts(struct ad_request *r)
         ad_buf_append(&b, "}", 1);
     }
     ad_buf_append(&b, "]}", 2);
-    ad_attempt_list_free(&l);
     return send_buf(r, &b);
+}
+
+struct attempts_read {
+    struct ad_api_read rd;
+    struct ad_job *job; /* a copy: the cache may drop its entry while the rows are read */
+    struct ad_attempt_list l;
+};
+
+static ad_err attempts_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct attempts_read *x = (struct attempts_read *)op;
+    return ad_hub.store->ops->attempt_list(c, x->job->id, &x->l);
+}
+
+static void attempts_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct attempts_read *x = (struct attempts_read *)rd;
+    if (r != NULL && rd->op.err != AD_E_OK)
+        ad_api_fail(r, rd->op.err);
+    else if (r != NULL)
+        send_attempts(r, &x->l, x->job);
+    if (rd->op.err == AD_E_OK)
+        ad_attempt_list_free(&x->l);
+    ad_job_free(x->job);
+}
+
+static int attempts_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
+{
+    e = live_job(r, err, e);
+    if (e == NULL)
+        return 0;
+    struct attempts_read *x = ad_calloc(1, sizeof(*x));
+    x->job = ad_job_dup(e->job);
+    x->rd.op.apply = attempts_apply;
+    x->rd.answer = attempts_answer;
+    return ad_api_read(r, &x->rd);
+}
+
+int ad_api_attempts(struct ad_request *r)
+{
+    return ad_api_lookup(r, r->id, attempts_found, NULL);
+}
+
+struct list_read {
+    struct ad_api_read rd;
+    struct ad_list_query q;
+    char *tenant, *type; /* q's strings */
+    struct ad_job_list l;
+};
+
+static ad_err list_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct list_read *x = (struct list_read *)op;
+    return ad_hub.store->ops->job_list(c, &x->q, &x->l);
+}
+
+static void list_send(struct ad_request *r, struct ad_job_list *lp, int limit);
+
+static void list_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct list_read *x = (struct list_read *)rd;
+    if (r != NULL && rd->op.err != AD_E_OK)
+        ad_api_fail(r, rd->op.err);
+    else if (r != NULL)
+        list_send(r, &x->l, x->q.limit);
+    ad_job_list_free(&x->l);
+    free(x->tenant);
+    free(x->type);
 }
 
 int ad_api_list(struct ad_request *r)
@@ -708,11 +787,19 @@ int ad_api_list(struct ad_request *r)
         q.before_cseq = cseq;
     }
     q.limit++; /* one more than asked tells whether there is a next page */
-    struct ad_job_list l = {0};
-    ad_err e = ad_hub.store->ops->job_list(ad_hub.rconn, &q, &l);
-    if (e != AD_E_OK)
-        return ad_api_fail(r, e);
-    int more = l.n == (size_t)q.limit;
+    struct list_read *x = ad_calloc(1, sizeof(*x));
+    x->q = q;
+    x->q.tenant = x->tenant = ad_strdup(r->tenant); /* the request may be gone while the reader reads */
+    x->q.type = x->type = q.type != NULL ? ad_strdup(q.type) : NULL;
+    x->rd.op.apply = list_apply;
+    x->rd.answer = list_answer;
+    return ad_api_read(r, &x->rd);
+}
+
+static void list_send(struct ad_request *r, struct ad_job_list *lp, int limit)
+{
+    struct ad_job_list l = *lp;
+    int more = l.n == (size_t)limit;
     if (more)
         ad_job_free(l.items[--l.n]);
     struct ad_buf b;
@@ -728,38 +815,46 @@ int ad_api_list(struct ad_request *r)
     } else {
         ad_buf_append(&b, "null}", 5);
     }
-    ad_job_list_free(&l);
-    return send_buf(r, &b);
+    *lp = l;
+    send_buf(r, &b);
 }
 
+/*
+ * A change feed request, from its first read to its answer. Its reads run off the loop (ad_hub_read), one at a time;
+ * with ?wait= it waits in ad_hub.change_waiters from the start, so that a change published while a read is in
+ * flight (which that read may or may not have seen) has it read again before it waits on.
+ */
 struct changes_wait {
     h2o_linklist_t link;
     struct ad_timer timer;
     struct ad_pending *pend;
     struct ad_request *r;
+    char *tenant;
     int64_t since;
     int limit;
+    int waiting; /* an empty page waits for a change (until the timer ends the wait) */
+    int reading; /* a read is in flight */
+    int again;   /* a change came while reading: an empty page reads again */
+    int gone;    /* the client went away while a read was in flight: the read frees it */
 };
 
-/* Query and answer the change feed; returns 1 when it answered, 0 when there was nothing and want_wait. */
-static int changes_answer(struct ad_request *r, int64_t since, int limit, int want_wait)
+struct changes_read {
+    struct ad_op op;
+    struct changes_wait *c;
+    struct ad_job_list l;
+};
+
+static ad_err changes_apply(struct ad_op *op, struct ad_conn *c)
 {
-    struct ad_job_list l = {0};
-    ad_err e = ad_hub.store->ops->job_changes(ad_hub.rconn, r->tenant, since, limit, &l);
-    if (e != AD_E_OK) {
-        ad_api_fail(r, e);
-        return 1;
-    }
-    if (l.n == 0 && want_wait)
-        return 0;
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"changes\":", 11);
-    render_items(&b, &l);
-    ad_buf_printf(&b, ",\"cursor\":\"%lld\"}", (long long)(l.n > 0 ? l.items[l.n - 1]->seq : since));
-    ad_job_list_free(&l);
-    send_buf(r, &b);
-    return 1;
+    struct changes_read *x = (struct changes_read *)op;
+    return ad_hub.store->ops->job_changes(c, x->c->tenant, x->c->since, x->c->limit, &x->l);
+}
+
+static void changes_read_destroy(struct ad_op *op)
+{
+    struct changes_read *x = (struct changes_read *)op;
+    ad_job_list_free(&x->l);
+    free(x);
 }
 
 static void changes_free(struct changes_wait *c)
@@ -767,27 +862,77 @@ static void changes_free(struct changes_wait *c)
     if (h2o_linklist_is_linked(&c->link))
         h2o_linklist_unlink(&c->link);
     ad_timer_cancel(&c->timer);
+    free(c->tenant);
     free(c);
+}
+
+static void changes_send(struct ad_request *r, const struct ad_job_list *l, int64_t since)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_buf_append(&b, "{\"changes\":", 11);
+    render_items(&b, l);
+    ad_buf_printf(&b, ",\"cursor\":\"%lld\"}", (long long)(l->n > 0 ? l->items[l->n - 1]->seq : since));
+    send_buf(r, &b);
+}
+
+static void changes_read(struct changes_wait *c);
+
+static void changes_read_done(struct ad_op *op)
+{
+    struct changes_read *x = (struct changes_read *)op;
+    struct changes_wait *c = x->c;
+    c->reading = 0;
+    if (c->gone) {
+        changes_free(c);
+    } else if (op->err == AD_E_OK && x->l.n == 0 && c->waiting) {
+        if (c->again)
+            changes_read(c);
+    } else {
+        struct ad_request *r = c->r;
+        if (ad_pending_take(c->pend) != NULL) {
+            if (op->err != AD_E_OK)
+                ad_api_fail(r, op->err);
+            else
+                changes_send(r, &x->l, c->since);
+        }
+        changes_free(c);
+    }
+    ad_op_free(op);
+}
+
+static void changes_read(struct changes_wait *c)
+{
+    struct changes_read *x = ad_calloc(1, sizeof(*x));
+    x->c = c;
+    x->op.apply = changes_apply;
+    x->op.done = changes_read_done;
+    x->op.destroy = changes_read_destroy;
+    c->reading = 1;
+    c->again = 0;
+    ad_hub_read(&x->op); /* may answer, and free c, before it returns */
 }
 
 static void changes_gone(struct ad_pending *p)
 {
     struct changes_wait *c = p->owner;
     ad_pending_take(p);
-    changes_free(c);
-}
-
-static void changes_finish(struct changes_wait *c, int final)
-{
-    if (!changes_answer(c->r, c->since, c->limit, !final))
+    if (!c->reading) {
+        changes_free(c);
         return;
-    ad_pending_take(c->pend);
-    changes_free(c);
+    }
+    c->gone = 1;
+    if (h2o_linklist_is_linked(&c->link))
+        h2o_linklist_unlink(&c->link);
+    ad_timer_cancel(&c->timer);
 }
 
 static void changes_timeout(struct ad_timer *t)
 {
-    changes_finish(H2O_STRUCT_FROM_MEMBER(struct changes_wait, timer, t), 1);
+    struct changes_wait *c = H2O_STRUCT_FROM_MEMBER(struct changes_wait, timer, t);
+    c->waiting = 0;
+    if (!c->reading)
+        changes_read(c); /* else the read in flight answers, empty or not */
 }
 
 void ad_api_changes_notify(const char *tenant)
@@ -796,8 +941,12 @@ void ad_api_changes_notify(const char *tenant)
     while (node != &ad_hub.change_waiters) {
         struct changes_wait *c = H2O_STRUCT_FROM_MEMBER(struct changes_wait, link, node);
         node = node->next;
-        if (strcmp(c->r->tenant, tenant) == 0)
-            changes_finish(c, 0);
+        if (strcmp(c->tenant, tenant) != 0)
+            continue;
+        if (c->reading)
+            c->again = 1;
+        else
+            changes_read(c);
     }
 }
 
@@ -808,16 +957,19 @@ int ad_api_changes(struct ad_request *r)
         query_int(r, "wait", 0, 86400, &wait) != 0)
         return 0;
     wait = wait_cap((int)wait);
-    if (changes_answer(r, since, (int)limit, wait > 0))
-        return 0;
     struct changes_wait *c = ad_calloc(1, sizeof(*c));
     c->r = r;
+    c->tenant = ad_strdup(r->tenant);
     c->since = since;
     c->limit = (int)limit;
+    c->waiting = wait > 0;
     c->timer.cb = changes_timeout;
     c->pend = ad_pending_new(r->req, c, changes_gone);
-    h2o_linklist_insert(&ad_hub.change_waiters, &c->link);
-    ad_timer_arm(&c->timer, ad_mono_ms() + wait * 1000);
+    if (c->waiting) {
+        h2o_linklist_insert(&ad_hub.change_waiters, &c->link);
+        ad_timer_arm(&c->timer, ad_mono_ms() + wait * 1000);
+    }
+    changes_read(c);
     return 0;
 }
 

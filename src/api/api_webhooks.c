@@ -123,17 +123,81 @@ static int send_hook(struct ad_request *r, int status, const struct ad_webhook *
     return send_buf(r, status, &b);
 }
 
-/* The endpoint the request names, or NULL after sending 404. */
-static struct ad_webhook *find_hook(struct ad_request *r)
+/*
+ * The reads of this file, each run off the event loop where the store's reads may block (ad_api_read): an endpoint
+ * (GET), a tenant's endpoints (list), or an endpoint and a page of its deliveries.
+ */
+enum hook_read_kind { HR_GET, HR_LIST, HR_DELIVERIES };
+struct hook_read {
+    struct ad_api_read rd;
+    enum hook_read_kind kind;
+    char *tenant, *id; /* id NULL: the callback secret */
+    int state;         /* deliveries: -1 = any */
+    int64_t before;
+    int limit;
+    struct ad_webhook *w;
+    struct ad_webhook_list hooks;
+    struct ad_delivery_list dl;
+};
+
+static ad_err hook_read_apply(struct ad_op *op, struct ad_conn *c)
 {
-    struct ad_webhook *w = NULL;
+    struct hook_read *x = (struct hook_read *)op;
+    const struct ad_store_ops *st = ad_hub.store->ops;
+    if (x->kind == HR_LIST)
+        return st->webhook_list(c, x->tenant, 0, &x->hooks);
+    ad_err e = st->webhook_get(c, x->tenant, x->id, &x->w);
+    if (e == AD_E_OK && x->id != NULL && x->w->url == NULL)
+        e = AD_E_NOT_FOUND; /* the callback secret is not an endpoint */
+    if (e == AD_E_OK && x->kind == HR_DELIVERIES)
+        e = st->delivery_list(c, x->w->id, x->state, x->before, x->limit + 1, &x->dl);
+    return e;
+}
+
+static int send_hook_list(struct ad_request *r, const struct ad_webhook_list *l);
+static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, struct ad_delivery_list *l, int limit);
+static int hook_missing(struct ad_request *r, ad_err e);
+
+static void hook_read_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct hook_read *x = (struct hook_read *)rd;
+    ad_err e = rd->op.err;
+    if (r != NULL && e != AD_E_OK && x->kind != HR_LIST)
+        hook_missing(r, e);
+    else if (r != NULL && e != AD_E_OK)
+        ad_api_fail(r, e);
+    else if (r != NULL && x->kind == HR_GET)
+        send_hook(r, 200, x->w, NULL);
+    else if (r != NULL && x->kind == HR_LIST)
+        send_hook_list(r, &x->hooks);
+    else if (r != NULL)
+        send_deliveries(r, x->w, &x->dl, x->limit);
+    ad_webhook_free(x->w);
+    ad_webhook_list_free(&x->hooks);
+    ad_delivery_list_free(&x->dl);
+    free(x->tenant);
+    free(x->id);
+}
+
+/* Read kind for the endpoint the request names (or, list, for the tenant) and answer. */
+static int hook_read(struct ad_request *r, enum hook_read_kind kind, int state, int64_t before, int limit)
+{
+    struct hook_read *x = ad_calloc(1, sizeof(*x));
+    x->kind = kind;
+    x->tenant = ad_strdup(r->tenant);
+    x->id = kind != HR_LIST && strcmp(r->id, CALLBACK_ID) != 0 ? ad_strdup(r->id) : NULL;
+    x->state = state;
+    x->before = before;
+    x->limit = limit;
+    x->rd.op.apply = hook_read_apply;
+    x->rd.answer = hook_read_answer;
+    return ad_api_read(r, &x->rd);
+}
+
+/* The answer when the endpoint the request names could not be read: 404, or the store's error. */
+static int hook_missing(struct ad_request *r, ad_err e)
+{
     int callback = strcmp(r->id, CALLBACK_ID) == 0;
-    ad_err e = ad_hub.store->ops->webhook_get(ad_hub.rconn, r->tenant, callback ? NULL : r->id, &w);
-    if (e == AD_E_OK && !callback && w->url == NULL)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK)
-        return w;
-    ad_webhook_free(w);
     if (e == AD_E_NOT_FOUND && callback)
         ad_http_problem(r->req, AD_E_NOT_FOUND, "no callback secret yet: POST /v1/webhooks/callback:rotate makes one",
                         NULL);
@@ -141,7 +205,7 @@ static struct ad_webhook *find_hook(struct ad_request *r)
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no webhook endpoint %s", r->id);
     else
         ad_api_fail(r, e);
-    return NULL;
+    return 0;
 }
 
 /* ---- writes ---- */
@@ -274,18 +338,19 @@ static void redeliver_done(struct ad_op *op)
 {
     struct ad_webhook_op *x = (struct ad_webhook_op *)op;
     struct ad_request *r = op_request(x);
-    if (r != NULL && op->err == AD_E_ILLEGAL_TRANSITION) {
-        ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "delivery %s is pending already, or its endpoint is disabled",
-                         x->id);
+    if (r != NULL && op->err == AD_E_ILLEGAL_TRANSITION && x->hook != NULL && x->hook->disabled_at != 0) {
+        ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "the endpoint is disabled; POST /v1/webhooks/%s:enable first",
+                         x->hook->id);
+    } else if (r != NULL && op->err == AD_E_ILLEGAL_TRANSITION) {
+        ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "delivery %s is pending already", x->id);
+    } else if (r != NULL && op->err == AD_E_NOT_FOUND) {
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no delivery %s", x->id);
     } else if (r != NULL && op->err != AD_E_OK) {
         ad_api_fail(r, op->err);
     } else if (r != NULL) {
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
-        struct ad_webhook *w = NULL;
-        ad_hub.store->ops->webhook_get(ad_hub.rconn, NULL, x->delivery->webhook_id, &w);
-        render_delivery(&b, x->delivery, w != NULL ? hook_public_id(w) : x->delivery->webhook_id);
-        ad_webhook_free(w);
+        render_delivery(&b, x->delivery, x->hook != NULL ? hook_public_id(x->hook) : x->delivery->webhook_id);
         send_buf(r, 202, &b);
     }
     ad_op_free(op);
@@ -293,26 +358,8 @@ static void redeliver_done(struct ad_op *op)
 
 int ad_api_redeliver(struct ad_request *r)
 {
-    struct ad_delivery *d = NULL;
-    struct ad_webhook *w = NULL;
-    const struct ad_store_ops *st = ad_hub.store->ops;
-    ad_err e = st->delivery_get(ad_hub.rconn, r->tenant, r->id, 0, &d);
-    if (e == AD_E_OK)
-        e = st->webhook_get(ad_hub.rconn, NULL, d->webhook_id, &w);
-    int rc = -1;
-    if (e == AD_E_NOT_FOUND)
-        rc = ad_http_problemf(r->req, AD_E_NOT_FOUND, "no delivery %s", r->id);
-    else if (e != AD_E_OK)
-        rc = ad_api_fail(r, e);
-    else if (d->state == AD_DLV_PENDING)
-        rc = ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION, "delivery %s is pending already", r->id);
-    else if (w->disabled_at != 0)
-        rc = ad_http_problemf(r->req, AD_E_ILLEGAL_TRANSITION,
-                              "the endpoint is disabled; POST /v1/webhooks/%s:enable first", w->id);
-    ad_delivery_free(d);
-    ad_webhook_free(w);
-    if (rc >= 0)
-        return rc;
+    /* The writer checks the delivery and its endpoint (webhook.c op_redeliver), and redeliver_done says which
+     * refused it: nothing is read on the loop first. */
     ad_writer_submit(&op_new(r, AD_WHOP_REDELIVER, redeliver_done)->op);
     return 0;
 }
@@ -321,32 +368,27 @@ int ad_api_redeliver(struct ad_request *r)
 
 int ad_api_webhook_list(struct ad_request *r)
 {
-    struct ad_webhook_list l;
-    ad_err e = ad_hub.store->ops->webhook_list(ad_hub.rconn, r->tenant, 0, &l);
-    if (e != AD_E_OK)
-        return ad_api_fail(r, e);
+    return hook_read(r, HR_LIST, -1, 0, 0);
+}
+
+static int send_hook_list(struct ad_request *r, const struct ad_webhook_list *l)
+{
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"items\":[", 10);
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = 0; i < l->n; i++) {
         if (i > 0)
             ad_buf_append(&b, ",", 1);
-        render_hook(&b, l.items[i], NULL);
+        render_hook(&b, l->items[i], NULL);
     }
     ad_buf_append(&b, "]}", 2);
-    ad_webhook_list_free(&l);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
     return send_buf(r, 200, &b);
 }
 
 int ad_api_webhook_get(struct ad_request *r)
 {
-    struct ad_webhook *w = find_hook(r);
-    if (w == NULL)
-        return 0;
-    int rc = send_hook(r, 200, w, NULL);
-    ad_webhook_free(w);
-    return rc;
+    return hook_read(r, HR_GET, -1, 0, 0);
 }
 
 int ad_api_webhook_deliveries(struct ad_request *r)
@@ -370,15 +412,12 @@ int ad_api_webhook_deliveries(struct ad_request *r)
         if (n < 3 || memcmp(raw, "d1:", 3) != 0 || ad_parse_int((char *)raw + 3, n - 3, 1, INT64_MAX, &before) != 0)
             return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "pageToken is not one this server issued", NULL);
     }
-    struct ad_webhook *w = find_hook(r);
-    if (w == NULL)
-        return 0;
-    struct ad_delivery_list l;
-    ad_err e = ad_hub.store->ops->delivery_list(ad_hub.rconn, w->id, state, before, (int)limit + 1, &l);
-    if (e != AD_E_OK) {
-        ad_webhook_free(w);
-        return ad_api_fail(r, e);
-    }
+    return hook_read(r, HR_DELIVERIES, state, before, (int)limit);
+}
+
+static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, struct ad_delivery_list *lp, int limit)
+{
+    struct ad_delivery_list l = *lp;
     int more = l.n > (size_t)limit;
     if (more)
         ad_delivery_free(l.items[--l.n]);
@@ -399,8 +438,7 @@ int ad_api_webhook_deliveries(struct ad_request *r)
     } else {
         ad_buf_append(&b, "null}", 5);
     }
-    ad_delivery_list_free(&l);
-    ad_webhook_free(w);
+    *lp = l;
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
     return send_buf(r, 200, &b);
 }

@@ -354,6 +354,13 @@ void ad_writer_submit(struct ad_op *op)
     pthread_mutex_unlock(&mu);
 }
 
+void ad_writer_complete(struct ad_op *op)
+{
+    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    op->msg.link.next = op->msg.link.prev = NULL;
+    h2o_multithread_send_message(&receiver, &op->msg);
+}
+
 void ad_writer_stop(void)
 {
     pthread_mutex_lock(&mu);

@@ -45,6 +45,10 @@ int ad_writer_deliver(void);
 /* After each h2o_evloop_run (event loop thread): have the next run, which then does not sleep, run the next chunk
  * of completions, if any wait, after it has read its sockets. */
 void ad_writer_turn(void);
+/* Hand op back to the event loop from another thread, without applying it: its done() runs on the loop in
+ * the same turns as the writer's completions (the reader threads of hub/reader.c answer through it). An op
+ * handed back so counts as handed in until its done() has run (ad_writer_idle). */
+void ad_writer_complete(struct ad_op *op);
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */

@@ -14,6 +14,7 @@
 #include "hub/cluster.h"
 #include "hub/hub.h"
 #include "common/timer.h"
+#include "core/writer.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +31,8 @@
 static struct {
     int enabled;
     int64_t pumped; /* highest seq read from the log */
+    int reading;    /* a page is being read (pump_read) */
+    int again;      /* a change was announced while it was */
     struct ad_timer timer;
     /* feed thread */
     pthread_t thread;
@@ -61,33 +64,75 @@ static void stream(const struct ad_job *j)
     ad_buf_free(&b);
 }
 
+/* A page of the log being read off the loop (ad_hub_read): one at a time, from cl.pumped. */
+struct pump_read {
+    struct ad_op op;
+    int64_t since;
+    struct ad_job_list l;
+};
+
+static ad_err pump_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct pump_read *x = (struct pump_read *)op;
+    return ad_hub.store->ops->job_changes(c, NULL, x->since, PUMP_PAGE, &x->l);
+}
+
+static void pump_destroy(struct ad_op *op)
+{
+    struct pump_read *x = (struct pump_read *)op;
+    ad_job_list_free(&x->l);
+    free(x);
+}
+
+static void pump_done(struct ad_op *op)
+{
+    struct pump_read *x = (struct pump_read *)op;
+    cl.reading = 0;
+    if (op->err != AD_E_OK) {
+        ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_RETRY_MS); /* the store is away (logged) */
+        ad_op_free(op);
+        return;
+    }
+    for (size_t i = 0; i < x->l.n; i++) {
+        struct ad_job *j = x->l.items[i];
+        x->l.items[i] = NULL;
+        if (j->seq <= cl.pumped) { /* cannot happen with one read at a time; kept cheap to be sure */
+            ad_job_free(j);
+            continue;
+        }
+        cl.pumped = j->seq;
+        stream(j);
+        ad_hub_publish(j);
+    }
+    int full = x->l.n == PUMP_PAGE;
+    ad_op_free(op);
+    /* A full page, or a change announced while reading: read on at once (from the timer, not recursively). */
+    ad_timer_arm(&cl.timer, ad_mono_ms() + (full || cl.again ? 0 : PUMP_PERIOD_MS));
+    cl.again = 0;
+}
+
 static void pump(struct ad_timer *t)
 {
-    const struct ad_store_ops *st = ad_hub.store->ops;
-    for (;;) {
-        struct ad_job_list l;
-        if (st->job_changes(ad_hub.rconn, NULL, cl.pumped, PUMP_PAGE, &l) != AD_E_OK) {
-            ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_RETRY_MS); /* the store is away (logged) */
-            return;
-        }
-        for (size_t i = 0; i < l.n; i++) {
-            struct ad_job *j = l.items[i];
-            l.items[i] = NULL;
-            cl.pumped = j->seq;
-            stream(j);
-            ad_hub_publish(j);
-        }
-        size_t n = l.n;
-        ad_job_list_free(&l);
-        if (n < PUMP_PAGE)
-            break;
+    if (atomic_load(&cl.stopping))
+        return; /* the readers are stopping too: a read now would never be answered */
+    if (cl.reading) {
+        cl.again = 1;
+        return;
     }
-    ad_timer_arm(&cl.timer, ad_mono_ms() + PUMP_PERIOD_MS);
+    struct pump_read *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = pump_apply;
+    x->op.done = pump_done;
+    x->op.destroy = pump_destroy;
+    x->since = cl.pumped;
+    cl.reading = 1;
+    ad_hub_read(&x->op);
 }
 
 void ad_cluster_changed(void)
 {
-    if (cl.enabled && (!ad_timer_armed(&cl.timer) || cl.timer.at > ad_mono_ms()))
+    if (cl.enabled && cl.reading)
+        cl.again = 1;
+    else if (cl.enabled && (!ad_timer_armed(&cl.timer) || cl.timer.at > ad_mono_ms()))
         ad_timer_arm(&cl.timer, ad_mono_ms());
 }
 

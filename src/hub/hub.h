@@ -22,6 +22,8 @@
 #include "hub/cache.h"
 #include "store/store.h"
 
+struct ad_op;
+
 struct ad_hub {
     struct ad_config *cfg;
     struct ad_store *store;
@@ -61,9 +63,23 @@ int ad_hub_start(void);
  * arm lease/runAt timers. Returns the cache entry. */
 struct ad_entry *ad_hub_publish(struct ad_job *job);
 
+/*
+ * Reads of the store from the event loop go through these two, which never stall it (issue 37): a read that could
+ * wait on the network goes to the reader threads (reader.h) and answers later; one that cannot runs at once.
+ *
+ * ad_hub_read: run a read op, a struct ad_op (core/writer.h) whose apply reads on the connection it is given and
+ * whose done runs on the event loop thread. On a store whose reads may block (ad_store_ops.reads_may_block) it is
+ * queued to the reader threads and done runs later; otherwise (SQLite) apply and done both run before it returns.
+ */
+void ad_hub_read(struct ad_op *op);
+
 /* The job for a request's tenant, from the cache or else the store: AD_E_OK with *out set, AD_E_NOT_FOUND when
- * absent or another tenant's, or the store's error (AD_E_UNAVAILABLE while the database is away). */
-ad_err ad_hub_lookup(const char *tenant, const char *id, struct ad_entry **out);
+ * absent or another tenant's (tenant NULL: any), or the store's error (AD_E_UNAVAILABLE while the database is away). A
+ * cache hit answers at once: 1 with *err and *out set (*out NULL on an error). A miss reads the store through
+ * ad_hub_read: on SQLite that too answers at once; on a store whose reads may block it returns 0, and
+ * found(arg, err, e) runs later on the event loop thread (arg is not freed here). */
+int ad_hub_lookup(const char *tenant, const char *id, ad_err *err, struct ad_entry **out,
+                  void (*found)(void *arg, ad_err err, struct ad_entry *e), void *arg);
 
 /* Estimated seconds until a client should look again (Retry-After), 1..30. */
 int ad_hub_retry_after(const struct ad_job *job);

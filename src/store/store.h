@@ -154,6 +154,10 @@ struct ad_store_ops {
     /* 1 when an open write transaction holds back the writers of other processes (PostgreSQL: the cluster's
      * write lock), so the writer must not keep one open while it waits for more operations. */
     int tx_blocks_others;
+    /* 1 when a read can wait on the network or on another process's lock (PostgreSQL): the event loop then
+     * hands its reads to the reader threads (hub/reader.h). 0 (SQLite: a local file in WAL mode, where the
+     * writer never blocks a reader) lets the loop read inline, which is faster than a hand-off. */
+    int reads_may_block;
     /* Open a connection for the calling thread. NULL with err filled on failure. */
     struct ad_conn *(*connect)(struct ad_store *s, char *err, size_t errlen);
     void (*disconnect)(struct ad_conn *c);

@@ -1892,6 +1892,7 @@ static void pg_close(struct ad_store *s)
 static const struct ad_store_ops pg_ops = {
     .name = "postgresql",
     .tx_blocks_others = 1,
+    .reads_may_block = 1,
     .connect = pg_connect,
     .disconnect = pg_disconnect,
     .begin = pg_begin,

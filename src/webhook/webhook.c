@@ -1122,7 +1122,7 @@ static ad_err op_redeliver(struct ad_webhook_op *x, struct ad_conn *c)
     struct ad_webhook *w = NULL;
     e = setup.st->webhook_get(c, NULL, d->webhook_id, &w);
     int disabled = e == AD_E_OK && w->disabled_at != 0;
-    ad_webhook_free(w);
+    x->hook = w; /* its answer names the endpoint, and why a redelivery was refused */
     if (e != AD_E_OK)
         return e;
     if (d->state == AD_DLV_PENDING || disabled)
