@@ -437,25 +437,7 @@ int ad_api_submit(struct ad_request *r)
     }
     ad_buf_free(&v.b);
 
-    const struct ad_type_conf *tc = ad_config_type(ad_hub.cfg, job->type);
-    job->id = ad_new_id("job_");
-    job->tenant = ad_strdup(r->tenant);
-    if (job->payload == NULL)
-        job->payload = ad_strdup("{}");
-    if (job->max_attempts == 0)
-        job->max_attempts = tc != NULL && tc->max_attempts > 0 ? tc->max_attempts : ad_hub.cfg->default_max_attempts;
-    if (job->timeout_seconds == 0 && tc != NULL)
-        job->timeout_seconds = tc->timeout_seconds;
-    job->created_at = job->updated_at = now;
-    if (r->route != NULL) {
-        job->on_complete_redirect = r->route->on_complete_redirect;
-        if (r->route->resource != NULL) {
-            const char *at = strstr(r->route->resource, "{id}");
-            job->resource = at != NULL ? ad_asprintf("%.*s%s%s", (int)(at - r->route->resource), r->route->resource,
-                                                     job->id, at + 4)
-                                       : ad_strdup(r->route->resource);
-        }
-    }
+    ad_core_job_prepare(job, r->tenant, r->route, now);
 
     struct submit_ctx *ctx = ad_calloc(1, sizeof(*ctx));
     if (key != NULL) {

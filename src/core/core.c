@@ -32,6 +32,29 @@ static ad_err callback_ready(struct ad_conn *c, const char *tenant)
     return webhooks != NULL ? webhooks->callback_ready(c, tenant) : AD_E_OK;
 }
 
+void ad_core_job_prepare(struct ad_job *job, const char *tenant, const struct ad_route *route, int64_t now)
+{
+    const struct ad_type_conf *tc = ad_config_type(config, job->type);
+    job->id = ad_new_id("job_");
+    job->tenant = ad_strdup(tenant);
+    if (job->payload == NULL)
+        job->payload = ad_strdup("{}");
+    if (job->max_attempts == 0)
+        job->max_attempts = tc != NULL && tc->max_attempts > 0 ? tc->max_attempts : config->default_max_attempts;
+    if (job->timeout_seconds == 0 && tc != NULL)
+        job->timeout_seconds = tc->timeout_seconds;
+    job->created_at = job->updated_at = now;
+    if (route == NULL)
+        return;
+    job->on_complete_redirect = route->on_complete_redirect;
+    if (route->resource != NULL) {
+        const char *at = strstr(route->resource, "{id}");
+        job->resource = at != NULL
+                            ? ad_asprintf("%.*s%s%s", (int)(at - route->resource), route->resource, job->id, at + 4)
+                            : ad_strdup(route->resource);
+    }
+}
+
 int64_t ad_core_retention_ms(const char *type, enum ad_status s)
 {
     const struct ad_type_conf *t = config != NULL ? ad_config_type(config, type) : NULL;

@@ -28,7 +28,12 @@ struct ad_core_webhooks {
 /* Set once at start, before the writer runs (w is not copied); NULL: no webhooks (a unit test of the core). */
 void ad_core_set_webhooks(const struct ad_core_webhooks *w);
 
-/* Submit a prepared job (id, tenant, type, payload, options, created_at set by the caller).
+/* Make job, validated from a request (type, payload and the options it gave), a new job of tenant: its id, the
+ * defaults of its type's configuration (maxAttempts, timeoutSeconds), its times (now), and the completion style
+ * and business resource of the route it came by (NULL: POST /v1/jobs). Event loop thread. */
+void ad_core_job_prepare(struct ad_job *job, const char *tenant, const struct ad_route *route, int64_t now);
+
+/* Submit a prepared job (ad_core_job_prepare).
  * With an idempotency key: an existing record with the same fingerprint replays its job (replayed = 1);
  * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op). */
 struct ad_submit_op {

@@ -264,6 +264,9 @@ static void sc_test_ops_table(void **state)
     assert_true((o->feed_open == NULL) == (o->feed_wait == NULL));
     assert_true((o->feed_open == NULL) == (o->feed_close == NULL));
     assert_true(o->tx_blocks_others == 0 || o->tx_blocks_others == 1);
+    /* Reads on the event loop are safe only where they never wait on the network (store.h). */
+    assert_true(o->reads_may_block == 0 || o->reads_may_block == 1);
+    assert_true(o->reads_may_block == (o->feed_open != NULL));
 }
 
 /* ---- connections and transactions ---- */
@@ -507,6 +510,37 @@ __attribute__((unused)) static void sc_test_after_batch_keeps_what_was_committed
     sc_reopen(f);
     g = sc_get(f, f->c, "t1", "ab0");
     ad_job_free(g);
+}
+
+/* reclaim (optional) gives back the space the store holds for itself and proves there is room with a write of its
+ * own: with room, it answers OK, and everything committed before it stays, seen by every connection and after a
+ * reopen; its own write leaves no job behind. */
+__attribute__((unused)) static void sc_test_reclaim_keeps_what_was_committed(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    assert_non_null(ops->reclaim);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    for (int i = 0; i < 30; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "rc%d", i);
+        sc_insert_new(f, id, "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    }
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    int64_t seq = sc_max_seq(f, f->c);
+    assert_int_equal(ops->reclaim(f->c), AD_E_OK);
+    assert_int_equal(ops->reclaim(f->c), AD_E_OK); /* twice in a row: still room */
+    struct ad_conn *r = sc_connect(f->s);
+    struct ad_job *g = sc_get(f, r, "t1", "rc29");
+    ad_job_free(g);
+    ops->disconnect(r);
+    sc_reopen(f);
+    g = sc_get(f, f->c, "t1", "rc0");
+    ad_job_free(g);
+    struct ad_job_list l = {0};
+    assert_int_equal(ops->job_changes(f->c, "t1", seq, 100, &l), AD_E_OK);
+    assert_int_equal(l.n, 0); /* no job row was written by the reclaim */
+    ad_job_list_free(&l);
 }
 
 /* changes (optional) moves with every row inserted, updated or deleted, and not with a read or a write that
@@ -1614,7 +1648,8 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
  * checks which are set together): the single-node store's write upkeep, and the cluster store's change feed. */
 #define STORE_CONTRACT_SINGLE_NODE_TESTS(setup, teardown)                                                              \
     cmocka_unit_test_setup_teardown(sc_test_after_batch_keeps_what_was_committed, setup, teardown),                    \
-        cmocka_unit_test_setup_teardown(sc_test_changes_move_with_every_row_written, setup, teardown)
+        cmocka_unit_test_setup_teardown(sc_test_changes_move_with_every_row_written, setup, teardown),                 \
+        cmocka_unit_test_setup_teardown(sc_test_reclaim_keeps_what_was_committed, setup, teardown)
 #define STORE_CONTRACT_CLUSTER_TESTS(setup, teardown)                                                                  \
     cmocka_unit_test_setup_teardown(sc_test_feed_hears_other_nodes_only, setup, teardown)
 

@@ -279,6 +279,46 @@ static void test_retention_per_type_and_status(void **state)
     }
 }
 
+/* What a submit leaves to the server: an id, the type's defaults (else the global maxAttempts), the times, and a
+ * route's completion style and business resource with the new id in it. */
+static void test_job_prepare_defaults(void **state)
+{
+    struct fx *f = *state;
+    load_config(f, "maxAttempts: 7\n"
+                   "types:\n"
+                   "  video.transcode: { maxAttempts: 3, timeoutSeconds: 600 }\n");
+    struct ad_job *j = ad_job_new();
+    j->type = ad_strdup("video.transcode");
+    struct ad_route route = {.type = "video.transcode", .resource = "/v1/videos/{id}/file", .on_complete_redirect = 1};
+    ad_core_job_prepare(j, "t1", &route, 1234);
+    assert_non_null(j->id);
+    assert_int_equal(strncmp(j->id, "job_", 4), 0);
+    assert_string_equal(j->tenant, "t1");
+    assert_string_equal(j->payload, "{}");
+    assert_int_equal(j->max_attempts, 3);
+    assert_int_equal(j->timeout_seconds, 600);
+    assert_int_equal(j->created_at, 1234);
+    assert_int_equal(j->updated_at, 1234);
+    assert_int_equal(j->on_complete_redirect, 1);
+    char want[128];
+    snprintf(want, sizeof(want), "/v1/videos/%s/file", j->id);
+    assert_string_equal(j->resource, want);
+    ad_job_free(j);
+
+    /* An unconfigured type, by POST /v1/jobs, with its own options: those stay, the rest is the global default. */
+    j = ad_job_new();
+    j->type = ad_strdup("other");
+    j->payload = ad_strdup("{\"a\":1}");
+    j->timeout_seconds = 5;
+    ad_core_job_prepare(j, "t2", NULL, 99);
+    assert_string_equal(j->payload, "{\"a\":1}");
+    assert_int_equal(j->max_attempts, 7);
+    assert_int_equal(j->timeout_seconds, 5);
+    assert_int_equal(j->on_complete_redirect, 0);
+    assert_null(j->resource);
+    ad_job_free(j);
+}
+
 static void test_fingerprint(void **state)
 {
     (void)state;
@@ -1185,6 +1225,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_backoff_within_jitter_bounds),
+        T(test_job_prepare_defaults),
         T(test_backoff_grows_then_caps),
         T(test_backoff_is_jittered),
         T(test_retention_per_type_and_status),
