@@ -218,6 +218,12 @@ static struct {
     size_t n;
     int64_t horizon_at, horizon_cseq; /* both INT64_MAX: every scheduled job has its timer */
     struct ad_timer refill;           /* armed at horizon_at while there is a horizon */
+    /* While a refill's page is being read off the loop (a store whose reads may block), jobs scheduled past the
+     * horizon are armed at once, since the page may have been read before they committed; their cseqs are kept
+     * so that the page does not arm them twice. A horizon brought down meanwhile makes the page stale. */
+    int reading, stale;
+    int64_t *meanwhile;
+    size_t nmeanwhile, capmeanwhile;
 } runat = {.armed = {&runat.armed, &runat.armed}, .horizon_at = INT64_MAX, .horizon_cseq = INT64_MAX};
 
 static int runat_beyond(int64_t run_at, int64_t cseq)
@@ -271,18 +277,101 @@ static void runat_set_horizon(int64_t run_at, int64_t cseq)
 /* A job that has just become queued with a future runAt. */
 static void runat_schedule(const struct ad_job *j)
 {
-    if (runat_beyond(j->run_at, j->cseq))
+    if (runat_beyond(j->run_at, j->cseq) && !runat.reading)
         return; /* a refill will read it */
-    if (runat.n < ad_hub.cfg->scheduled_timers)
+    if (runat.n < ad_hub.cfg->scheduled_timers) {
         runat_arm(j);
-    else
+        if (runat.reading) {
+            if (runat.nmeanwhile == runat.capmeanwhile) {
+                runat.capmeanwhile = runat.capmeanwhile != 0 ? 2 * runat.capmeanwhile : 16;
+                runat.meanwhile = ad_realloc(runat.meanwhile, runat.capmeanwhile * sizeof(*runat.meanwhile));
+            }
+            runat.meanwhile[runat.nmeanwhile++] = j->cseq;
+        }
+    } else if (!runat_beyond(j->run_at, j->cseq)) {
         runat_set_horizon(j->run_at, j->cseq - 1); /* the timers already armed stay under the horizon */
+        runat.stale = runat.reading;
+    } else {
+        runat.stale = 1; /* no room, and the page being read may not hold it: read again */
+    }
 }
 
-/* Still a read on the loop on every store (issue 37 leaves it for now): it runs only when the runAt horizon comes
- * due, one indexed page at a time; moving it to ad_hub_read needs the horizon to stay put while the page is read. */
+static int runat_armed_meanwhile(int64_t cseq)
+{
+    for (size_t i = 0; i < runat.nmeanwhile; i++)
+        if (runat.meanwhile[i] == cseq)
+            return 1;
+    return 0;
+}
+
+/* Arm (or kick, when due) the jobs of a page read past the horizon, in its order, while there is room; the new
+ * horizon is the last one taken, or none when the page was the end. */
+static void runat_take_page(const struct ad_job_list *l, int limit)
+{
+    int64_t now = ad_now_ms();
+    size_t i = 0;
+    for (; i < l->n; i++) {
+        const struct ad_job *j = l->items[i];
+        if (runat_armed_meanwhile(j->cseq))
+            continue;
+        if (j->run_at <= now)
+            ad_hub_work(j->tenant, j->type);
+        else if (runat.n < ad_hub.cfg->scheduled_timers)
+            runat_arm(j);
+        else
+            break;
+    }
+    if (i == 0 && l->n != 0) {
+        ad_timer_arm(&runat.refill, ad_mono_ms() + 1); /* full of timers that are due now and about to fire */
+    } else if (i < l->n || l->n == (size_t)limit) {
+        runat_set_horizon(l->items[i - 1]->run_at, l->items[i - 1]->cseq);
+    } else {
+        runat.horizon_at = runat.horizon_cseq = INT64_MAX;
+        ad_timer_cancel(&runat.refill);
+    }
+}
+
+/* A refill's page: the jobs past the horizon it was given, at most limit of them, soonest first. */
+struct runat_read {
+    struct ad_op op;
+    int64_t horizon_at, horizon_cseq;
+    int limit;
+    struct ad_job_list l;
+};
+
+static ad_err runat_read_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct runat_read *rr = (struct runat_read *)op;
+    return ad_hub.store->ops->job_scheduled(c, rr->horizon_at, rr->horizon_cseq, rr->limit, &rr->l);
+}
+
+static void runat_read_done(struct ad_op *op)
+{
+    struct runat_read *rr = (struct runat_read *)op;
+    runat.reading = 0;
+    if (op->err != AD_E_OK)
+        ad_timer_arm(&runat.refill, ad_mono_ms() + AD_RECHECK_MS); /* the store is away: look again soon */
+    else if (runat.stale)
+        ad_timer_arm(&runat.refill, ad_mono_ms()); /* the horizon moved while reading: read from it again */
+    else
+        runat_take_page(&rr->l, rr->limit);
+    runat.stale = 0;
+    runat.nmeanwhile = 0;
+    ad_op_free(op);
+}
+
+static void runat_read_destroy(struct ad_op *op)
+{
+    struct runat_read *rr = (struct runat_read *)op;
+    ad_job_list_free(&rr->l);
+    free(rr);
+}
+
+/* The horizon came due: read the next page past it (ad_hub_read: off the loop where reads may block). */
 static void runat_refill(struct ad_timer *t)
 {
+    if (runat.reading)
+        return; /* the read in flight ends with what is due (runat_read_done) */
     /* The timers past the horizon (armed before it came down) are read again below: drop them first, so that
      * none is kept twice. */
     for (h2o_linklist_t *l = runat.armed.next; l != &runat.armed;) {
@@ -295,28 +384,19 @@ static void runat_refill(struct ad_timer *t)
         }
     }
     size_t room = ad_hub.cfg->scheduled_timers - runat.n;
-    int limit = room < AD_RUNAT_PAGE ? (int)room : AD_RUNAT_PAGE;
-    struct ad_job_list l = {0};
-    if (limit == 0 ||
-        ad_hub.store->ops->job_scheduled(ad_hub.rconn, runat.horizon_at, runat.horizon_cseq, limit, &l) != AD_E_OK) {
-        /* Full of timers that are due now and about to fire, or the store is away: look again soon. */
-        ad_timer_arm(&runat.refill, ad_mono_ms() + (limit == 0 ? 1 : AD_RECHECK_MS));
+    if (room == 0) {
+        ad_timer_arm(&runat.refill, ad_mono_ms() + 1); /* full of timers that are due now and about to fire */
         return;
     }
-    int64_t now = ad_now_ms();
-    for (size_t i = 0; i < l.n; i++) {
-        if (l.items[i]->run_at <= now)
-            ad_hub_work(l.items[i]->tenant, l.items[i]->type);
-        else
-            runat_arm(l.items[i]);
-    }
-    if (l.n == (size_t)limit) {
-        runat_set_horizon(l.items[l.n - 1]->run_at, l.items[l.n - 1]->cseq);
-    } else {
-        runat.horizon_at = runat.horizon_cseq = INT64_MAX;
-        ad_timer_cancel(&runat.refill);
-    }
-    ad_job_list_free(&l);
+    struct runat_read *rr = ad_calloc(1, sizeof(*rr));
+    rr->horizon_at = runat.horizon_at;
+    rr->horizon_cseq = runat.horizon_cseq;
+    rr->limit = room < AD_RUNAT_PAGE ? (int)room : AD_RUNAT_PAGE;
+    rr->op.apply = runat_read_apply;
+    rr->op.done = runat_read_done;
+    rr->op.destroy = runat_read_destroy;
+    runat.reading = 1;
+    ad_hub_read(&rr->op);
 }
 
 size_t ad_hub_runat_timers(void)
@@ -482,7 +562,16 @@ static int recover_timers(void)
     runat.refill.cb = runat_refill;
     runat.horizon_at = ad_now_ms();
     runat.horizon_cseq = INT64_MAX;
-    runat_refill(&runat.refill);
+    /* The first page on the loop's own connection: nothing is served yet, and the log can say what it found. */
+    size_t cap = ad_hub.cfg->scheduled_timers;
+    struct runat_read first = {.horizon_at = runat.horizon_at,
+                               .horizon_cseq = runat.horizon_cseq,
+                               .limit = cap < AD_RUNAT_PAGE ? (int)cap : AD_RUNAT_PAGE};
+    if (first.limit == 0 || runat_read_apply(&first.op, ad_hub.rconn) != AD_E_OK)
+        ad_timer_arm(&runat.refill, ad_mono_ms() + AD_RECHECK_MS); /* the store is away: look again soon */
+    else
+        runat_take_page(&first.l, first.limit);
+    ad_job_list_free(&first.l);
     if (leases != 0 || runat.n != 0)
         ad_info("recovered %zu running leases and %zu scheduled jobs%s", leases, runat.n,
                 ad_timer_armed(&runat.refill) ? " (more are read as they come due)" : "");
