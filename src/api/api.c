@@ -6,6 +6,7 @@
  */
 #include "api/api.h"
 #include "job/job.h"
+#include "common/json.h"
 #include "common/timer.h"
 #include "core/writer.h"
 
@@ -305,21 +306,22 @@ void ad_verr_init(struct ad_verr *v)
 
 void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
 {
-    if (v->n++ == 0)
-        ad_buf_append(&v->b, ",\"errors\":[", 11);
-    else
-        ad_buf_append(&v->b, ",", 1);
-    ad_buf_append(&v->b, "{\"pointer\":", 11);
+    if (v->n++ == 0) {
+        AD_JSON_KEY(&v->b, "errors");
+        AD_BUF_LIT(&v->b, "[");
+    } else {
+        AD_BUF_LIT(&v->b, ",");
+    }
+    AD_JSON_OPEN(&v->b, "pointer");
     ad_json_str(&v->b, pointer);
-    ad_buf_append(&v->b, ",\"detail\":", 10);
+    AD_JSON_KEY(&v->b, "detail");
     ad_json_str(&v->b, detail);
-    ad_buf_append(&v->b, "}", 1);
+    AD_BUF_LIT(&v->b, "}");
 }
 
 int ad_verr_send(struct ad_verr *v, struct ad_request *r)
 {
-    ad_buf_append(&v->b, "]", 1);
-    ad_buf_append(&v->b, "", 1);
+    AD_BUF_LIT(&v->b, "]");
     char detail[160];
     snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
     int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.data);
