@@ -306,7 +306,13 @@ void ad_verr_init(struct ad_verr *v)
 
 void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
 {
-    if (v->n++ == 0) {
+    int first = v->n++ == 0;
+    /* Past the cap the list keeps the errors that fitted whole (the count says how many there were): the one
+     * the cap cut is taken back, and one byte is kept for the closing ']'. */
+    if (v->b.toobig)
+        return;
+    size_t mark = v->b.len;
+    if (first) {
         AD_JSON_KEY(&v->b, "errors");
         AD_BUF_LIT(&v->b, "[");
     } else {
@@ -317,14 +323,21 @@ void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
     AD_JSON_KEY(&v->b, "detail");
     ad_json_str(&v->b, detail);
     AD_BUF_LIT(&v->b, "}");
+    if (ad_json_end(&v->b) != 0 || v->b.len >= v->b.max) {
+        v->b.len = mark;
+        if (v->b.data != NULL)
+            v->b.data[mark] = '\0';
+        v->b.toobig = 1;
+    }
 }
 
 int ad_verr_send(struct ad_verr *v, struct ad_request *r)
 {
-    AD_BUF_LIT(&v->b, "]");
+    if (v->b.len > 0)
+        AD_BUF_LIT(&v->b, "]");
     char detail[160];
     snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
-    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.data);
+    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.len > 0 ? v->b.data : NULL);
     ad_buf_free(&v->b);
     return rc;
 }
