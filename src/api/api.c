@@ -6,6 +6,7 @@
  */
 #include "api/api.h"
 #include "job/job.h"
+#include "common/json.h"
 #include "common/timer.h"
 #include "core/writer.h"
 
@@ -305,24 +306,38 @@ void ad_verr_init(struct ad_verr *v)
 
 void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
 {
-    if (v->n++ == 0)
-        ad_buf_append(&v->b, ",\"errors\":[", 11);
-    else
-        ad_buf_append(&v->b, ",", 1);
-    ad_buf_append(&v->b, "{\"pointer\":", 11);
+    int first = v->n++ == 0;
+    /* Past the cap the list keeps the errors that fitted whole (the count says how many there were): the one
+     * the cap cut is taken back, and one byte is kept for the closing ']'. */
+    if (v->b.toobig)
+        return;
+    size_t mark = v->b.len;
+    if (first) {
+        AD_JSON_KEY(&v->b, "errors");
+        AD_BUF_LIT(&v->b, "[");
+    } else {
+        AD_BUF_LIT(&v->b, ",");
+    }
+    AD_JSON_OPEN(&v->b, "pointer");
     ad_json_str(&v->b, pointer);
-    ad_buf_append(&v->b, ",\"detail\":", 10);
+    AD_JSON_KEY(&v->b, "detail");
     ad_json_str(&v->b, detail);
-    ad_buf_append(&v->b, "}", 1);
+    AD_BUF_LIT(&v->b, "}");
+    if (ad_json_end(&v->b) != 0 || v->b.len >= v->b.max) {
+        v->b.len = mark;
+        if (v->b.data != NULL)
+            v->b.data[mark] = '\0';
+        v->b.toobig = 1;
+    }
 }
 
 int ad_verr_send(struct ad_verr *v, struct ad_request *r)
 {
-    ad_buf_append(&v->b, "]", 1);
-    ad_buf_append(&v->b, "", 1);
+    if (v->b.len > 0)
+        AD_BUF_LIT(&v->b, "]");
     char detail[160];
     snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
-    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.data);
+    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.len > 0 ? v->b.data : NULL);
     ad_buf_free(&v->b);
     return rc;
 }

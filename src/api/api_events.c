@@ -16,6 +16,7 @@
 #include "job/event.h"
 #include "http/sse.h"
 #include "api/valet.h"
+#include "common/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -581,23 +582,28 @@ static int sign_found(struct ad_request *r, ad_err err, struct ad_entry *e, void
     }
     /* Rounded up: the URL lives at least ttl seconds, never a fraction of the first one less. */
     int64_t exp = (ad_now_ms() + 999) / 1000 + ttl;
-    char sig[AD_VALET_SIG_LEN + 1], expires[40];
+    char sig[AD_VALET_SIG_LEN + 1];
     ad_valet_sign(r->id, exp, sig);
-    ad_time_rfc3339(exp * 1000, expires, sizeof(expires));
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     /* The public URL is the operator's text (a '"' or a byte that is not UTF-8 is not refused there), so the
      * URLs go through the JSON string writer. */
-    static const char *const members[] = {"{\"url\":", ",\"events\":", ",\"result\":"};
     static const char *const tails[] = {"", "/events", "/result"};
-    for (size_t i = 0; i < 3; i++) {
-        char *url =
+    char *url[3];
+    for (size_t i = 0; i < 3; i++)
+        url[i] =
             ad_asprintf("%s/v1/jobs/%s%s?exp=%lld&sig=%s", ad_hub.public_url, r->id, tails[i], (long long)exp, sig);
-        ad_buf_str(&b, members[i]);
-        ad_json_str(&b, url);
-        free(url);
-    }
-    ad_buf_printf(&b, ",\"expiresAt\":\"%s\"}", expires);
+    AD_JSON_OPEN(&b, "url");
+    ad_json_str(&b, url[0]);
+    AD_JSON_KEY(&b, "events");
+    ad_json_str(&b, url[1]);
+    AD_JSON_KEY(&b, "result");
+    ad_json_str(&b, url[2]);
+    for (size_t i = 0; i < 3; i++)
+        free(url[i]);
+    AD_JSON_KEY(&b, "expiresAt");
+    ad_json_time(&b, exp * 1000);
+    AD_BUF_LIT(&b, "}");
     char *body = h2o_mem_alloc_pool(&r->req->pool, b.len);
     memcpy(body, b.data, b.len);
     size_t len = b.len;

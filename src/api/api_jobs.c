@@ -7,6 +7,7 @@
  */
 #include "api/api.h"
 #include "core/core.h"
+#include "common/json.h"
 #include "common/timer.h"
 #include "core/writer.h"
 
@@ -623,17 +624,17 @@ int ad_api_get_result(struct ad_request *r)
 /* Append the live jobs of l as a JSON array to b. */
 static void render_items(struct ad_buf *b, const struct ad_job_list *l)
 {
-    ad_buf_append(b, "[", 1);
+    AD_BUF_LIT(b, "[");
     int first = 1;
     for (size_t i = 0; i < l->n; i++) {
         if (expiry_state(l->items[i]) != AD_E_OK)
             continue;
         if (!first)
-            ad_buf_append(b, ",", 1);
+            AD_BUF_LIT(b, ",");
         first = 0;
         ad_job_render(l->items[i], b);
     }
-    ad_buf_append(b, "]", 1);
+    AD_BUF_LIT(b, "]");
 }
 
 static int send_buf(struct ad_request *r, struct ad_buf *b)
@@ -652,25 +653,25 @@ static int send_attempts(struct ad_request *r, struct ad_attempt_list *l, const 
     ad_attempt_own(l, j);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"attempts\":[", 13);
+    AD_JSON_OPEN(&b, "attempts");
+    AD_BUF_LIT(&b, "[");
     for (size_t i = 0; i < l->n; i++) {
         const struct ad_attempt *a = &l->items[i];
-        char started[40], ended[40];
-        ad_time_rfc3339(a->started_at, started, sizeof(started));
-        ad_buf_printf(&b, "%s{\"attempt\":%d,\"worker\":", i != 0 ? "," : "", a->attempt);
+        if (i != 0)
+            AD_BUF_LIT(&b, ",");
+        AD_JSON_OPEN(&b, "attempt");
+        ad_json_int(&b, a->attempt);
+        AD_JSON_KEY(&b, "worker");
         ad_json_str(&b, a->worker);
-        ad_buf_printf(&b, ",\"startedAt\":\"%s\",\"endedAt\":", started);
-        if (a->ended_at != 0) {
-            ad_time_rfc3339(a->ended_at, ended, sizeof(ended));
-            ad_buf_printf(&b, "\"%s\"", ended);
-        } else {
-            ad_buf_append(&b, "null", 4);
-        }
-        ad_buf_append(&b, ",\"outcome\":", 11);
+        AD_JSON_KEY(&b, "startedAt");
+        ad_json_time(&b, a->started_at);
+        AD_JSON_KEY(&b, "endedAt");
+        ad_json_time(&b, a->ended_at);
+        AD_JSON_KEY(&b, "outcome");
         ad_json_str(&b, a->outcome);
-        ad_buf_append(&b, "}", 1);
+        AD_BUF_LIT(&b, "}");
     }
-    ad_buf_append(&b, "]}", 2);
+    AD_BUF_LIT(&b, "]}");
     return send_buf(r, &b);
 }
 
@@ -786,17 +787,18 @@ static void list_send(struct ad_request *r, struct ad_job_list *lp, int limit)
         ad_job_free(l.items[--l.n]);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"items\":", 9);
+    AD_JSON_OPEN(&b, "items");
     render_items(&b, &l);
-    ad_buf_append(&b, ",\"nextPageToken\":", 17);
+    AD_JSON_KEY(&b, "nextPageToken");
     if (more && l.n > 0) {
         char raw[32], tok[48];
         int n = snprintf(raw, sizeof(raw), "c1:%lld", (long long)l.items[l.n - 1]->cseq);
         ad_b64url_encode((uint8_t *)raw, (size_t)n, tok);
-        ad_buf_printf(&b, "\"%s\"}", tok);
+        ad_json_str(&b, tok);
     } else {
-        ad_buf_append(&b, "null}", 5);
+        ad_json_null(&b);
     }
+    AD_BUF_LIT(&b, "}");
     *lp = l;
     send_buf(r, &b);
 }
@@ -852,9 +854,14 @@ static void changes_send(struct ad_request *r, const struct ad_job_list *l, int6
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"changes\":", 11);
+    /* The cursor is a string: a client's JSON numbers need not hold 64 bits. */
+    char cursor[AD_INT_CHARS + 1];
+    ad_format_int(l->n > 0 ? l->items[l->n - 1]->seq : since, cursor);
+    AD_JSON_OPEN(&b, "changes");
     render_items(&b, l);
-    ad_buf_printf(&b, ",\"cursor\":\"%lld\"}", (long long)(l->n > 0 ? l->items[l->n - 1]->seq : since));
+    AD_JSON_KEY(&b, "cursor");
+    ad_json_str(&b, cursor);
+    AD_BUF_LIT(&b, "}");
     send_buf(r, &b);
 }
 

@@ -7,6 +7,7 @@
  */
 #include "api/api.h"
 #include "core/core.h"
+#include "common/json.h"
 #include "common/timer.h"
 #include "core/writer.h"
 
@@ -116,17 +117,16 @@ static void lease_issue(struct parked *p)
 /* Append one lease ({"job", "leaseId", "leaseExpiresAt"}) of a published job to b. */
 static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
 {
-    char until[40];
-    ad_time_rfc3339(e->job->lease_expires_at, until, sizeof(until));
-    /* Appended in pieces, not printed: every lease answer and report with "next" writes one per job. The
-     * lease id is the server's own (URL-safe), so it needs no escaping. */
-    ad_buf_str(b, first ? "{\"job\":" : ",{\"job\":");
-    ad_buf_append(b, e->body, e->len);
-    AD_BUF_LIT(b, ",\"leaseId\":\"");
-    ad_buf_str(b, e->job->lease_id);
-    AD_BUF_LIT(b, "\",\"leaseExpiresAt\":\"");
-    ad_buf_str(b, until);
-    AD_BUF_LIT(b, "\"}");
+    /* Appended in pieces, not printed: every lease answer and report with "next" writes one per job. */
+    if (!first)
+        AD_BUF_LIT(b, ",");
+    AD_JSON_OPEN(b, "job");
+    ad_json_rawn(b, e->body, e->len);
+    AD_JSON_KEY(b, "leaseId");
+    ad_json_str(b, e->job->lease_id);
+    AD_JSON_KEY(b, "leaseExpiresAt");
+    ad_json_time(b, e->job->lease_expires_at);
+    AD_BUF_LIT(b, "}");
 }
 
 /* Publish the jobs a lease op took (taking them from it) and append "leases":[...] to b. Returns how many. */

@@ -8,6 +8,7 @@
  */
 #include "api/api.h"
 #include "webhook/webhook.h"
+#include "common/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,75 +38,112 @@ int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen)
 
 /* ---- representations ---- */
 
-static void json_time(struct ad_buf *b, const char *name, int64_t ms)
-{
-    char t[40];
-    ad_buf_printf(b, ",\"%s\":", name);
-    if (ms == 0) {
-        ad_buf_append(b, "null", 4);
-        return;
-    }
-    ad_time_rfc3339(ms, t, sizeof(t));
-    ad_buf_printf(b, "\"%s\"", t);
-}
-
 /* The public id of an endpoint row: its own, or "callback" for the callback secret. */
 static const char *hook_public_id(const struct ad_webhook *w)
 {
     return w->url != NULL ? w->id : CALLBACK_ID;
 }
 
+/* A path with an id in it as a JSON string: "<head><id><tail>", the id escaped like any other text. */
+static void json_path(struct ad_buf *b, const char *head, const char *id, const char *tail)
+{
+    AD_BUF_LIT(b, "\"");
+    ad_buf_str(b, head);
+    ad_json_chars(b, id);
+    ad_buf_str(b, tail);
+    AD_BUF_LIT(b, "\"");
+}
+
+/*
+ * The renderers skip the appends' returns for the writer's sticky error (json.h): an append refused at the
+ * buffer's cap leaves b->toobig set, and send_buf checks it once before anything is sent. That is simpler
+ * than checking some thirty returns here, and as correct: a refused append adds nothing, so what follows it
+ * cannot overrun anything, and the text is then dropped as a whole.
+ */
 static void render_hook(struct ad_buf *b, const struct ad_webhook *w, const char *secret)
 {
     const char *id = hook_public_id(w);
     /* The callback secret signs what a job's callbackUrl hears: its outcome. */
     unsigned events = w->url != NULL ? w->events : AD_WHE_FINAL;
-    ad_buf_printf(b, "{\"id\":\"%s\",\"url\":", id);
+    AD_JSON_OPEN(b, "id");
+    ad_json_str(b, id);
+    AD_JSON_KEY(b, "url");
     ad_json_str(b, w->url);
-    ad_buf_append(b, ",\"events\":[", 11);
-    for (int e = 0, n = 0; e < AD_WHE__COUNT; e++)
-        if (events & (1u << e))
-            ad_buf_printf(b, "%s\"%s\"", n++ > 0 ? "," : "", ad_webhook_event_name((enum ad_webhook_event)e));
-    ad_buf_printf(b, "],\"enabled\":%s", w->disabled_at == 0 ? "true" : "false");
-    json_time(b, "disabledAt", w->disabled_at);
-    ad_buf_append(b, ",\"disabledReason\":", 18);
+    AD_JSON_KEY(b, "events");
+    AD_BUF_LIT(b, "[");
+    for (int e = 0, n = 0; e < AD_WHE__COUNT; e++) {
+        if ((events & (1u << e)) == 0)
+            continue;
+        if (n++ > 0)
+            AD_BUF_LIT(b, ",");
+        ad_json_str(b, ad_webhook_event_name((enum ad_webhook_event)e));
+    }
+    AD_BUF_LIT(b, "]");
+    AD_JSON_KEY(b, "enabled");
+    ad_json_bool(b, w->disabled_at == 0);
+    AD_JSON_KEY(b, "disabledAt");
+    ad_json_time(b, w->disabled_at);
+    AD_JSON_KEY(b, "disabledReason");
     ad_json_str(b, w->disabled_reason);
-    json_time(b, "createdAt", w->created_at);
-    json_time(b, "previousSecretExpiresAt", w->prev_secret != NULL ? w->prev_until : 0);
+    AD_JSON_KEY(b, "createdAt");
+    ad_json_time(b, w->created_at);
+    AD_JSON_KEY(b, "previousSecretExpiresAt");
+    ad_json_time(b, w->prev_secret != NULL ? w->prev_until : 0);
     if (secret != NULL) {
-        ad_buf_append(b, ",\"secret\":", 10);
+        AD_JSON_KEY(b, "secret");
         ad_json_str(b, secret);
     }
-    ad_buf_printf(b,
-                  ",\"links\":{\"self\":\"/v1/webhooks/%s\",\"deliveries\":\"/v1/webhooks/%s/deliveries\","
-                  "\"rotate\":\"/v1/webhooks/%s:rotate\"}}",
-                  id, id, id);
+    AD_JSON_KEY(b, "links");
+    AD_JSON_OPEN(b, "self");
+    json_path(b, "/v1/webhooks/", id, "");
+    AD_JSON_KEY(b, "deliveries");
+    json_path(b, "/v1/webhooks/", id, "/deliveries");
+    AD_JSON_KEY(b, "rotate");
+    json_path(b, "/v1/webhooks/", id, ":rotate");
+    AD_BUF_LIT(b, "}}");
 }
 
 static void render_delivery(struct ad_buf *b, const struct ad_delivery *d, const char *hook_id)
 {
-    ad_buf_printf(b, "{\"id\":\"%s\",\"webhookId\":\"%s\",\"eventId\":\"%s\",\"eventType\":\"%s\",\"jobId\":", d->id,
-                  hook_id, d->event_id, d->event_type);
+    AD_JSON_OPEN(b, "id");
+    ad_json_str(b, d->id);
+    AD_JSON_KEY(b, "webhookId");
+    ad_json_str(b, hook_id);
+    AD_JSON_KEY(b, "eventId");
+    ad_json_str(b, d->event_id);
+    AD_JSON_KEY(b, "eventType");
+    ad_json_str(b, d->event_type);
+    AD_JSON_KEY(b, "jobId");
     ad_json_str(b, d->job_id);
-    ad_buf_append(b, ",\"url\":", 7);
+    AD_JSON_KEY(b, "url");
     ad_json_str(b, d->url);
-    ad_buf_printf(b, ",\"status\":\"%s\",\"attempts\":%d", delivery_states[d->state], d->attempts);
-    json_time(b, "createdAt", d->created_at);
-    json_time(b, "lastAttemptAt", d->last_at);
-    json_time(b, "nextAttemptAt", d->state == AD_DLV_PENDING ? d->next_at : 0);
-    ad_buf_append(b, ",\"lastStatus\":", 14);
-    if (d->last_status != 0)
-        ad_buf_printf(b, "%d", d->last_status);
-    else
-        ad_buf_append(b, "null", 4);
-    ad_buf_append(b, ",\"lastError\":", 13);
+    AD_JSON_KEY(b, "status");
+    ad_json_str(b, delivery_states[d->state]);
+    AD_JSON_KEY(b, "attempts");
+    ad_json_int(b, d->attempts);
+    AD_JSON_KEY(b, "createdAt");
+    ad_json_time(b, d->created_at);
+    AD_JSON_KEY(b, "lastAttemptAt");
+    ad_json_time(b, d->last_at);
+    AD_JSON_KEY(b, "nextAttemptAt");
+    ad_json_time(b, d->state == AD_DLV_PENDING ? d->next_at : 0);
+    AD_JSON_KEY(b, "lastStatus");
+    d->last_status != 0 ? ad_json_int(b, d->last_status) : ad_json_null(b);
+    AD_JSON_KEY(b, "lastError");
     ad_json_str(b, d->last_error);
-    ad_buf_printf(b, ",\"links\":{\"redeliver\":\"/v1/deliveries/%s:redeliver\"}}", d->id);
+    AD_JSON_KEY(b, "links");
+    AD_JSON_OPEN(b, "redeliver");
+    json_path(b, "/v1/deliveries/", d->id, ":redeliver");
+    AD_BUF_LIT(b, "}}");
 }
 
-/* Send b as the JSON answer (copied into the request pool) and free it. */
+/* Send b as the JSON answer (copied into the request pool), or 500 when it was cut short, and free it. */
 static int send_buf(struct ad_request *r, int status, struct ad_buf *b)
 {
+    if (ad_json_end(b) != 0) {
+        ad_buf_free(b);
+        return ad_api_fail(r, AD_E_INTERNAL);
+    }
     char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
     memcpy(body, b->data, b->len);
     int rc = ad_http_json(r, status, body, b->len);
@@ -375,13 +413,14 @@ static int send_hook_list(struct ad_request *r, const struct ad_webhook_list *l)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"items\":[", 10);
+    AD_JSON_OPEN(&b, "items");
+    AD_BUF_LIT(&b, "[");
     for (size_t i = 0; i < l->n; i++) {
         if (i > 0)
-            ad_buf_append(&b, ",", 1);
+            AD_BUF_LIT(&b, ",");
         render_hook(&b, l->items[i], NULL);
     }
-    ad_buf_append(&b, "]}", 2);
+    AD_BUF_LIT(&b, "]}");
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
     return send_buf(r, 200, &b);
 }
@@ -423,21 +462,24 @@ static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, str
         ad_delivery_free(l.items[--l.n]);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{\"items\":[", 10);
+    AD_JSON_OPEN(&b, "items");
+    AD_BUF_LIT(&b, "[");
     for (size_t i = 0; i < l.n; i++) {
         if (i > 0)
-            ad_buf_append(&b, ",", 1);
+            AD_BUF_LIT(&b, ",");
         render_delivery(&b, l.items[i], hook_public_id(w));
     }
-    ad_buf_append(&b, "],\"nextPageToken\":", 18);
+    AD_BUF_LIT(&b, "]");
+    AD_JSON_KEY(&b, "nextPageToken");
     if (more && l.n > 0) {
         char raw[32], tok[48];
         int n = snprintf(raw, sizeof(raw), "d1:%lld", (long long)l.items[l.n - 1]->seq);
         ad_b64url_encode((uint8_t *)raw, (size_t)n, tok);
-        ad_buf_printf(&b, "\"%s\"}", tok);
+        ad_json_str(&b, tok);
     } else {
-        ad_buf_append(&b, "null}", 5);
+        ad_json_null(&b);
     }
+    AD_BUF_LIT(&b, "}");
     *lp = l;
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
     return send_buf(r, 200, &b);

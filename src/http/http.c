@@ -5,7 +5,7 @@
  * from the AD_ERRNO_MAP entry of its code; no handler writes a status line for an error by hand.
  */
 #include "http/http.h"
-#include "job/job.h"
+#include "common/json.h"
 #include "common/timer.h"
 
 #include <h2o/http2.h>
@@ -270,19 +270,26 @@ static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const ch
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_printf(&b, "{\"type\":\"" AD_PROBLEM_BASE "%s\",\"title\":", ad_err_code(err));
+    AD_JSON_OPEN(&b, "type");
+    AD_BUF_LIT(&b, "\"" AD_PROBLEM_BASE);
+    ad_json_chars(&b, ad_err_code(err));
+    AD_BUF_LIT(&b, "\"");
+    AD_JSON_KEY(&b, "title");
     ad_json_str(&b, ad_err_title(err));
-    ad_buf_printf(&b, ",\"status\":%d,\"detail\":", status);
+    AD_JSON_KEY(&b, "status");
+    ad_json_int(&b, status);
+    AD_JSON_KEY(&b, "detail");
     ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
     /* The path is echoed, but never more of it than a client could need to recognise its request. */
     char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
-    ad_buf_append(&b, ",\"instance\":", 12);
+    AD_JSON_KEY(&b, "instance");
     ad_json_str(&b, instance);
     free(instance);
-    ad_buf_printf(&b, ",\"code\":\"%s\"", ad_err_code(err));
+    AD_JSON_KEY(&b, "code");
+    ad_json_str(&b, ad_err_code(err));
     if (extra != NULL)
-        ad_buf_append(&b, extra, strlen(extra));
-    ad_buf_append(&b, "}", 1);
+        ad_buf_str(&b, extra); /* members the caller wrote with the same writer (ad_verr) */
+    AD_BUF_LIT(&b, "}");
     h2o_iovec_t body = h2o_strdup(&req->pool, b.data, b.len);
     ad_buf_free(&b);
     return body;

@@ -70,24 +70,30 @@ size_t ad_sse_count(void)
 int ad_sse_frame(struct ad_buf *b, int64_t id, const char *name, const char *data, size_t len)
 {
     int rc = 0;
-    if (id >= 0)
-        rc |= ad_buf_printf(b, "id: %lld\n", (long long)id);
-    if (name != NULL)
-        rc |= ad_buf_printf(b, "event: %s\n", name);
+    if (id >= 0) {
+        rc |= AD_BUF_LIT(b, "id: ");
+        rc |= ad_buf_int(b, id);
+        rc |= AD_BUF_LIT(b, "\n");
+    }
+    if (name != NULL) {
+        rc |= AD_BUF_LIT(b, "event: ");
+        rc |= ad_buf_str(b, name);
+        rc |= AD_BUF_LIT(b, "\n");
+    }
     /* A line break inside data (CR, LF or CRLF) would end the field: each line gets its own "data:". */
     const char *p = data, *end = data + len;
     for (;;) {
         const char *eol = p;
         while (eol < end && *eol != '\n' && *eol != '\r')
             eol++;
-        rc |= ad_buf_append(b, "data: ", 6);
+        rc |= AD_BUF_LIT(b, "data: ");
         rc |= ad_buf_append(b, p, (size_t)(eol - p));
-        rc |= ad_buf_append(b, "\n", 1);
+        rc |= AD_BUF_LIT(b, "\n");
         if (eol == end)
             break;
         p = eol + (*eol == '\r' && eol + 1 < end && eol[1] == '\n' ? 2 : 1);
     }
-    rc |= ad_buf_append(b, "\n", 1);
+    rc |= AD_BUF_LIT(b, "\n");
     return rc != 0 ? -1 : 0;
 }
 

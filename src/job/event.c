@@ -2,6 +2,7 @@
  * event.c - deciding and rendering the events of the job event log (event.h).
  */
 #include "job/event.h"
+#include "common/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -72,18 +73,16 @@ struct ad_job ad_event_started_view(const struct ad_job *j)
 
 int ad_event_render_brief(const struct ad_job *j, struct ad_buf *b)
 {
-    char updated[40];
-    ad_time_rfc3339(j->updated_at, updated, sizeof(updated));
-    int rc = AD_BUF_LIT(b, "{\"id\":");
-    rc |= ad_json_str(b, j->id);
-    rc |= AD_BUF_LIT(b, ",\"status\":\"");
-    rc |= ad_buf_str(b, ad_status_name(j->status));
-    rc |= AD_BUF_LIT(b, "\",\"progress\":");
-    rc |= j->progress >= 0 ? ad_buf_int(b, j->progress) : AD_BUF_LIT(b, "null");
-    rc |= AD_BUF_LIT(b, ",\"message\":");
-    rc |= ad_json_str(b, j->message);
-    rc |= AD_BUF_LIT(b, ",\"lastUpdatedAt\":\"");
-    rc |= ad_buf_str(b, updated);
-    rc |= AD_BUF_LIT(b, "\"}");
-    return rc != 0 ? -1 : 0;
+    AD_JSON_OPEN(b, "id");
+    ad_json_str(b, j->id);
+    AD_JSON_KEY(b, "status");
+    ad_json_str(b, ad_status_name(j->status));
+    AD_JSON_KEY(b, "progress");
+    j->progress >= 0 ? ad_json_int(b, j->progress) : ad_json_null(b);
+    AD_JSON_KEY(b, "message");
+    ad_json_str(b, j->message);
+    AD_JSON_KEY(b, "lastUpdatedAt");
+    ad_json_time(b, j->updated_at);
+    AD_BUF_LIT(b, "}");
+    return ad_json_end(b);
 }

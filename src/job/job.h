@@ -94,8 +94,4 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b);
 /* Strong ETag of a rendered representation: '"' + 22 base64url chars + '"' into out (>= 25 bytes). */
 void ad_etag(const char *body, size_t len, char *out);
 
-/* Append s as a JSON string literal (with quotes and escapes); s may be NULL -> null. Bytes that are not
- * well-formed UTF-8 become U+FFFD, one per maximal subpart, so the output is always UTF-8. */
-int ad_json_str(struct ad_buf *b, const char *s);
-
 #endif

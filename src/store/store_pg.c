@@ -705,17 +705,19 @@ static char *text_array(const char *const *v, size_t n)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_buf_append(&b, "{", 1);
+    AD_BUF_LIT(&b, "{");
     for (size_t i = 0; i < n; i++) {
-        ad_buf_append(&b, i > 0 ? ",\"" : "\"", i > 0 ? 2 : 1);
+        if (i > 0)
+            AD_BUF_LIT(&b, ",");
+        AD_BUF_LIT(&b, "\"");
         for (const char *s = v[i]; *s != '\0'; s++) {
             if (*s == '"' || *s == '\\')
-                ad_buf_append(&b, "\\", 1);
+                AD_BUF_LIT(&b, "\\");
             ad_buf_append(&b, s, 1);
         }
-        ad_buf_append(&b, "\"", 1);
+        AD_BUF_LIT(&b, "\"");
     }
-    ad_buf_append(&b, "}", 1);
+    AD_BUF_LIT(&b, "}");
     return b.data;
 }
 
@@ -1011,7 +1013,7 @@ static ad_err send_announcements(struct ad_conn *c)
         if (i < c->nids) {
             if (b.len == 0)
                 ad_buf_append(&b, c->s->node, head);
-            ad_buf_append(&b, "\n", 1);
+            AD_BUF_LIT(&b, "\n");
             ad_buf_append(&b, c->ids[i], len);
         }
     }

@@ -13,6 +13,7 @@
  */
 #include "webhook/webhook.h"
 #include "core/core.h"
+#include "common/json.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -170,14 +171,18 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
 {
     const struct ad_job *j = ev->job;
     if (ev->id == NULL) {
-        char created[40];
-        ad_time_rfc3339(j->updated_at, created, sizeof(created));
         ev->id = ad_new_id("evt_");
         char *job_url = ad_asprintf("%s/v1/jobs/%s", setup.public_url, j->id);
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
-        ad_buf_printf(&b, "{\"id\":\"%s\",\"type\":\"%s\",\"createdAt\":\"%s\",\"data\":{\"job\":", ev->id,
-                      event_names[ev->type], created);
+        AD_JSON_OPEN(&b, "id");
+        ad_json_str(&b, ev->id);
+        AD_JSON_KEY(&b, "type");
+        ad_json_str(&b, event_names[ev->type]);
+        AD_JSON_KEY(&b, "createdAt");
+        ad_json_time(&b, j->updated_at);
+        AD_JSON_KEY(&b, "data");
+        AD_JSON_OPEN(&b, "job");
         ad_json_str(&b, job_url);
         AD_BUF_LIT(&b, "}}");
         ev->body = b.data;

@@ -186,4 +186,18 @@ describe('webhooks', () => {
         assertProblem(await t.c.req('POST', '/v1/webhooks', { raw: '{}', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported-media-type');
         assert.equal(expectStatus(await t.c.get('/v1/webhooks'), 200).json.items.length, 0);
     });
+
+    it('answers a 422 with more errors than its list can hold as JSON, listing those that fit whole', async () => {
+        const t = tenant(d);
+        // 900 bad event types fit the 4 KiB body; their errors (some 170 bytes each) do not fit the 64 KiB list.
+        const p = assertProblem(await t.c.post('/v1/webhooks', { url: `${rx.url}/v`, events: Array(900).fill(1) }), 422,
+            'validation-failed');
+        assert.equal(p.detail, '900 fields failed validation; see errors');
+        assert.ok(p.errors.length > 100 && p.errors.length < 900, `${p.errors.length} errors listed`);
+        p.errors.forEach((e, i) => {
+            assert.deepEqual(Object.keys(e), ['pointer', 'detail']);
+            assert.equal(e.pointer, `/events/${i}`);
+        });
+        assert.equal(expectStatus(await t.c.get('/v1/webhooks'), 200).json.items.length, 0);
+    });
 });

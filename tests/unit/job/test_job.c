@@ -1,7 +1,7 @@
 /*
  * test_job.c - unit tests for src/job.c: the state machine over every (status, event, attempts, cancel) case,
- * status and priority names, the JSON representation (parsed back with jansson), JSON string escaping, the
- * ETag and deep copies.
+ * status and priority names, the JSON representation (parsed back with jansson; the writer's own tests are
+ * tests/unit/common/test_json.c), the ETag and deep copies.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -515,126 +515,19 @@ static void test_render_escapes_strings(void **state)
     ad_job_free(j);
 }
 
-static void test_json_str(void **state)
+/* An id that is not the daemon's own plain base64url (none is) is still escaped in the member and every link. */
+static void test_render_id_escaped(void **state)
 {
     (void)state;
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    assert_int_equal(ad_json_str(&b, NULL), 0);
-    assert_int_equal(ad_json_str(&b, ""), 0);
-    assert_int_equal(ad_json_str(&b, "a\"b\\c\n\r\t\x01\x1f"), 0);
-    assert_int_equal(ad_buf_append(&b, "", 1), 0);
-    assert_string_equal(b.data, "null\"\"\"a\\\"b\\\\c\\n\\r\\t\\u0001\\u001f\"");
-    ad_buf_free(&b);
-
-    /* The buffer's cap is reported, never overrun. */
-    ad_buf_init(&b, 8);
-    assert_int_equal(ad_json_str(&b, "0123456789"), -1);
-    assert_true(b.len <= 8);
-    assert_true(b.toobig);
-    ad_buf_free(&b);
-}
-
-/* s written by ad_json_str, without its quotes, as a NUL-terminated string the caller frees. */
-static char *json_str_body(const char *s)
-{
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    assert_int_equal(ad_json_str(&b, s), 0);
-    assert_true(b.len >= 2 && b.data[0] == '"' && b.data[b.len - 1] == '"');
-    char *out = ad_strndup(b.data + 1, b.len - 2);
-    ad_buf_free(&b);
-    return out;
-}
-
-#define FFFD "\xef\xbf\xbd"
-
-static void test_json_str_utf8(void **state)
-{
-    (void)state;
-    /* What TextDecoder('utf-8') gives for the same bytes: one U+FFFD per maximal subpart (Unicode §3.9). */
-    static const struct {
-        const char *in, *out;
-    } cases[] = {
-        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}, /* kept */
-        {"\xef\xbf\xbd", FFFD},                                       /* U+FFFD itself is valid */
-        {"\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"},                     /* U+10FFFF, the last code point */
-        {"\xff", FFFD},                                               /* never in UTF-8 */
-        {"unknown status \xff", "unknown status " FFFD},              /* the byte of ?status=%ff */
-        {"/v1/jobs/\xff\xfe", "/v1/jobs/" FFFD FFFD},                 /* one each: neither starts a sequence */
-        {"\x80", FFFD},                                               /* a lone continuation byte */
-        {"\xc0\xaf", FFFD FFFD},                                      /* overlong '/': C0 never starts one */
-        {"\xc1\xbf", FFFD FFFD},                                      /* overlong DEL */
-        {"\xe0\x80\xaf", FFFD FFFD FFFD},                             /* overlong, three bytes */
-        {"\xf0\x80\x80\xaf", FFFD FFFD FFFD FFFD},                    /* overlong, four bytes */
-        {"\xed\xa0\x80", FFFD FFFD FFFD},                             /* U+D800, a surrogate */
-        {"\xed\xbf\xbf", FFFD FFFD FFFD},                             /* U+DFFF */
-        {"\xed\x9f\xbf", "\xed\x9f\xbf"},                             /* U+D7FF, just below them */
-        {"\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD},                    /* U+110000, past the last */
-        {"\xf5\x80\x80\x80", FFFD FFFD FFFD FFFD},                    /* F5 never starts one */
-        {"\xe2\x82", FFFD},                                           /* truncated at the end: one */
-        {"\xe2\x82x", FFFD "x"},                                      /* truncated before ASCII */
-        {"\xf0\x9f\x98", FFFD},                                       /* three of four bytes */
-        {"\xf0\x9f\x98\xc3\xa9", FFFD "\xc3\xa9"},                    /* cut by a new sequence, which is kept */
-        {"a\"\xff\n\xc3\xa9\x01", "a\\\"" FFFD "\\n\xc3\xa9\\u0001"}, /* with escapes around */
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *got = json_str_body(cases[i].in);
-        if (strcmp(got, cases[i].out) != 0)
-            fail_msg("case %zu: got \"%s\", want \"%s\"", i, got, cases[i].out);
-        free(got);
-    }
-}
-
-/* Every string of one or two bytes, and of three and four bytes over the edges of the continuation ranges:
- * the output parses with jansson (which refuses what is not UTF-8); text jansson takes as UTF-8 comes back
- * exactly, and text it refuses comes back with U+FFFD in it. */
-static void check_utf8_case(const unsigned char *in, size_t n)
-{
-    char s[8];
-    memcpy(s, in, n);
-    s[n] = '\0';
-    struct ad_buf b;
-    ad_buf_init(&b, SIZE_MAX);
-    assert_int_equal(ad_json_str(&b, s), 0);
-    json_t *doc = json_loadb(b.data, b.len, JSON_DECODE_ANY, NULL);
-    if (doc == NULL)
-        fail_msg("%02x %02x %02x %02x (%zu bytes): output is not JSON", in[0], in[1], in[2], in[3], n);
-    json_t *probe = json_stringn(s, n);
-    if (probe != NULL)
-        assert_string_equal(json_string_value(doc), s);
-    else
-        assert_non_null(strstr(json_string_value(doc), FFFD));
-    json_decref(probe);
+    struct ad_job *j = sample_job(AD_QUEUED);
+    ad_job_set(&j->id, "job_a\"b\\c\xff");
+    json_t *doc = render_parse(j);
+    expect_str(doc, "id", "job_a\"b\\c\xef\xbf\xbd");
+    json_t *links = json_object_get(doc, "links");
+    assert_string_equal(json_string_value(json_object_get(links, "self")), "/v1/jobs/job_a\"b\\c\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(links, "result")), "/v1/jobs/job_a\"b\\c\xef\xbf\xbd/result");
     json_decref(doc);
-    ad_buf_free(&b);
-}
-
-static void test_json_str_utf8_exhaustive(void **state)
-{
-    (void)state;
-    static const unsigned char edges[] = {0x01, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff};
-    unsigned char in[4] = {0};
-    for (unsigned a = 1; a < 256; a++) {
-        in[0] = (unsigned char)a;
-        check_utf8_case(in, 1);
-        for (unsigned c = 1; c < 256; c++) {
-            in[1] = (unsigned char)c;
-            check_utf8_case(in, 2);
-        }
-        if (a < 0xe0 || a > 0xf7)
-            continue;
-        for (size_t x = 0; x < sizeof(edges); x++)
-            for (size_t y = 0; y < sizeof(edges); y++) {
-                in[1] = edges[x];
-                in[2] = edges[y];
-                check_utf8_case(in, 3);
-                for (size_t z = 0; z < sizeof(edges); z++) {
-                    in[3] = edges[z];
-                    check_utf8_case(in, 4);
-                }
-            }
-    }
+    ad_job_free(j);
 }
 
 static void test_render_cap(void **state)
@@ -828,9 +721,7 @@ int main(void)
         cmocka_unit_test(test_render_result_and_error_by_status),
         cmocka_unit_test(test_render_result_location),
         cmocka_unit_test(test_render_escapes_strings),
-        cmocka_unit_test(test_json_str),
-        cmocka_unit_test(test_json_str_utf8),
-        cmocka_unit_test(test_json_str_utf8_exhaustive),
+        cmocka_unit_test(test_render_id_escaped),
         cmocka_unit_test(test_render_cap),
         cmocka_unit_test(test_etag),
         cmocka_unit_test(test_dup_deep_copy),
