@@ -345,7 +345,11 @@ static void report_done(struct ad_op *op)
     ad_buf_init(&b, SIZE_MAX);
     if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
         AD_BUF_LIT(&b, "{\"job\":");
-        ad_buf_append(&b, e->body, e->len);
+        /* The job as this report left it: its entry shows the next lease's version when that took it again. */
+        if (x->shown != NULL)
+            ad_job_render(x->shown, &b);
+        else
+            ad_buf_append(&b, e->body, e->len);
         AD_BUF_LIT(&b, ",");
         append_leases(&b, op, 1, x->next->leased.n);
         AD_BUF_LIT(&b, "}");

@@ -597,7 +597,11 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
      * the report has written fails the batch, but only the store itself fails a lease. The jobs leased are
      * changes of the report (the writer knows only it): published after its own job. */
     x->next->now = x->now;
-    return lease_jobs(x->next, op, c);
+    e = lease_jobs(x->next, op, c);
+    for (size_t i = 0; e == AD_E_OK && x->shown == NULL && i < x->next->leased.n; i++)
+        if (strcmp(x->next->leased.items[i]->id, x->job->id) == 0)
+            x->shown = ad_job_dup(x->job);
+    return e;
 }
 
 static void report_destroy(struct ad_op *op)
@@ -611,6 +615,7 @@ static void report_destroy(struct ad_op *op)
     free(x->result_location);
     free(x->error);
     ad_job_free(x->job);
+    ad_job_free(x->shown);
     if (x->next != NULL)
         ad_op_free(&x->next->op);
     free(x);

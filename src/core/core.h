@@ -98,6 +98,9 @@ struct ad_report_op {
     int replayed;             /* a repeated final report: job is unchanged, and next leases nothing */
     int conflict;             /* AD_E_STALE_LEASE because the lease already ended the job with another report */
     int64_t lease_expires_at; /* the job's lease expiry as the report left it (a heartbeat's answer) */
+    /* A copy of job as the report left it, made only when next leased that same job again (a release with next):
+     * change 0's published entry then shows the newer, leased version. NULL otherwise; owned by the op. */
+    struct ad_job *shown;
     /* The worker's next lease, taken in the same transaction once the report succeeded (its tenant is the
      * report's); NULL = none. Owned by the report op. */
     struct ad_lease_op *next;
