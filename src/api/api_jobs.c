@@ -243,11 +243,7 @@ static void submit_done(struct ad_op *op)
     struct submit_ctx *ctx = s->ctx;
     if (ctx->inflight != NULL)
         inflight_release(ctx->inflight);
-    struct ad_entry *e = NULL;
-    if (op->err == AD_E_OK) {
-        e = ad_hub_publish(s->job);
-        s->job = NULL;
-    }
+    struct ad_entry *e = ad_op_published(op, 0); /* the job, as the writer published it; NULL on an error */
     if (s->handoff_ctx != NULL) {
         int handed = e != NULL && !s->replayed && e->job->status == AD_RUNNING && e->job->attempt == 1;
         ad_api_leases_handoff_done(s->handoff_ctx, handed ? e : NULL);
@@ -968,11 +964,7 @@ static void cancel_done(struct ad_op *op)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
-    struct ad_entry *e = NULL;
-    if (op->err == AD_E_OK) {
-        e = ad_hub_publish(x->job);
-        x->job = NULL;
-    }
+    struct ad_entry *e = ad_op_published(op, 0);
     if (r != NULL) {
         if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
             ad_http_problemf(r->req, op->err, "job %s is %s and can no longer be cancelled", x->job->id,
@@ -1027,11 +1019,7 @@ static void retry_done(struct ad_op *op)
 {
     struct ad_retry_op *x = (struct ad_retry_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
-    struct ad_entry *e = NULL;
-    if (op->err == AD_E_OK) {
-        e = ad_hub_publish(x->job);
-        x->job = NULL;
-    }
+    struct ad_entry *e = ad_op_published(op, 0);
     if (r != NULL) {
         if (op->err == AD_E_ILLEGAL_TRANSITION && x->job != NULL)
             ad_http_problemf(r->req, op->err, "job %s is %s; only failed or cancelled jobs can be retried", x->job->id,

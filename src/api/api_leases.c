@@ -129,18 +129,14 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     AD_BUF_LIT(b, "}");
 }
 
-/* Publish the jobs a lease op took (taking them from it) and append "leases":[...] to b. Returns how many. */
-static size_t append_leases(struct ad_buf *b, struct ad_lease_op *x)
+/* Append "leases":[...] to b: the n jobs op leased, as the writer published them, its changes from first on
+ * (core.h). */
+static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size_t n)
 {
-    size_t leased = x->op.err == AD_E_OK ? x->leased.n : 0;
     AD_BUF_LIT(b, "\"leases\":[");
-    for (size_t i = 0; i < leased; i++) {
-        struct ad_job *j = x->leased.items[i];
-        x->leased.items[i] = NULL;
-        append_lease(b, ad_hub_publish(j), i == 0);
-    }
+    for (size_t i = 0; i < n; i++)
+        append_lease(b, ad_op_published(op, first + i), i == 0);
     AD_BUF_LIT(b, "]");
-    return leased;
 }
 
 /* A lease attempt for p ended with err and leased (the {"leases": [...]} body in b when leased != 0):
@@ -174,8 +170,9 @@ static void lease_done(struct ad_op *op)
     struct ad_lease_op *x = (struct ad_lease_op *)op;
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
+    size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
     AD_BUF_LIT(&b, "{");
-    size_t leased = append_leases(&b, x);
+    append_leases(&b, op, 0, leased);
     AD_BUF_LIT(&b, "}");
     lease_finish(x->ctx, op->err, leased, &b);
     ad_buf_free(&b);
@@ -343,22 +340,19 @@ static void report_done(struct ad_op *op)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
-    struct ad_entry *e = NULL;
-    int64_t lease_until = 0;
-    struct ad_buf b; /* {"job", "leases"}: the answer to a report with next */
+    struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
+    struct ad_buf b;                             /* {"job", "leases"}: the answer to a report with next */
     ad_buf_init(&b, SIZE_MAX);
-    if (op->err == AD_E_OK) {
-        lease_until = x->job->lease_expires_at;
-        e = ad_hub_publish(x->job);
-        x->job = NULL;
-        if (x->next != NULL) {
-            /* Published even when the worker went away: they are leased all the same, until the lease ends. */
-            AD_BUF_LIT(&b, "{\"job\":");
+    if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
+        AD_BUF_LIT(&b, "{\"job\":");
+        /* The job as this report left it: its entry shows the next lease's version when that took it again. */
+        if (x->shown != NULL)
+            ad_job_render(x->shown, &b);
+        else
             ad_buf_append(&b, e->body, e->len);
-            AD_BUF_LIT(&b, ",");
-            append_leases(&b, x->next);
-            AD_BUF_LIT(&b, "}");
-        }
+        AD_BUF_LIT(&b, ",");
+        append_leases(&b, op, 1, x->next->leased.n);
+        AD_BUF_LIT(&b, "}");
     }
     if (r != NULL) {
         if (op->err == AD_E_STALE_LEASE && x->conflict) {
@@ -370,7 +364,7 @@ static void report_done(struct ad_op *op)
             ad_api_fail(r, op->err);
         } else if (x->event == AD_EV_HEARTBEAT) {
             char until[40];
-            ad_time_rfc3339(lease_until, until, sizeof(until));
+            ad_time_rfc3339(x->lease_expires_at, until, sizeof(until));
             char *body = ad_asprintf("{\"job\":%s,\"leaseExpiresAt\":\"%s\",\"cancelRequested\":%s}", e->body, until,
                                      e->job->cancel_requested ? "true" : "false");
             size_t len = strlen(body);

@@ -2,7 +2,8 @@
  * core.c - job operations applied by the writer: submit, cancel, retry, lease, report, expire, sweep.
  *
  * Every status change goes through ad_job_transition(). Timestamps come from the op (taken on the event
- * loop when the request arrived), so a batch applies one consistent clock per request.
+ * loop when the request arrived), so a batch applies one consistent clock per request. Every job an operation
+ * answers with once it succeeded is named to the writer (ad_op_changed), which publishes it after the commit.
  */
 #include "core/core.h"
 #include "job/event.h"
@@ -325,6 +326,7 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
             ad_job_free(s->job);
             s->job = orig;
             s->replayed = 1;
+            ad_op_changed(op, &s->job);
             return AD_E_OK;
         }
         if (e != AD_E_NOT_FOUND)
@@ -342,6 +344,8 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
     if (e == AD_E_OK && s->handoff_seconds > 0 && s->job->run_at <= s->job->created_at)
         e = lease_job(c, s->job, s->handoff_seconds, s->handoff_worker, s->job->created_at);
+    if (e == AD_E_OK)
+        ad_op_changed(op, &s->job);
     return e;
 }
 
@@ -370,8 +374,10 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
         return e;
     struct ad_transition t;
     if (x->lease_id != NULL) {
-        if (report_replay(c, x->job, x->lease_id, AD_EV_CANCEL_ACK))
+        if (report_replay(c, x->job, x->lease_id, AD_EV_CANCEL_ACK)) {
+            ad_op_changed(op, &x->job);
             return AD_E_OK;
+        }
         if (!lease_live(x->job, x->lease_id, x->now))
             return ad_status_terminal(x->job->status) ? AD_E_ILLEGAL_TRANSITION : AD_E_STALE_LEASE;
         e = ad_job_transition(x->job, AD_EV_CANCEL_ACK, &t);
@@ -385,7 +391,10 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, x->job);
     apply_transition(x->job, &t, x->now);
-    return log_event(c, x->job, &prev, st->job_update(c, x->job));
+    e = log_event(c, x->job, &prev, st->job_update(c, x->job));
+    if (e == AD_E_OK)
+        ad_op_changed(op, &x->job);
+    return e;
 }
 
 static void cancel_destroy(struct ad_op *op)
@@ -445,7 +454,10 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     x->job = j;
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
-    return log_event(c, j, &prev, st->job_insert(c, j));
+    e = log_event(c, j, &prev, st->job_insert(c, j));
+    if (e == AD_E_OK)
+        ad_op_changed(op, &x->job);
+    return e;
 }
 
 static void retry_destroy(struct ad_op *op)
@@ -499,13 +511,21 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, 
     return log_event(c, j, &prev, st->job_update(c, j));
 }
 
+/* Lease what x asks for, naming each job leased as a change of op (x's own, or the report x is the next of). */
+static ad_err lease_jobs(struct ad_lease_op *x, struct ad_op *op, struct ad_conn *c)
+{
+    ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
+    for (size_t i = 0; e == AD_E_OK && i < x->leased.n; i++) {
+        e = lease_job(c, x->leased.items[i], x->lease_seconds, x->worker, x->now);
+        if (e == AD_E_OK)
+            ad_op_changed(op, &x->leased.items[i]);
+    }
+    return e;
+}
+
 static ad_err lease_apply(struct ad_op *op, struct ad_conn *c)
 {
-    struct ad_lease_op *x = (struct ad_lease_op *)op;
-    ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
-    for (size_t i = 0; e == AD_E_OK && i < x->leased.n; i++)
-        e = lease_job(c, x->leased.items[i], x->lease_seconds, x->worker, x->now);
-    return e;
+    return lease_jobs((struct ad_lease_op *)op, op, c);
 }
 
 static void lease_destroy(struct ad_op *op)
@@ -588,14 +608,23 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
     ad_err e = report_job(c, x);
+    if (e != AD_E_OK)
+        return e;
+    x->lease_expires_at = x->job->lease_expires_at;
+    ad_op_changed(op, &x->job);
     /* A repeat leases nothing again: the jobs the first one leased stay leased until their leases run out, and a
      * worker that repeats its report over and over must not take the queue with it. */
-    if (e != AD_E_OK || x->next == NULL || x->replayed)
+    if (x->next == NULL || x->replayed)
         return e;
     /* Leased at the report's time: the job it ended finished when the next one started. A failed lease after
-     * the report has written fails the batch, but only the store itself fails a lease. */
+     * the report has written fails the batch, but only the store itself fails a lease. The jobs leased are
+     * changes of the report (the writer knows only it): published after its own job. */
     x->next->now = x->now;
-    return lease_apply(&x->next->op, c);
+    e = lease_jobs(x->next, op, c);
+    for (size_t i = 0; e == AD_E_OK && x->shown == NULL && i < x->next->leased.n; i++)
+        if (strcmp(x->next->leased.items[i]->id, x->job->id) == 0)
+            x->shown = ad_job_dup(x->job);
+    return e;
 }
 
 static void report_destroy(struct ad_op *op)
@@ -609,6 +638,7 @@ static void report_destroy(struct ad_op *op)
     free(x->result_location);
     free(x->error);
     ad_job_free(x->job);
+    ad_job_free(x->shown);
     if (x->next != NULL)
         ad_op_free(&x->next->op);
     free(x);
@@ -651,7 +681,10 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     ad_job_set(&j->lease_id, NULL);
     x->changed = 1;
     e = st->attempt_add(c, j, x->now, attempt_outcome(AD_EV_LEASE_EXPIRED, t.to));
-    return log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
+    e = log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
+    if (e == AD_E_OK)
+        ad_op_changed(op, &x->job);
+    return e;
 }
 
 static void expire_destroy(struct ad_op *op)

@@ -2,8 +2,10 @@
  * core.h - what can be done to jobs, as operations applied by the writer inside its transaction.
  *
  * Each operation reads the rows it needs, asks the state machine (job.h) whether the change is legal,
- * and writes the new rows. Operations run on the writer thread and never touch HTTP or the cache; the
- * caller's done() callback sees the outcome on the event loop thread.
+ * and writes the new rows. Operations run on the writer thread and never touch HTTP or the cache. Each names
+ * the jobs it changed (ad_op_changed, writer.h): after the commit the writer hands them to the hub, taking them
+ * out of the op (its job fields below are then NULL), and the caller's done() callback, on the event loop
+ * thread, answers with the published entries (ad_op_published).
  */
 #ifndef AD_CORE_H
 #define AD_CORE_H
@@ -35,7 +37,7 @@ void ad_core_job_prepare(struct ad_job *job, const char *tenant, const struct ad
 
 /* Submit a prepared job (ad_core_job_prepare).
  * With an idempotency key: an existing record with the same fingerprint replays its job (replayed = 1);
- * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op). */
+ * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op), change 0. */
 struct ad_submit_op {
     struct ad_op op;
     struct ad_job *job;
@@ -50,8 +52,8 @@ struct ad_submit_op {
     void *handoff_ctx;
 };
 
-/* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job (also, unchanged, on
- * AD_E_ILLEGAL_TRANSITION). */
+/* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job, change 0 (also, unchanged
+ * and not published, on AD_E_ILLEGAL_TRANSITION). */
 struct ad_cancel_op {
     struct ad_op op;
     char *tenant, *id, *lease_id;
@@ -61,7 +63,7 @@ struct ad_cancel_op {
 };
 
 /* Retry a failed or cancelled job as a new job with a fresh id (new_id set by the caller). Out: job (the new
- * one; on AD_E_ILLEGAL_TRANSITION the old one, unchanged). */
+ * one, change 0; on AD_E_ILLEGAL_TRANSITION the old one, unchanged and not published). */
 struct ad_retry_op {
     struct ad_op op;
     char *tenant, *id, *new_id;
@@ -70,7 +72,7 @@ struct ad_retry_op {
     void *ctx;
 };
 
-/* Lease up to max queued jobs of the given types. Out: jobs (running, with lease ids). */
+/* Lease up to max queued jobs of the given types. Out: leased (running, with lease ids), changes 0 to n-1. */
 struct ad_lease_op {
     struct ad_op op;
     char *tenant;
@@ -84,7 +86,8 @@ struct ad_lease_op {
     void *ctx;
 };
 
-/* A worker's report on a running job under its lease: heartbeat, complete, fail. Out: job. */
+/* A worker's report on a running job under its lease: heartbeat, complete, fail. Out: job, change 0; the jobs
+ * next leased are changes 1 to next->leased.n. */
 struct ad_report_op {
     struct ad_op op;
     enum ad_job_event event; /* AD_EV_HEARTBEAT, AD_EV_COMPLETE(_PARTIAL), AD_EV_FAIL(_FINAL), AD_EV_RELEASE */
@@ -97,8 +100,12 @@ struct ad_report_op {
     char *error; /* compact JSON problem text */
     int64_t now;
     struct ad_job *job;
-    int replayed; /* a repeated final report: job is unchanged, and next leases nothing */
-    int conflict; /* AD_E_STALE_LEASE because the lease already ended the job with another report */
+    int replayed;             /* a repeated final report: job is unchanged, and next leases nothing */
+    int conflict;             /* AD_E_STALE_LEASE because the lease already ended the job with another report */
+    int64_t lease_expires_at; /* the job's lease expiry as the report left it (a heartbeat's answer) */
+    /* A copy of job as the report left it, made only when next leased that same job again (a release with next):
+     * change 0's published entry then shows the newer, leased version. NULL otherwise; owned by the op. */
+    struct ad_job *shown;
     /* The worker's next lease, taken in the same transaction once the report succeeded (its tenant is the
      * report's); NULL = none. Owned by the report op. */
     struct ad_lease_op *next;
@@ -106,7 +113,7 @@ struct ad_report_op {
 };
 
 /* Lease expiry check for one job: requeues/fails/cancels it when lease_id is still its lease and has run out.
- * Out: job (current state, also when nothing changed), changed. */
+ * Out: changed, and job: when changed, change 0 (published, so NULL in done()); else its current state. */
 struct ad_expire_op {
     struct ad_op op;
     char *id, *lease_id;

@@ -11,6 +11,9 @@
  * ad_writer_storage_full tells /readyz. While in it, the writer has the store give back what space it can and try
  * a small write of its own (ops->reclaim) after every batch and, when no batch comes, every
  * AD_WRITER_RECLAIM_MS, and leaves the state once one goes through.
+ *
+ * Publishing (writer.h) happens in ad_writer_deliver, on the event loop thread, right before each op's done(), so
+ * that changes are published in the order of the batch and each answer finds its own published entries.
  */
 #include "core/writer.h"
 #include "common/util.h"
@@ -48,6 +51,9 @@ static struct ad_store *store;
 static h2o_multithread_queue_t *mq;
 static h2o_multithread_receiver_t receiver;
 static void (*batch_hook)(void);
+/* The hub's (ad_writer_set_publish); event loop thread only. */
+static void *(*publish_fn)(struct ad_job *job);
+static void (*settled_fn)(void);
 /* Atomic: 1 from a batch that failed for want of space until a write goes through again (writer thread writes,
  * any thread reads). */
 static int storage_full;
@@ -82,13 +88,43 @@ static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
     ad_writer_turn();
 }
 
+void ad_op_changed(struct ad_op *op, struct ad_job **job)
+{
+    size_t i = op->nchanged;
+    if (i >= AD_OP_CHANGES_INLINE && i - AD_OP_CHANGES_INLINE == op->more_cap) {
+        op->more_cap = op->more_cap != 0 ? op->more_cap * 2 : 8;
+        op->more = ad_realloc(op->more, op->more_cap * sizeof(*op->more));
+    }
+    op->nchanged++;
+    struct ad_op_change *ch = ad_op_change_at(op, i);
+    ch->job = job;
+    ch->published = NULL;
+}
+
+/* Hand the jobs op changed to the publish function (event loop thread), unless op failed; 1 when it published. */
+static int publish(struct ad_op *op)
+{
+    if (op->nchanged == 0 || op->err != AD_E_OK || publish_fn == NULL)
+        return 0;
+    for (size_t i = 0; i < op->nchanged; i++) {
+        struct ad_op_change *ch = ad_op_change_at(op, i);
+        struct ad_job *j = *ch->job;
+        *ch->job = NULL;
+        ch->published = j != NULL ? publish_fn(j) : NULL;
+    }
+    return 1;
+}
+
 int ad_writer_deliver(void)
 {
     for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
         h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, ready.next);
         h2o_linklist_unlink(&m->link);
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
+        int published = publish(op);
         op->done(op);
+        if (published && settled_fn != NULL)
+            settled_fn();
         __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
     }
     return !h2o_linklist_is_empty(&ready);
@@ -320,6 +356,12 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
     return 0;
 }
 
+void ad_writer_set_publish(void *(*publish)(struct ad_job *job), void (*settled)(void))
+{
+    publish_fn = publish;
+    settled_fn = settled;
+}
+
 void ad_writer_set_batch_hook(void (*fn)(void))
 {
     __atomic_store_n(&batch_hook, fn, __ATOMIC_RELEASE);
@@ -345,6 +387,7 @@ void ad_writer_submit(struct ad_op *op)
     __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
     op->next = NULL;
     op->err = AD_E_OK;
+    op->nchanged = 0;
     op->msg.link.next = op->msg.link.prev = NULL;
     pthread_mutex_lock(&mu);
     *tail = op;

@@ -6,13 +6,28 @@
  * for the batch) and then hands each operation back to the event loop thread, where op->done runs inside
  * h2o_evloop_run (ad_writer_deliver). An operation's result is therefore durable before done() is called: a 202
  * leaves only after its batch committed.
+ *
+ * The one publish path: an operation's apply names the jobs it changed (ad_op_changed), and on the event loop, after
+ * the batch committed and before the operation's done(), the writer hands each to the publish function the hub
+ * registered at start (ad_writer_set_publish): the cache, long polls, SSE, parked leases, the change feed and the
+ * cluster subscribe there. done() finds what the publish returned (ad_op_published) and answers with it; it
+ * publishes nothing itself. A batch that failed publishes nothing. The writer does not know what a publish does.
  */
 #ifndef AD_WRITER_H
 #define AD_WRITER_H
 
 #include <h2o.h>
+#include <stdlib.h>
 #include "common/error.h"
 #include "store/store.h"
+
+/* A job an operation changed (ad_op_changed). */
+struct ad_op_change {
+    struct ad_job **job; /* the op's own pointer to it: the writer takes the job out (the publish owns it) */
+    void *published;     /* what the publish function returned for it (ad_op_published) */
+};
+/* Changes an op holds without allocating: a submit (with its hand-off) names one job, a report with next two. */
+#define AD_OP_CHANGES_INLINE 2
 
 struct ad_op {
     /* Writer thread, inside the batch transaction. Return an error before writing anything: an error after a
@@ -25,12 +40,38 @@ struct ad_op {
     ad_err err;
     h2o_multithread_message_t msg;
     struct ad_op *next;
+    /* The jobs apply changed, in the order named: the first AD_OP_CHANGES_INLINE in changed, the rest in more
+     * (allocated, freed by ad_op_free). Writer thread until the commit, then the event loop thread. */
+    size_t nchanged, more_cap;
+    struct ad_op_change changed[AD_OP_CHANGES_INLINE];
+    struct ad_op_change *more;
 };
 
 /* Free an op through its destroy function. */
 static inline void ad_op_free(struct ad_op *op)
 {
+    free(op->more);
     op->destroy(op);
+}
+
+/* Change i of op (i < op->nchanged). */
+static inline struct ad_op_change *ad_op_change_at(struct ad_op *op, size_t i)
+{
+    return i < AD_OP_CHANGES_INLINE ? &op->changed[i] : &op->more[i - AD_OP_CHANGES_INLINE];
+}
+
+/* In apply (writer thread): *job, a job this op wrote, is to be published once the batch commits; called again
+ * for each further one. *job must stay put in the op until done(): the writer takes the job out of it (sets it
+ * to NULL) and hands it to the publish function. Nothing is published if the op or its batch fails; the job then
+ * stays the op's. A job the op answers with unchanged (a replayed report or submit) may be named too: the publish
+ * keeps the version it already has. */
+void ad_op_changed(struct ad_op *op, struct ad_job **job);
+
+/* In done() (event loop thread): what the publish function returned for the op's change i, in the order apply
+ * named them; NULL when the op failed, i is past its changes, or no publish function is set. */
+static inline void *ad_op_published(struct ad_op *op, size_t i)
+{
+    return op->err == AD_E_OK && i < op->nchanged ? ad_op_change_at(op, i)->published : NULL;
 }
 
 /* Start the writer thread on its own connection to store; completions are delivered on loop. 0 or -1. */
@@ -38,6 +79,11 @@ int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t 
 /* Run fn on the writer thread after every batch's transaction has ended (committed or not), before the batch's
  * completions are handed back; NULL removes it. The webhook outbox uses it to wake its delivery thread. */
 void ad_writer_set_batch_hook(void (*fn)(void));
+/* Set once at start, before the first operation is submitted (event loop thread). After a batch commits, each
+ * job its operations changed goes to publish, which takes ownership of it and returns what the op's done()
+ * answers with (opaque here: the hub's cache entry); once done() has run, settled() is called (the hub keeps the
+ * entries it returned until then). Without a publish function the jobs stay in their ops (unit tests). */
+void ad_writer_set_publish(void *(*publish)(struct ad_job *job), void (*settled)(void));
 /* Run the next few completions handed back (event loop thread). The loop does it itself: the first chunk of
  * what arrives runs in the h2o_evloop_run that receives it, and the next in each run after ad_writer_turn.
  * Returns 1 when some are still waiting. */

@@ -21,6 +21,7 @@ struct slot {
 static struct slot *slots;
 static size_t nslots, count;
 static size_t bytes, max_bytes; /* what the entries take (entry_cost), and the budget */
+static int held;                /* ad_cache_hold */
 static h2o_linklist_t lru = {&lru, &lru};
 
 static size_t hash(const char *s)
@@ -158,9 +159,12 @@ static void free_entry(struct ad_entry *e)
     free(e);
 }
 
-/* Evict least recently used entries without waiters until the budget is met, never the entry being put. */
+/* Evict least recently used entries without waiters until the budget is met, never the entry being put, and
+ * none while the cache is held. */
 static void evict(struct ad_entry *keep)
 {
+    if (held)
+        return;
     h2o_linklist_t *node = lru.prev;
     while (bytes > max_bytes && node != &lru) {
         struct ad_entry *e = H2O_STRUCT_FROM_MEMBER(struct ad_entry, lru, node);
@@ -237,6 +241,13 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
         grow();
     evict(e);
     return e;
+}
+
+void ad_cache_hold(int on)
+{
+    held = on;
+    if (!on)
+        evict(NULL);
 }
 
 void ad_cache_remove(const char *id)

@@ -50,6 +50,10 @@ struct ad_entry *ad_cache_get(const char *id);
  * replaced (may be NULL): set to the version job replaced, now the caller's to free, or to NULL when there
  * was none (a new entry, or job was dropped as older); without it the replaced version is freed here. */
 struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **replaced);
+/* While on (1), puts evict nothing, so that every entry returned meanwhile stays valid: the hub holds the cache
+ * from an operation's first publish until its done() has answered with the entries (hub.c). Off (0) evicts down
+ * to the budget again. */
+void ad_cache_hold(int on);
 /* Drop the entry for id (its waiters are woken with e == NULL). */
 void ad_cache_remove(const char *id);
 void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w);

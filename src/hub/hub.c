@@ -1,6 +1,7 @@
 /*
  * hub.c - publishing committed changes (hub.h): the cache, the listeners, lease and runAt timers, the
- * retention sweep and the run-time estimates behind Retry-After. Event loop thread only.
+ * retention sweep and the run-time estimates behind Retry-After. Event loop thread only. The writer hands it every
+ * job a batch changed (publish_committed); the cluster follower every change it reads.
  *
  * What this file does not do: answer HTTP (api/ does, through the listeners it registers) or write to the
  * store (every change is an operation for the writer, core/writer.h).
@@ -161,19 +162,15 @@ static void follow_lease_timer(struct ad_entry *e)
     e->lease_timer = NULL;
 }
 
+/* A change the check made was published before this runs, like any other (publish_committed); a lease it found
+ * still live (a heartbeat moved it) is checked again at its new expiry. */
 static void expire_done(struct ad_op *op)
 {
     struct ad_expire_op *x = (struct ad_expire_op *)op;
-    if (op->err == AD_E_OK && x->job != NULL) {
-        struct ad_job *j = x->job;
-        x->job = NULL;
-        if (holds_lease(j, x->lease_id) && !x->changed)
-            arm_lease_timer(ad_cache_get(j->id), j);
-        if (x->changed)
-            ad_hub_publish(j);
-        else
-            ad_job_free(j);
-    } else if (op->err != AD_E_OK && op->err != AD_E_NOT_FOUND) {
+    if (op->err == AD_E_OK) {
+        if (!x->changed && x->job != NULL && holds_lease(x->job, x->lease_id))
+            arm_lease_timer(ad_cache_get(x->job->id), x->job);
+    } else if (op->err != AD_E_NOT_FOUND) {
         /* The store is away: look again soon, or the lease would never run out. */
         arm_lease_check(ad_cache_get(x->id), x->id, x->lease_id, ad_mono_ms() + AD_RECHECK_MS);
     }
@@ -444,6 +441,20 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
     return e;
 }
 
+/* The writer's publish (ad_writer_set_publish): every job an operation changed comes here once its batch has
+ * committed, before the operation's done() answers with the entries. The cache is held from the first until
+ * published_settled, so that publishing an operation's second job cannot evict the entry of its first. */
+static void *publish_committed(struct ad_job *job)
+{
+    ad_cache_hold(1);
+    return ad_hub_publish(job);
+}
+
+static void published_settled(void)
+{
+    ad_cache_hold(0);
+}
+
 /* A cache miss being read (ad_hub_lookup). */
 struct lookup_read {
     struct ad_op op;
@@ -580,6 +591,7 @@ static int recover_timers(void)
 
 int ad_hub_start(void)
 {
+    ad_writer_set_publish(publish_committed, published_settled);
     if (recover_timers() != 0)
         return -1;
     sweep_timer.cb = sweep_fire;

@@ -3,10 +3,12 @@
  * runAt timers, the retention sweep, run-time estimates, and the listeners that react to a change.
  *
  * The event loop thread owns everything here; the writer thread (core/writer.h) owns the store's write
- * connection. ad_hub_publish() is the single entry point for a committed change, whether this node's writer
- * made it or the cluster follower (cluster.h) read it from a shared store. What reacts to changes above this
- * layer (long polls, SSE streams, parked lease requests) registers an ad_hub_listener at start; nothing here
- * calls up into api/.
+ * connection. ad_hub_publish() is the single entry point for a committed change: after each commit the writer
+ * hands what changed to the hub (ad_hub_start registers with ad_writer_set_publish, and the writer publishes each
+ * job an operation changed before its done() runs), and the cluster follower (cluster.h) publishes what it reads
+ * from a shared store. No handler publishes by hand: done() callbacks answer with the entries published for their
+ * operation (ad_op_published). What reacts to changes above this layer (long polls, SSE streams, parked lease
+ * requests, the change feed) registers an ad_hub_listener at start; nothing here calls up into api/.
  *
  * Timers are all in the one heap of common/timer.c. A lease's expiry timer hangs on its job's cache entry:
  * every published heartbeat moves it to the new expiry, and the change that ends the lease (complete, fail,
@@ -55,12 +57,12 @@ void ad_hub_listen(const struct ad_hub_listener *l);
 void ad_hub_work(const char *tenant, const char *type);
 void ad_hub_event(const struct ad_job *j, const char *body, size_t len);
 
-/* Arm the lease and runAt timers of what the store holds, and the retention sweep. 0, or -1 when the store
- * cannot be read. */
+/* Take the writer's committed changes (ad_writer_set_publish), arm the lease and runAt timers of what the store
+ * holds, and the retention sweep. Before the event loop runs. 0, or -1 when the store cannot be read. */
 int ad_hub_start(void);
 
-/* A change committed by the writer: update the cache (takes ownership of job), then tell the listeners and
- * arm lease/runAt timers. Returns the cache entry. */
+/* A committed change (the writer's, through ad_writer_set_publish, or one the cluster follower read): update the
+ * cache (takes ownership of job), then tell the listeners and arm lease/runAt timers. Returns the cache entry. */
 struct ad_entry *ad_hub_publish(struct ad_job *job);
 
 /*

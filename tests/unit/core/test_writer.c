@@ -5,6 +5,8 @@
  * while a batch is open joins that batch, a batch's completions are run by the loop itself, a chunk per run, and
  * the store's upkeep after a batch (after_batch) does not hold back its answers, and a batch that fails for want of
  * space keeps the writer in the full state until the store has made room, with no operation needed to find out.
+ * The jobs an operation names as changed (ad_op_changed) reach the publish function after the commit and before
+ * its done(), which gets what the publish returned; a failed operation or batch publishes nothing.
  *
  * Operations can be made to stop inside apply() (the started/go semaphores), so that what is queued when is
  * decided by the test and not by thread timing. writer.c is included for its chunk size.
@@ -31,6 +33,14 @@ struct test_op {
     int done;
     ad_err done_err;
     int done_on_loop_thread, committed_at_done; /* committed: its job is visible to another connection */
+    /* Jobs inserted and named as changed (ad_op_changed) by apply; with name_then_fail, the first is named and
+     * apply fails without inserting anything. */
+    const char *changes[3];
+    size_t nchanges;
+    int name_then_fail;
+    struct ad_job *jobs[3];
+    void *seen[3];            /* ad_op_published in done() */
+    size_t published_at_done; /* how many jobs the publish function had been handed when done() ran */
 };
 
 static h2o_loop_t *loop;
@@ -38,6 +48,15 @@ static pthread_t loop_thread;
 static struct ad_store *store;
 static struct ad_conn *reader;
 static char dir[64];
+
+/* What the publish function (test_publish) was handed, in order. */
+struct publication {
+    char id[32];
+    int committed; /* the job was in the store, seen through another connection */
+    int on_loop_thread;
+};
+static struct publication published[8];
+static size_t npublished, nsettled;
 
 /* 1 when the job is in the store, seen through another connection. */
 static int stored(const char *id)
@@ -57,6 +76,15 @@ static ad_err op_apply(struct ad_op *op, struct ad_conn *c)
         sem_wait(t->go);
     if (t->fail_first)
         return t->fail;
+    for (size_t i = 0; i < t->nchanges; i++) {
+        t->jobs[i] = new_job(t->changes[i], "t1", "bench", AD_QUEUED, AD_PRIO_NORMAL);
+        ad_op_changed(op, &t->jobs[i]);
+        if (t->name_then_fail)
+            return AD_E_ILLEGAL_TRANSITION;
+        ad_err e = store->ops->job_insert(c, t->jobs[i]);
+        if (e != AD_E_OK)
+            return e;
+    }
     if (t->job_id != NULL) {
         struct ad_job *j = new_job(t->job_id, "t1", "bench", AD_QUEUED, AD_PRIO_NORMAL);
         ad_err e = store->ops->job_insert(c, j);
@@ -74,6 +102,10 @@ static void op_done(struct ad_op *op)
     t->done_err = op->err;
     t->done_on_loop_thread = pthread_equal(pthread_self(), loop_thread);
     t->committed_at_done = t->job_id == NULL || op->err != AD_E_OK || stored(t->job_id);
+    for (size_t i = 0; i < t->nchanges; i++)
+        t->seen[i] = ad_op_published(op, i);
+    t->published_at_done = npublished;
+    ad_op_free(op); /* frees what ad_op_changed allocated past the inline changes */
 }
 
 static void op_destroy(struct ad_op *op)
@@ -88,6 +120,23 @@ static void init_op(struct test_op *t, const char *job_id)
     t->op.done = op_done;
     t->op.destroy = op_destroy;
     t->job_id = job_id;
+}
+
+/* The hub's part (ad_writer_set_publish): take the job, note it, and return the note as what done() answers with. */
+static void *test_publish(struct ad_job *j)
+{
+    assert_true(npublished < sizeof(published) / sizeof(published[0]));
+    struct publication *p = &published[npublished++];
+    snprintf(p->id, sizeof(p->id), "%s", j->id);
+    p->committed = stored(j->id);
+    p->on_loop_thread = pthread_equal(pthread_self(), loop_thread);
+    ad_job_free(j);
+    return p;
+}
+
+static void test_settled(void)
+{
+    nsettled++;
 }
 
 /* Run the event loop until every op in ops has had its done() called. */
@@ -442,6 +491,91 @@ static void test_full_until_the_store_has_room(void **state)
     assert_false(ad_writer_storage_full());
 }
 
+/* Operations of one batch name the jobs they changed: after the commit each job reaches the publish function, on
+ * the loop thread and in the batch's order, which takes it out of the op; the op's done() runs after its own jobs
+ * were published and finds, for each, what the publish returned (three jobs: past the inline changes). An
+ * operation that fails alone, having named a job, publishes nothing and keeps its job. */
+static void test_changed_jobs_are_published_after_commit_before_done(void **state)
+{
+    (void)state;
+    npublished = nsettled = 0;
+    ad_writer_set_publish(test_publish, test_settled);
+    struct test_op a, b, c;
+    init_op(&a, NULL);
+    a.changes[0] = "job_pub_a";
+    a.nchanges = 1;
+    init_op(&b, NULL);
+    b.changes[0] = "job_pub_b0";
+    b.changes[1] = "job_pub_b1";
+    b.changes[2] = "job_pub_b2";
+    b.nchanges = 3;
+    init_op(&c, NULL);
+    c.changes[0] = "job_pub_c";
+    c.nchanges = 1;
+    c.name_then_fail = 1;
+    uint64_t before = batches();
+    run_behind_hold(&a, &b, &c);
+    ad_writer_set_publish(NULL, NULL);
+    assert_int_equal(batches() - before, 2); /* hold's, then one for a, b and c */
+    assert_int_equal(npublished, 4);
+    const char *order[] = {"job_pub_a", "job_pub_b0", "job_pub_b1", "job_pub_b2"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(published[i].id, order[i]);
+        assert_true(published[i].committed);
+        assert_true(published[i].on_loop_thread);
+    }
+    assert_int_equal(a.done_err, AD_E_OK);
+    assert_ptr_equal(a.seen[0], &published[0]);
+    assert_null(a.jobs[0]); /* the publish owns it */
+    assert_true(a.published_at_done >= 1);
+    assert_int_equal(b.done_err, AD_E_OK);
+    for (size_t i = 0; i < 3; i++) {
+        assert_ptr_equal(b.seen[i], &published[1 + i]);
+        assert_null(b.jobs[i]);
+    }
+    assert_int_equal(b.published_at_done, 4);
+    assert_int_equal(c.done_err, AD_E_ILLEGAL_TRANSITION);
+    assert_null(c.seen[0]);
+    assert_non_null(c.jobs[0]); /* still the op's */
+    ad_job_free(c.jobs[0]);
+    assert_int_equal(nsettled, 2); /* once after each done() of an op that published */
+}
+
+/* A batch that fails (an operation failed after writing) publishes nothing: the jobs its operations named stay
+ * theirs, and their done() gets nothing published. */
+static void test_failed_batch_publishes_nothing(void **state)
+{
+    (void)state;
+    npublished = nsettled = 0;
+    ad_writer_set_publish(test_publish, test_settled);
+    struct test_op a, b, c;
+    init_op(&a, NULL);
+    a.changes[0] = "job_unpub_a";
+    a.nchanges = 1;
+    init_op(&b, "job_unpub_b");
+    b.fail = AD_E_INTERNAL;
+    init_op(&c, NULL);
+    c.changes[0] = "job_unpub_c0";
+    c.changes[1] = "job_unpub_c1";
+    c.changes[2] = "job_unpub_c2";
+    c.nchanges = 3;
+    run_behind_hold(&a, &b, &c);
+    ad_writer_set_publish(NULL, NULL);
+    assert_int_equal(npublished, 0);
+    assert_int_equal(nsettled, 0);
+    assert_int_equal(a.done_err, AD_E_INTERNAL);
+    assert_int_equal(c.done_err, AD_E_INTERNAL);
+    assert_null(a.seen[0]);
+    assert_non_null(a.jobs[0]);
+    ad_job_free(a.jobs[0]);
+    assert_false(stored("job_unpub_a"));
+    for (size_t i = 0; i < 3; i++) {
+        assert_null(c.seen[i]);
+        /* c comes after b's failure: the batch was rolled back before c was applied, so it named nothing. */
+        assert_null(c.jobs[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +586,8 @@ int main(void)
         cmocka_unit_test(test_answers_leave_before_after_batch),
         cmocka_unit_test(test_outstanding_counts_until_done),
         cmocka_unit_test(test_full_until_the_store_has_room),
+        cmocka_unit_test(test_changed_jobs_are_published_after_commit_before_done),
+        cmocka_unit_test(test_failed_batch_publishes_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,7 @@
 /*
  * test_cache.c - unit tests for src/cache.c: put/get, version ordering by seq, the changed flag, waking
- * long-poll waiters, unwatch, removal, LRU eviction past the byte budget and growth of the hash table.
+ * long-poll waiters, unwatch, removal, LRU eviction past the byte budget (none while held) and growth of the hash
+ * table.
  *
  * The cache is process-global, so every test initialises it in setup and clears it in teardown.
  */
@@ -459,6 +460,27 @@ static void test_large_entries_are_evicted_by_bytes(void **state)
     assert_non_null(ad_cache_get("job_a"));
 }
 
+/* While held, puts evict nothing, so that every entry an operation published stays valid until its answer is
+ * written (hub.c): three jobs of 400 kB under a 1 MiB budget all stay, and letting go evicts down to the budget. */
+static void test_hold_defers_eviction(void **state)
+{
+    (void)state;
+    int changed;
+    ad_cache_hold(1);
+    struct ad_entry *a = ad_cache_put(mk_payload("job_a", 1, 200000), &changed, NULL);
+    struct ad_entry *b = ad_cache_put(mk_payload("job_b", 1, 200000), &changed, NULL);
+    struct ad_entry *c = ad_cache_put(mk_payload("job_c", 1, 200000), &changed, NULL);
+    assert_int_equal(ad_cache_size(), 3);
+    assert_ptr_equal(ad_cache_get("job_a"), a);
+    assert_ptr_equal(ad_cache_get("job_b"), b);
+    assert_ptr_equal(ad_cache_get("job_c"), c);
+    assert_string_equal(a->job->id, "job_a");
+    ad_cache_hold(0);
+    assert_int_equal(ad_cache_size(), 2);
+    assert_true(ad_cache_bytes() <= (size_t)1 << 20);
+    assert_null(ad_cache_get("job_a")); /* the least recently used */
+}
+
 static void test_growth_keeps_every_entry(void **state)
 {
     (void)state;
@@ -581,6 +603,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eviction_never_drops_the_entry_being_put, setup_cap3, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_follow_the_entries, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_large_entries_are_evicted_by_bytes, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_hold_defers_eviction, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_growth_keeps_every_entry, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_removals_keep_the_rest_reachable, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_clear_wakes_and_empties, setup_small, teardown),
