@@ -341,7 +341,7 @@ static void report_done(struct ad_op *op)
     struct ad_report_op *x = (struct ad_report_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
-    struct ad_buf b;                             /* {"job", "leases"}: the answer to a report with next */
+    struct ad_buf b; /* the answer to a heartbeat ({"job", "leaseExpiresAt", ...}) or a report with next */
     ad_buf_init(&b, SIZE_MAX);
     if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
         AD_BUF_LIT(&b, "{\"job\":");
@@ -363,13 +363,14 @@ static void report_done(struct ad_op *op)
         } else if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (x->event == AD_EV_HEARTBEAT) {
-            char until[40];
-            ad_time_rfc3339(x->lease_expires_at, until, sizeof(until));
-            char *body = ad_asprintf("{\"job\":%s,\"leaseExpiresAt\":\"%s\",\"cancelRequested\":%s}", e->body, until,
-                                     e->job->cancel_requested ? "true" : "false");
-            size_t len = strlen(body);
-            ad_http_json(r, 200, h2o_strdup(&r->req->pool, body, len).base, len);
-            free(body);
+            AD_JSON_OPEN(&b, "job");
+            ad_json_rawn(&b, e->body, e->len);
+            AD_JSON_KEY(&b, "leaseExpiresAt");
+            ad_json_time(&b, x->lease_expires_at);
+            AD_JSON_KEY(&b, "cancelRequested");
+            ad_json_bool(&b, e->job->cancel_requested);
+            AD_BUF_LIT(&b, "}");
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
         } else if (x->next != NULL) {
             ad_http_json(r, 200, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
         } else {
