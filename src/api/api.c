@@ -465,6 +465,8 @@ int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
 
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
+    if (r->route != NULL && r->route->style_operation)
+        return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;
     const char *id = e->job->id;
     ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");

@@ -120,6 +120,8 @@ int ad_api_op_list(struct ad_request *r);
 int ad_api_op_cancel(struct ad_request *r);
 int ad_api_op_delete(struct ad_request *r);
 int ad_api_op_wait(struct ad_request *r);
+/* The answer to an accepted job of a route with style: operation: 200 with its Operation (ad_api_send_accepted). */
+int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
 
 /* Server-Sent Events, signed URLs and CORS (api_events.c). */
 #define AD_API_SIGNED 8 /* role bit of a request carrying a signed URL: read access to the one job it names */

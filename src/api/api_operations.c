@@ -187,6 +187,24 @@ static int send_operation(struct ad_request *r, struct ad_entry *e)
     return send_body(r, 200, &b);
 }
 
+int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
+{
+    const char *id = e->job->id;
+    ad_http_header_cat(r->req, H2O_TOKEN_LOCATION, "/v1/operations/", id, "");
+    ad_http_header_cat(r->req, H2O_TOKEN_LINK, "</v1/operations/", id, ">; rel=\"monitor\"");
+    if (e->job->resource != NULL)
+        ad_http_header(r->req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
+    if (replayed)
+        ad_http_header_str(r->req, "idempotent-replayed", "true");
+    char etag[32];
+    operation_etag(e, etag);
+    ad_http_header(r->req, H2O_TOKEN_ETAG, etag);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    render_operation(&b, e->job);
+    return send_body(r, 200, &b);
+}
+
 /* AD_E_OK while the job is live (not past its retention), as the jobs API decides (api_jobs.c). */
 static int job_live(const struct ad_job *j)
 {

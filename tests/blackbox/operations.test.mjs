@@ -138,7 +138,9 @@ async function getOp(c, id) {
 describe('operations view (AIP-151)', () => {
     let d;
     before(async () => {
-        d = await startDaemon({ config: standardConfig() });
+        d = await startDaemon({ config: standardConfig({ routes: `
+  - { method: POST, path: /v1/videos, type: video.transcode, resource: "/v1/videos/{id}", onComplete: redirect }
+  - { method: POST, path: "/v1/videos:transcode", type: video.transcode, style: operation, resource: "/v1/videos/{id}" }` }) });
     });
     after(() => d?.stop());
 
@@ -280,6 +282,25 @@ describe('operations view (AIP-151)', () => {
         assert.equal((await getOp(c, b)).json.error.code, 1);
         assert.deepEqual(expectStatus(await c.del(`/v1/operations/${b}`), 200).json, {});
         assertProblem(await w.post(`/v1/operations/${b}:cancel`), 403, 'forbidden');
+    });
+
+    it('a route with style: operation answers 200 with the Operation', async () => {
+        const { c, w } = tenant(d);
+        const res = expectStatus(await c.post('/v1/videos:transcode', { sourceUrl: 'https://example.com/a.mp4' }), 200);
+        const id = res.json.name.slice('operations/'.length);
+        const m = assertOperation(res.json, id);
+        assert.equal(m.type, 'video.transcode');
+        assert.equal(res.json.done, false);
+        assert.equal(hget(res, 'location'), `/v1/operations/${id}`);
+        assert.equal(hget(res, 'content-location'), `/v1/videos/${id}`);
+        assert.equal(hget(res, 'etag'), hget(await c.get(`/v1/operations/${id}`), 'etag'));
+        const l = await leaseOne(w, 'video.transcode', { expectId: id });
+        assert.deepEqual(l.job.payload, { sourceUrl: 'https://example.com/a.mp4' });
+        const again = expectStatus(await c.post('/v1/videos:transcode', { sourceUrl: 'https://example.com/b.mp4' }, { headers: { 'idempotency-key': 'op-1' } }), 200);
+        const replay = expectStatus(await c.post('/v1/videos:transcode', { sourceUrl: 'https://example.com/b.mp4' }, { headers: { 'idempotency-key': 'op-1' } }), 200);
+        assert.equal(replay.json.name, again.json.name);
+        assert.equal(hget(replay, 'idempotent-replayed'), 'true');
+        expectStatus(await c.post('/v1/videos', { sourceUrl: 'https://example.com/c.mp4' }), 202);
     });
 
     it("another tenant's key gets 404 and does not list the operation", async () => {
