@@ -50,6 +50,15 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/webhooks/{id}:rotate", ad_api_webhook_rotate, CLIENT},
     {"POST", "/v1/webhooks/{id}:enable", ad_api_webhook_enable, CLIENT},
     {"POST", "/v1/deliveries/{id}:redeliver", ad_api_redeliver, CLIENT},
+    {"GET", "/v1/operations", ad_api_op_list, ALL},
+    {"GET", "/v1/operations/operations/{id}", ad_api_op_get, ALL | SIGNED},
+    {"DELETE", "/v1/operations/operations/{id}", ad_api_op_delete, CLIENT},
+    {"POST", "/v1/operations/operations/{id}:cancel", ad_api_op_cancel, CLIENT},
+    {"POST", "/v1/operations/operations/{id}:wait", ad_api_op_wait, ALL | SIGNED},
+    {"GET", "/v1/operations/{id}", ad_api_op_get, ALL | SIGNED},
+    {"DELETE", "/v1/operations/{id}", ad_api_op_delete, CLIENT},
+    {"POST", "/v1/operations/{id}:cancel", ad_api_op_cancel, CLIENT},
+    {"POST", "/v1/operations/{id}:wait", ad_api_op_wait, ALL | SIGNED},
 };
 
 static int peer_is_loopback(h2o_req_t *req)
@@ -456,6 +465,8 @@ int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
 
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
+    if (r->route != NULL && r->route->style_operation)
+        return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;
     const char *id = e->job->id;
     ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");

@@ -114,6 +114,15 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
 /* Serve parked lease requests of tenant for type (a hub listener). */
 void ad_api_leases_kick(const char *tenant, const char *type);
 
+/* The Google AIP-151 operations view of jobs (api_operations.c). */
+int ad_api_op_get(struct ad_request *r);
+int ad_api_op_list(struct ad_request *r);
+int ad_api_op_cancel(struct ad_request *r);
+int ad_api_op_delete(struct ad_request *r);
+int ad_api_op_wait(struct ad_request *r);
+/* The answer to an accepted job of a route with style: operation: 200 with its Operation (ad_api_send_accepted). */
+int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
+
 /* Server-Sent Events, signed URLs and CORS (api_events.c). */
 #define AD_API_SIGNED 8 /* role bit of a request carrying a signed URL: read access to the one job it names */
 int ad_api_job_events(struct ad_request *r);

@@ -508,6 +508,19 @@ static int route_on_complete(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
+/* style: job (202 with the job, the default) or operation (200 with the job as an AIP-151 Operation). */
+static int route_style(struct parse *p, yaml_node_t *v, void *obj)
+{
+    const char *s = scalar(v);
+    if (s != NULL && !strcmp(s, "operation"))
+        ((struct ad_route *)obj)->style_operation = 1;
+    else if (s != NULL && !strcmp(s, "job"))
+        ((struct ad_route *)obj)->style_operation = 0;
+    else
+        return fail(p, v, "%s: expected job or operation, got '%.64s'", p->where, s ? s : "(not a scalar)");
+    return 0;
+}
+
 static const struct field route_fields[] = {
     {"method", F_FN, 0, 0, 0, NULL, route_method},
     {"path", F_FN, 0, 0, 0, NULL, route_path},
@@ -515,6 +528,7 @@ static const struct field route_fields[] = {
     {"resource", F_FN, 0, 0, 0, NULL, route_resource},
     {"onComplete", F_FN, 0, 0, 0, NULL, route_on_complete},
     {"requireIdempotencyKey", F_BOOL, offsetof(struct ad_route, require_idempotency_key), 0, 0, NULL, NULL},
+    {"style", F_FN, 0, 0, 0, NULL, route_style},
     {NULL},
 };
 

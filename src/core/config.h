@@ -50,6 +50,7 @@ struct ad_route {
     char *resource;              /* placeholder business resource, may contain "{id}", or NULL */
     int on_complete_redirect;    /* 1: a finished job answers 303 to its result by default */
     int require_idempotency_key; /* 1: a POST without Idempotency-Key gets 400 */
+    int style_operation;         /* 1 (style: operation): accepted as 200 with an AIP-151 Operation, not 202 */
 };
 
 /* webhooks: delivery of job events to callback URLs and tenant endpoints (docs/webhooks.md). */
