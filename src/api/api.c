@@ -454,6 +454,20 @@ int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
     return ad_http_json(r, status, e->body, e->len);
 }
 
+/* The 202 of a client that prefers return=minimal: the headers as always, a body of only {"id"}. */
+static int send_minimal_accepted(struct ad_request *r, struct ad_entry *e)
+{
+    job_headers(r->req, e);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    AD_JSON_OPEN(&b, "id");
+    ad_json_str(&b, e->job->id);
+    AD_BUF_LIT(&b, "}");
+    int rc = ad_http_json(r, 202, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
+    ad_buf_free(&b);
+    return rc;
+}
+
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
     h2o_req_t *req = r->req;
@@ -467,6 +481,8 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
         ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
     if (replayed)
         ad_http_header_str(req, "idempotent-replayed", "true");
+    if (ad_http_prefer_minimal(req))
+        return send_minimal_accepted(r, e);
     return ad_api_send_job(r, e, 202);
 }
 

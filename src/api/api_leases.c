@@ -38,6 +38,7 @@ struct parked {
     int64_t deadline; /* monotonic ms */
     int in_flight;    /* a lease op is with the writer */
     uint64_t kicks;   /* the kick count when the op was issued */
+    int minimal;      /* Prefer: return=minimal: leases as lean_lease writes them */
 };
 
 /* Kicks so far. A kick that comes while a request's lease op is with the writer cannot reach it; if work
@@ -129,13 +130,35 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     AD_BUF_LIT(b, "}");
 }
 
+/* Append one lease as a client preferring return=minimal gets it: only what a worker needs to run the job
+ * ({"id", "type", "payload", "attempt", "leaseId", "leaseExpiresAt"}), not the whole job. */
+static void lean_lease(struct ad_buf *b, const struct ad_entry *e, int first)
+{
+    const struct ad_job *j = e->job;
+    if (!first)
+        AD_BUF_LIT(b, ",");
+    AD_JSON_OPEN(b, "id");
+    ad_json_str(b, j->id);
+    AD_JSON_KEY(b, "type");
+    ad_json_str(b, j->type);
+    AD_JSON_KEY(b, "payload");
+    ad_json_raw(b, j->payload);
+    AD_JSON_KEY(b, "attempt");
+    ad_json_int(b, j->attempt);
+    AD_JSON_KEY(b, "leaseId");
+    ad_json_str(b, j->lease_id);
+    AD_JSON_KEY(b, "leaseExpiresAt");
+    ad_json_time(b, j->lease_expires_at);
+    AD_BUF_LIT(b, "}");
+}
+
 /* Append "leases":[...] to b: the n jobs op leased, as the writer published them, its changes from first on
- * (core.h). */
-static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size_t n)
+ * (core.h); lean ones (lean_lease) when minimal. */
+static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size_t n, int minimal)
 {
     AD_BUF_LIT(b, "\"leases\":[");
     for (size_t i = 0; i < n; i++)
-        append_lease(b, ad_op_published(op, first + i), i == 0);
+        (minimal ? lean_lease : append_lease)(b, ad_op_published(op, first + i), i == 0);
     AD_BUF_LIT(b, "]");
 }
 
@@ -149,12 +172,15 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
         parked_free(p);
     } else if (err != AD_E_OK || leased != 0 || ad_mono_ms() >= p->deadline) {
         struct ad_request *r = p->r;
+        int p_minimal = p->minimal;
         ad_pending_take(p->pend);
         parked_free(p);
         if (err != AD_E_OK)
             ad_api_fail(r, err);
         else if (leased == 0)
             ad_http_empty(r->req, 204);
+        else if (p_minimal && ad_http_prefer_minimal(r->req))
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
         else
             ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
     } else if (p->kicks != kicks) {
@@ -172,7 +198,7 @@ static void lease_done(struct ad_op *op)
     ad_buf_init(&b, SIZE_MAX);
     size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
     AD_BUF_LIT(&b, "{");
-    append_leases(&b, op, 0, leased);
+    append_leases(&b, op, 0, leased, ((struct parked *)x->ctx)->minimal);
     AD_BUF_LIT(&b, "}");
     lease_finish(x->ctx, op->err, leased, &b);
     ad_buf_free(&b);
@@ -225,7 +251,7 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"leases\":[", 11);
-    append_lease(&b, e, 1);
+    (p->minimal ? lean_lease : append_lease)(&b, e, 1);
     ad_buf_append(&b, "]}", 2);
     lease_finish(p, AD_E_OK, 1, &b);
     ad_buf_free(&b);
@@ -327,6 +353,7 @@ int ad_api_lease(struct ad_request *r)
     }
     ad_buf_free(&v.b);
     p->r = r;
+    p->minimal = ad_http_prefer_return(r->req) == AD_PREFER_MINIMAL;
     p->deadline = ad_mono_ms() + (int64_t)p->ask.wait * 1000;
     p->timer.cb = parked_timeout;
     p->pend = ad_pending_new(r->req, p, parked_gone);
@@ -343,7 +370,17 @@ static void report_done(struct ad_op *op)
     struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
     struct ad_buf b; /* the answer to a heartbeat ({"job", "leaseExpiresAt", ...}) or a report with next */
     ad_buf_init(&b, SIZE_MAX);
-    if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
+    if (op->err == AD_E_OK && x->next != NULL && r != NULL && ad_http_prefer_minimal(r->req)) {
+        /* return=minimal: the job this report ended as its id and status only, and lean leases. */
+        AD_BUF_LIT(&b, "{\"job\":");
+        AD_JSON_OPEN(&b, "id");
+        ad_json_str(&b, e->job->id);
+        AD_JSON_KEY(&b, "status");
+        ad_json_str(&b, ad_status_name(x->shown != NULL ? x->shown->status : e->job->status));
+        AD_BUF_LIT(&b, "},");
+        append_leases(&b, op, 1, x->next->leased.n, 1);
+        AD_BUF_LIT(&b, "}");
+    } else if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
         AD_BUF_LIT(&b, "{\"job\":");
         /* The job as this report left it: its entry shows the next lease's version when that took it again. */
         if (x->shown != NULL)
@@ -351,7 +388,7 @@ static void report_done(struct ad_op *op)
         else
             ad_buf_append(&b, e->body, e->len);
         AD_BUF_LIT(&b, ",");
-        append_leases(&b, op, 1, x->next->leased.n);
+        append_leases(&b, op, 1, x->next->leased.n, 0);
         AD_BUF_LIT(&b, "}");
     }
     if (r != NULL) {
