@@ -106,9 +106,9 @@ int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
 /* A job of tenant changed: wake the /changes long polls of that tenant (a hub listener). */
 void ad_api_changes_notify(const char *tenant);
 /* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
- * transaction (its lease length and worker name are written to *lease_seconds and *worker). NULL when no
+ * transaction (its lease length and worker name are written to *lease_ms and *worker). NULL when no
  * one waits. The claim must be settled with ad_api_leases_handoff_done. */
-void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker);
+void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_ms, const char **worker);
 /* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
 void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
 /* Serve parked lease requests of tenant for type (a hub listener). */

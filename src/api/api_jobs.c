@@ -461,7 +461,7 @@ int ad_api_submit(struct ad_request *r)
     s->op.done = submit_done;
     if (job->run_at <= now) {
         const char *worker;
-        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_seconds, &worker);
+        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_ms, &worker);
         s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;
     }
     ad_writer_submit(&s->op);
