@@ -201,6 +201,19 @@ int ad_api_init(char *err, size_t errlen)
     return ad_api_events_init(err, errlen);
 }
 
+/* A GET (or HEAD) of a configured route's resource, whose job id it notes in r->id. */
+static int is_resource_get(struct ad_request *r)
+{
+    h2o_iovec_t m = r->req->method;
+    if (!h2o_memis(m.base, m.len, H2O_STRLIT("GET")) && !h2o_memis(m.base, m.len, H2O_STRLIT("HEAD")))
+        return 0;
+    char *id;
+    if (!ad_api_resource_match(r->req, r->path, &id))
+        return 0;
+    r->id = id;
+    return 1;
+}
+
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     if (ad_http1_refuse_framing(req))
@@ -223,6 +236,9 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
     r->route = ad_config_route(ad_hub.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
     if (r->route != NULL) {
         handler = ad_api_submit;
+    } else if (is_resource_get(r)) {
+        handler = ad_api_get_resource;
+        roles = ALL;
     } else {
         const struct ad_route_def *def;
         h2o_iovec_t allow;

@@ -167,6 +167,22 @@ static int send_result(struct ad_request *r, const struct ad_job *j, int created
     return ad_http_json(r, created ? 201 : 200, doc, strlen(doc));
 }
 
+/* For the business resources of api_resources.c, which answer as /v1/jobs/{id}/result does. */
+struct ad_entry *ad_api_live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
+{
+    return live_job(r, err, e);
+}
+
+int ad_api_send_result(struct ad_request *r, const struct ad_job *j)
+{
+    return send_result(r, j, 0);
+}
+
+int ad_api_send_stored_problem(h2o_req_t *req, const struct ad_job *j)
+{
+    return send_stored_problem(req, j);
+}
+
 static int send_outcome(struct ad_request *r, struct ad_entry *e, int wait)
 {
     h2o_req_t *req = r->req;
