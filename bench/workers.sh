@@ -21,6 +21,8 @@
 #   e2e-1slot        e2e with 8 HTTP/1.1 workers holding one job at a time (a quarter of the jobs): each job then
 #                    costs its worker two commits in a row, which bounds the rate whatever the daemon's speed
 #   e2e-node         e2e-1slot from node with 32 submitters, against submit-node (node's own submits alone)
+# BENCH_MINIMAL=1 makes the C client's HTTP/2 workers (e2e) send Prefer: return=minimal on their leases and
+# completes, so that each lease carries only what a worker needs rather than the whole job.
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 60000), BENCH_E2E_SLOTS (32), BENCH_ROUNDS
 # (3), and those of bench/lib.sh.
 set -euo pipefail

@@ -210,6 +210,19 @@ int ad_api_init(char *err, size_t errlen)
     return ad_api_events_init(err, errlen);
 }
 
+/* A GET (or HEAD) of a configured route's resource, whose job id it notes in r->id. */
+static int is_resource_get(struct ad_request *r)
+{
+    h2o_iovec_t m = r->req->method;
+    if (!h2o_memis(m.base, m.len, H2O_STRLIT("GET")) && !h2o_memis(m.base, m.len, H2O_STRLIT("HEAD")))
+        return 0;
+    char *id;
+    if (!ad_api_resource_match(r->req, r->path, &id))
+        return 0;
+    r->id = id;
+    return 1;
+}
+
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     if (ad_http1_refuse_framing(req))
@@ -232,6 +245,9 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
     r->route = ad_config_route(ad_hub.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
     if (r->route != NULL) {
         handler = ad_api_submit;
+    } else if (is_resource_get(r)) {
+        handler = ad_api_get_resource;
+        roles = ALL;
     } else {
         const struct ad_route_def *def;
         h2o_iovec_t allow;
@@ -463,6 +479,20 @@ int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
     return ad_http_json(r, status, e->body, e->len);
 }
 
+/* The 202 of a client that prefers return=minimal: the headers as always, a body of only {"id"}. */
+static int send_minimal_accepted(struct ad_request *r, struct ad_entry *e)
+{
+    job_headers(r->req, e);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    AD_JSON_OPEN(&b, "id");
+    ad_json_str(&b, e->job->id);
+    AD_BUF_LIT(&b, "}");
+    int rc = ad_http_json(r, 202, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
+    ad_buf_free(&b);
+    return rc;
+}
+
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
     if (r->route != NULL && r->route->style_operation)
@@ -478,6 +508,8 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
         ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
     if (replayed)
         ad_http_header_str(req, "idempotent-replayed", "true");
+    if (ad_http_prefer_minimal(req))
+        return send_minimal_accepted(r, e);
     return ad_api_send_job(r, e, 202);
 }
 

@@ -76,6 +76,16 @@ int ad_api_fail(struct ad_request *r, ad_err err);
 int ad_api_submit(struct ad_request *r);
 int ad_api_get_job(struct ad_request *r);
 int ad_api_get_result(struct ad_request *r);
+/* Shared by the job answers of api_jobs.c and the business resources: the live job given what ad_api_lookup
+ * found (else NULL after a 404/410), a finished job's result (200, or 303 to its resultLocation), a failed
+ * one's stored problem with its own status. */
+struct ad_entry *ad_api_live_job(struct ad_request *r, ad_err err, struct ad_entry *e);
+int ad_api_send_result(struct ad_request *r, const struct ad_job *j);
+int ad_api_send_stored_problem(h2o_req_t *req, const struct ad_job *j);
+/* GET on a route's resource (api_resources.c): ad_api_resource_match says whether path is one (1, with the
+ * job id it names in the request pool in *id), and ad_api_get_resource answers it. */
+int ad_api_resource_match(h2o_req_t *req, h2o_iovec_t path, char **id);
+int ad_api_get_resource(struct ad_request *r);
 int ad_api_list(struct ad_request *r);
 int ad_api_changes(struct ad_request *r);
 int ad_api_cancel(struct ad_request *r);
@@ -106,9 +116,9 @@ int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
 /* A job of tenant changed: wake the /changes long polls of that tenant (a hub listener). */
 void ad_api_changes_notify(const char *tenant);
 /* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
- * transaction (its lease length and worker name are written to *lease_seconds and *worker). NULL when no
+ * transaction (its lease length and worker name are written to *lease_ms and *worker). NULL when no
  * one waits. The claim must be settled with ad_api_leases_handoff_done. */
-void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker);
+void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_ms, const char **worker);
 /* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
 void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
 /* Serve parked lease requests of tenant for type (a hub listener). */

@@ -167,6 +167,22 @@ static int send_result(struct ad_request *r, const struct ad_job *j, int created
     return ad_http_json(r, created ? 201 : 200, doc, strlen(doc));
 }
 
+/* For the business resources of api_resources.c, which answer as /v1/jobs/{id}/result does. */
+struct ad_entry *ad_api_live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
+{
+    return live_job(r, err, e);
+}
+
+int ad_api_send_result(struct ad_request *r, const struct ad_job *j)
+{
+    return send_result(r, j, 0);
+}
+
+int ad_api_send_stored_problem(h2o_req_t *req, const struct ad_job *j)
+{
+    return send_stored_problem(req, j);
+}
+
 static int send_outcome(struct ad_request *r, struct ad_entry *e, int wait)
 {
     h2o_req_t *req = r->req;
@@ -461,7 +477,7 @@ int ad_api_submit(struct ad_request *r)
     s->op.done = submit_done;
     if (job->run_at <= now) {
         const char *worker;
-        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_seconds, &worker);
+        s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_ms, &worker);
         s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;
     }
     ad_writer_submit(&s->op);

@@ -24,8 +24,8 @@ struct lease_ask {
     char **types;
     size_t ntypes;
     int max;
-    int wait; /* seconds, at most limits.maxWaitSeconds */
-    int lease_seconds;
+    int64_t wait_ms; /* at most limits.maxWaitSeconds */
+    int64_t lease_ms;
     char *worker;
 };
 
@@ -38,6 +38,7 @@ struct parked {
     int64_t deadline; /* monotonic ms */
     int in_flight;    /* a lease op is with the writer */
     uint64_t kicks;   /* the kick count when the op was issued */
+    int minimal;      /* Prefer: return=minimal: leases as lean_lease writes them */
 };
 
 /* Kicks so far. A kick that comes while a request's lease op is with the writer cannot reach it; if work
@@ -98,7 +99,7 @@ static struct ad_lease_op *lease_op_new(const char *tenant, const struct lease_a
         x->types[i] = ad_strdup(a->types[i]);
     x->ntypes = a->ntypes;
     x->max = a->max;
-    x->lease_seconds = a->lease_seconds;
+    x->lease_ms = a->lease_ms;
     x->worker = ad_strdup_opt(a->worker);
     x->now = ad_now_ms();
     return x;
@@ -129,13 +130,35 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     AD_BUF_LIT(b, "}");
 }
 
+/* Append one lease as a client preferring return=minimal gets it: only what a worker needs to run the job
+ * ({"id", "type", "payload", "attempt", "leaseId", "leaseExpiresAt"}), not the whole job. */
+static void lean_lease(struct ad_buf *b, const struct ad_entry *e, int first)
+{
+    const struct ad_job *j = e->job;
+    if (!first)
+        AD_BUF_LIT(b, ",");
+    AD_JSON_OPEN(b, "id");
+    ad_json_str(b, j->id);
+    AD_JSON_KEY(b, "type");
+    ad_json_str(b, j->type);
+    AD_JSON_KEY(b, "payload");
+    ad_json_raw(b, j->payload);
+    AD_JSON_KEY(b, "attempt");
+    ad_json_int(b, j->attempt);
+    AD_JSON_KEY(b, "leaseId");
+    ad_json_str(b, j->lease_id);
+    AD_JSON_KEY(b, "leaseExpiresAt");
+    ad_json_time(b, j->lease_expires_at);
+    AD_BUF_LIT(b, "}");
+}
+
 /* Append "leases":[...] to b: the n jobs op leased, as the writer published them, its changes from first on
- * (core.h). */
-static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size_t n)
+ * (core.h); lean ones (lean_lease) when minimal. */
+static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size_t n, int minimal)
 {
     AD_BUF_LIT(b, "\"leases\":[");
     for (size_t i = 0; i < n; i++)
-        append_lease(b, ad_op_published(op, first + i), i == 0);
+        (minimal ? lean_lease : append_lease)(b, ad_op_published(op, first + i), i == 0);
     AD_BUF_LIT(b, "]");
 }
 
@@ -149,12 +172,15 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
         parked_free(p);
     } else if (err != AD_E_OK || leased != 0 || ad_mono_ms() >= p->deadline) {
         struct ad_request *r = p->r;
+        int p_minimal = p->minimal;
         ad_pending_take(p->pend);
         parked_free(p);
         if (err != AD_E_OK)
             ad_api_fail(r, err);
         else if (leased == 0)
             ad_http_empty(r->req, 204);
+        else if (p_minimal && ad_http_prefer_minimal(r->req))
+            ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
         else
             ad_http_json(r, 200, h2o_strdup(&r->req->pool, b->data, b->len).base, b->len);
     } else if (p->kicks != kicks) {
@@ -172,14 +198,14 @@ static void lease_done(struct ad_op *op)
     ad_buf_init(&b, SIZE_MAX);
     size_t leased = op->err == AD_E_OK ? x->leased.n : 0;
     AD_BUF_LIT(&b, "{");
-    append_leases(&b, op, 0, leased);
+    append_leases(&b, op, 0, leased, ((struct parked *)x->ctx)->minimal);
     AD_BUF_LIT(&b, "}");
     lease_finish(x->ctx, op->err, leased, &b);
     ad_buf_free(&b);
     ad_op_free(op);
 }
 
-void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_seconds, const char **worker)
+void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_ms, const char **worker)
 {
     h2o_linklist_t *next;
     for (h2o_linklist_t *node = ad_hub.parked.next; node != &ad_hub.parked; node = next) {
@@ -201,7 +227,7 @@ void *ad_api_leases_claim(const char *tenant, const char *type, int *lease_secon
         h2o_linklist_unlink(&p->link);
         ad_timer_cancel(&p->timer);
         p->in_flight = 1;
-        *lease_seconds = p->ask.lease_seconds;
+        *lease_ms = p->ask.lease_ms;
         *worker = p->ask.worker;
         return p;
     }
@@ -225,7 +251,7 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"leases\":[", 11);
-    append_lease(&b, e, 1);
+    (p->minimal ? lean_lease : append_lease)(&b, e, 1);
     ad_buf_append(&b, "]}", 2);
     lease_finish(p, AD_E_OK, 1, &b);
     ad_buf_free(&b);
@@ -234,9 +260,9 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
 void ad_api_leases_kick(const char *tenant, const char *type)
 {
     kicks++;
-    int lease_seconds;
+    int64_t lease_ms;
     const char *worker;
-    struct parked *p = ad_api_leases_claim(tenant, type, &lease_seconds, &worker);
+    struct parked *p = ad_api_leases_claim(tenant, type, &lease_ms, &worker);
     if (p != NULL)
         lease_issue(p);
 }
@@ -266,6 +292,25 @@ static void opt_int(json_t *obj, const char *at, const char *name, long long min
     *out = (int)json_integer_value(n);
 }
 
+/* Read an optional number of seconds in [min, max] of the object at JSON pointer at into *ms: an integer or
+ * a decimal ("0.5"), taken to the millisecond (rounded to the nearest). */
+static void opt_ms(json_t *obj, const char *at, const char *name, double min, double max, int64_t *ms,
+                   struct ad_verr *v)
+{
+    json_t *n = json_object_get(obj, name);
+    if (n == NULL || json_is_null(n))
+        return;
+    double s = json_number_value(n);
+    if (!json_is_number(n) || !(s >= min && s <= max)) {
+        char detail[128];
+        snprintf(detail, sizeof(detail), "%s must be a number of seconds from %g to %g (decimals allowed)", name, min,
+                 max);
+        member_error(v, at, name, detail);
+        return;
+    }
+    *ms = json_is_integer(n) ? (int64_t)json_integer_value(n) * 1000 : (int64_t)(s * 1000 + 0.5);
+}
+
 /* A JSON object body or NULL after answering (400/413/415/422). */
 static json_t *object_body(struct ad_request *r)
 {
@@ -292,13 +337,13 @@ static void ask_parse(json_t *obj, const char *at, struct lease_ask *a, struct a
         if (ad_api_text(json_array_get(types, i), 0, SIZE_MAX) == NULL)
             member_error(v, at, "types", "every entry of types must be a string");
     a->max = 1;
-    a->wait = 0;
-    a->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
+    a->wait_ms = 0;
+    a->lease_ms = AD_LEASE_DEFAULT_SECONDS * 1000;
     opt_int(obj, at, "max", 1, AD_LEASE_MAX_JOBS, &a->max, v);
-    opt_int(obj, at, "wait", 0, 86400, &a->wait, v);
-    opt_int(obj, at, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &a->lease_seconds, v);
-    if (a->wait > ad_hub.cfg->max_wait_seconds)
-        a->wait = ad_hub.cfg->max_wait_seconds;
+    opt_ms(obj, at, "wait", 0, 86400, &a->wait_ms, v);
+    opt_ms(obj, at, "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &a->lease_ms, v);
+    if (a->wait_ms > (int64_t)ad_hub.cfg->max_wait_seconds * 1000)
+        a->wait_ms = (int64_t)ad_hub.cfg->max_wait_seconds * 1000;
     json_t *worker = json_object_get(obj, "worker");
     if (worker != NULL && ad_api_text(worker, 0, 128) == NULL)
         member_error(v, at, "worker", "worker must be a string of at most 128 characters");
@@ -327,7 +372,8 @@ int ad_api_lease(struct ad_request *r)
     }
     ad_buf_free(&v.b);
     p->r = r;
-    p->deadline = ad_mono_ms() + (int64_t)p->ask.wait * 1000;
+    p->minimal = ad_http_prefer_return(r->req) == AD_PREFER_MINIMAL;
+    p->deadline = ad_mono_ms() + p->ask.wait_ms;
     p->timer.cb = parked_timeout;
     p->pend = ad_pending_new(r->req, p, parked_gone);
     lease_issue(p);
@@ -343,7 +389,17 @@ static void report_done(struct ad_op *op)
     struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
     struct ad_buf b; /* the answer to a heartbeat ({"job", "leaseExpiresAt", ...}) or a report with next */
     ad_buf_init(&b, SIZE_MAX);
-    if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
+    if (op->err == AD_E_OK && x->next != NULL && r != NULL && ad_http_prefer_minimal(r->req)) {
+        /* return=minimal: the job this report ended as its id and status only, and lean leases. */
+        AD_BUF_LIT(&b, "{\"job\":");
+        AD_JSON_OPEN(&b, "id");
+        ad_json_str(&b, e->job->id);
+        AD_JSON_KEY(&b, "status");
+        ad_json_str(&b, ad_status_name(x->shown != NULL ? x->shown->status : e->job->status));
+        AD_BUF_LIT(&b, "},");
+        append_leases(&b, op, 1, x->next->leased.n, 1);
+        AD_BUF_LIT(&b, "}");
+    } else if (op->err == AD_E_OK && x->next != NULL && r != NULL) {
         AD_BUF_LIT(&b, "{\"job\":");
         /* The job as this report left it: its entry shows the next lease's version when that took it again. */
         if (x->shown != NULL)
@@ -351,7 +407,7 @@ static void report_done(struct ad_op *op)
         else
             ad_buf_append(&b, e->body, e->len);
         AD_BUF_LIT(&b, ",");
-        append_leases(&b, op, 1, x->next->leased.n);
+        append_leases(&b, op, 1, x->next->leased.n, 0);
         AD_BUF_LIT(&b, "}");
     }
     if (r != NULL) {
@@ -415,8 +471,8 @@ static int report(struct ad_request *r, enum ad_job_event event)
     opt_int(body, "", "progress", 0, 100, &x->progress, &v);
     /* Every heartbeat extends the lease: by leaseSeconds when given, else by the default lease length. */
     if (event == AD_EV_HEARTBEAT)
-        x->lease_seconds = AD_LEASE_DEFAULT_SECONDS;
-    opt_int(body, "", "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_seconds, &v);
+        x->lease_ms = AD_LEASE_DEFAULT_SECONDS * 1000;
+    opt_ms(body, "", "leaseSeconds", 1, AD_LEASE_MAX_SECONDS, &x->lease_ms, &v);
     json_t *msg = json_object_get(body, "message");
     if (msg != NULL && !json_is_null(msg)) {
         if (ad_api_text(msg, 0, 1024) == NULL)

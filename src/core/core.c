@@ -135,9 +135,9 @@ static void apply_transition(struct ad_job *j, const struct ad_transition *t, in
 
 /* A lease granted or extended at now for seconds, never past the job's timeoutSeconds from the start of
  * the attempt: a job that runs too long loses its lease and is retried or failed like a crashed one. */
-static int64_t lease_until(const struct ad_job *j, int64_t now, int seconds)
+static int64_t lease_until(const struct ad_job *j, int64_t now, int64_t ms)
 {
-    int64_t until = now + (int64_t)seconds * 1000;
+    int64_t until = now + ms;
     if (j->timeout_seconds > 0 && until > j->started_at + (int64_t)j->timeout_seconds * 1000)
         until = j->started_at + (int64_t)j->timeout_seconds * 1000;
     return until;
@@ -305,7 +305,7 @@ static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_
     return AD_E_OK;
 }
 
-static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now);
+static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int64_t lease_ms, const char *worker, int64_t now);
 
 static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
 {
@@ -342,8 +342,8 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
     ad_err e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
-    if (e == AD_E_OK && s->handoff_seconds > 0 && s->job->run_at <= s->job->created_at)
-        e = lease_job(c, s->job, s->handoff_seconds, s->handoff_worker, s->job->created_at);
+    if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)
+        e = lease_job(c, s->job, s->handoff_ms, s->handoff_worker, s->job->created_at);
     if (e == AD_E_OK)
         ad_op_changed(op, &s->job);
     return e;
@@ -480,7 +480,7 @@ struct ad_retry_op *ad_retry_op_new(void)
 
 /* Lease one queued job to worker: running, a fresh lease id, attempt + 1 (the attempt's history row is written
  * when it ends). */
-static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, const char *worker, int64_t now)
+static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int64_t lease_ms, const char *worker, int64_t now)
 {
     now = change_time(j, now);
     struct ad_transition t;
@@ -506,7 +506,7 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int lease_seconds, 
     char *lid = ad_new_id("lse_");
     ad_job_set(&j->lease_id, lid);
     free(lid);
-    j->lease_expires_at = lease_until(j, now, lease_seconds);
+    j->lease_expires_at = lease_until(j, now, lease_ms);
     ad_job_set(&j->worker, worker);
     return log_event(c, j, &prev, st->job_update(c, j));
 }
@@ -516,7 +516,7 @@ static ad_err lease_jobs(struct ad_lease_op *x, struct ad_op *op, struct ad_conn
 {
     ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
     for (size_t i = 0; e == AD_E_OK && i < x->leased.n; i++) {
-        e = lease_job(c, x->leased.items[i], x->lease_seconds, x->worker, x->now);
+        e = lease_job(c, x->leased.items[i], x->lease_ms, x->worker, x->now);
         if (e == AD_E_OK)
             ad_op_changed(op, &x->leased.items[i]);
     }
@@ -581,8 +581,8 @@ static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
         j->progress = x->progress;
     if (x->message != NULL)
         ad_job_set(&j->message, x->message);
-    if (x->lease_seconds > 0)
-        j->lease_expires_at = lease_until(j, x->now, x->lease_seconds);
+    if (x->lease_ms > 0)
+        j->lease_expires_at = lease_until(j, x->now, x->lease_ms);
     switch (x->event) {
     case AD_EV_COMPLETE:
     case AD_EV_COMPLETE_PARTIAL:

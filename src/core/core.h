@@ -46,7 +46,7 @@ struct ad_submit_op {
     int replayed;
     /* Hand-off: a worker is already waiting for this type, so the new job is leased to it in the same
      * transaction (one commit from submit to worker). 0 = no hand-off. */
-    int handoff_seconds;
+    int64_t handoff_ms; /* the lease length of a job handed over at once */
     char *handoff_worker;
     void *ctx;
     void *handoff_ctx;
@@ -79,7 +79,7 @@ struct ad_lease_op {
     char **types;
     size_t ntypes;
     int max;
-    int lease_seconds;
+    int64_t lease_ms;
     char *worker;
     int64_t now;
     struct ad_job_list leased;
@@ -94,8 +94,8 @@ struct ad_report_op {
     char *tenant, *id, *lease_id;
     int progress; /* -1 = unchanged */
     char *message;
-    int lease_seconds; /* 0 = unchanged */
-    char *result;      /* compact JSON text */
+    int64_t lease_ms; /* 0 = unchanged */
+    char *result;     /* compact JSON text */
     char *result_location;
     char *error; /* compact JSON problem text */
     int64_t now;

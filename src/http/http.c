@@ -512,10 +512,10 @@ const char *ad_http_query_repeated(struct ad_request *r)
     return NULL;
 }
 
-void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
+/* Call each(name, nlen, value, vlen, arg) for every preference of the request's Prefer fields; value is NULL
+ * for a preference without one, and unquoted. Parameters after ';' are skipped: none is understood. */
+static void prefer_each(h2o_req_t *req, void (*each)(const char *, size_t, const char *, size_t, void *), void *arg)
 {
-    *respond_async = 0;
-    *wait = -1;
     for (ssize_t i = -1; (i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("prefer"), i)) != -1;) {
         h2o_iovec_t v = req->headers.entries[i].value;
         const char *p = v.base, *end = v.base + v.len;
@@ -536,23 +536,63 @@ void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
             const char *nend = eq != NULL ? eq : tend;
             while (nend > tok && (nend[-1] == ' ' || nend[-1] == '\t'))
                 nend--;
-            size_t nlen = nend - tok;
-            if (eq == NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("respond-async"))) {
-                *respond_async = 1;
-            } else if (eq != NULL && h2o_lcstris(tok, nlen, H2O_STRLIT("wait"))) {
-                const char *v = eq + 1, *vend = tend;
-                while (v < vend && (*v == ' ' || *v == '\t'))
-                    v++;
-                if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
-                    v++;
+            const char *val = NULL, *vend = tend;
+            if (eq != NULL) {
+                val = eq + 1;
+                while (val < vend && (*val == ' ' || *val == '\t'))
+                    val++;
+                if (vend - val >= 2 && *val == '"' && vend[-1] == '"') {
+                    val++;
                     vend--;
                 }
-                long long n;
-                if (ad_parse_int(v, vend - v, 0, 86400, &n) == 0)
-                    *wait = (int)n;
             }
+            if (nend > tok)
+                each(tok, nend - tok, val, val != NULL ? (size_t)(vend - val) : 0, arg);
         }
     }
+}
+
+struct prefer_parts {
+    int respond_async, wait, ret;
+};
+
+static void prefer_part(const char *name, size_t nlen, const char *val, size_t vlen, void *arg)
+{
+    struct prefer_parts *pp = arg;
+    long long n;
+    if (val == NULL && h2o_lcstris(name, nlen, H2O_STRLIT("respond-async")))
+        pp->respond_async = 1;
+    else if (val != NULL && h2o_lcstris(name, nlen, H2O_STRLIT("wait")) && ad_parse_int(val, vlen, 0, 86400, &n) == 0)
+        pp->wait = (int)n;
+    else if (val != NULL && h2o_lcstris(name, nlen, H2O_STRLIT("return")) &&
+             h2o_lcstris(val, vlen, H2O_STRLIT("minimal")))
+        pp->ret = AD_PREFER_MINIMAL;
+    else if (val != NULL && h2o_lcstris(name, nlen, H2O_STRLIT("return")) &&
+             h2o_lcstris(val, vlen, H2O_STRLIT("representation")))
+        pp->ret = AD_PREFER_REPRESENTATION;
+}
+
+void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait)
+{
+    struct prefer_parts pp = {0, -1, 0};
+    prefer_each(req, prefer_part, &pp);
+    *respond_async = pp.respond_async;
+    *wait = pp.wait;
+}
+
+int ad_http_prefer_return(h2o_req_t *req)
+{
+    struct prefer_parts pp = {0, -1, 0};
+    prefer_each(req, prefer_part, &pp);
+    return pp.ret;
+}
+
+int ad_http_prefer_minimal(h2o_req_t *req)
+{
+    if (ad_http_prefer_return(req) != AD_PREFER_MINIMAL)
+        return 0;
+    ad_http_header_str(req, "preference-applied", "return=minimal");
+    return 1;
 }
 
 struct ad_http_budget {

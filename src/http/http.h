@@ -83,6 +83,12 @@ const char *ad_http_query_repeated(struct ad_request *r);
 
 /* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */
 void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);
+/* Prefer: return=minimal | representation (RFC 7240 §4.2): the last one given, or 0 when neither is. */
+#define AD_PREFER_MINIMAL 1
+#define AD_PREFER_REPRESENTATION 2
+int ad_http_prefer_return(h2o_req_t *req);
+/* 1 when the request prefers return=minimal, after adding Preference-Applied: return=minimal to its answer. */
+int ad_http_prefer_minimal(h2o_req_t *req);
 
 /*
  * A request answered later (writer completions, long polls, parked leases). It lives on the heap, not in

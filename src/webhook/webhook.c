@@ -179,6 +179,8 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
         ad_json_str(&b, ev->id);
         AD_JSON_KEY(&b, "type");
         ad_json_str(&b, event_names[ev->type]);
+        AD_JSON_KEY(&b, "version");
+        AD_BUF_LIT(&b, "\"" AD_WEBHOOK_VERSION "\"");
         AD_JSON_KEY(&b, "createdAt");
         ad_json_time(&b, j->updated_at);
         AD_JSON_KEY(&b, "data");
@@ -600,6 +602,24 @@ static struct signer *signer_for(struct scan_state *ss, const char *hook_id)
     return s;
 }
 
+/* Append "Webhook-Version: <v>" to h when d's body says its version: the outbox stores each body as made,
+ * and one made before events had versions is delivered as it is, without a version it does not carry. */
+static struct curl_slist *version_header(struct curl_slist *h, const struct ad_delivery *d)
+{
+    /* Our own compact JSON: {"id":"evt_...","type":"job....","version":"...", — fixed-charset strings first. */
+    static const char key[] = "\",\"version\":\"";
+    const char *v = strstr(d->body, key);
+    if (v == NULL)
+        return h;
+    v += sizeof(key) - 1;
+    size_t n = strcspn(v, "\"");
+    char line[64];
+    if (n > 32 || v[n] != '"')
+        return h;
+    snprintf(line, sizeof(line), "Webhook-Version: %.*s", (int)n, v);
+    return curl_slist_append(h, line);
+}
+
 /* The signed request headers of d. */
 static struct curl_slist *signed_headers(const struct ad_delivery *d, const struct signer *s, int64_t t)
 {
@@ -631,6 +651,7 @@ static struct curl_slist *signed_headers(const struct ad_delivery *d, const stru
     h = curl_slist_append(h, b.data);
     ad_buf_free(&b);
     h = curl_slist_append(h, "Content-Type: application/json");
+    h = version_header(h, d);
     h = curl_slist_append(h, "Expect:");
     return h;
 }

@@ -93,6 +93,10 @@ enum ad_webhook_op_kind {
     AD_WHOP_REDELIVER,
 };
 
+/* The version of the event catalog (docs/webhooks.md): the "version" of every event body and its
+ * Webhook-Version header. A new version only for a change a receiver could trip on (a member removed or
+ * changed in meaning); added members and event types keep it. */
+#define AD_WEBHOOK_VERSION "2026-12-05"
 #define AD_WEBHOOKS_MAX 100 /* endpoints per tenant */
 
 struct ad_webhook_op {

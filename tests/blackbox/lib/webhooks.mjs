@@ -135,9 +135,15 @@ export function verifies(req, secret) {
  * Every delivery's shape: the body is {id, type, createdAt, data: {job}}, webhook-id and Idempotency-Key are the
  * event id, and it verifies with secret both ways.
  */
+/** The version of the webhook event catalog every event carries. */
+export const WEBHOOK_VERSION = '2026-12-05';
+
 export function assertDelivery(req, secret, { type, jobUrl } = {}) {
     const ev = verifyDelivery(req, secret);
-    assert.deepEqual(Object.keys(ev).sort(), ['createdAt', 'data', 'id', 'type'], req.body);
+    assert.deepEqual(Object.keys(ev).sort(), ['createdAt', 'data', 'id', 'type', 'version'], req.body);
+    // The catalog version (docs/webhooks.md): in the signed body and in Webhook-Version, the same.
+    assert.equal(ev.version, WEBHOOK_VERSION, req.body);
+    assert.equal(req.headers['webhook-version'], WEBHOOK_VERSION);
     assert.match(ev.id, /^evt_[A-Za-z0-9_-]{28}$/, req.body);
     assert.equal(req.headers['webhook-id'], ev.id);
     assert.equal(req.headers['idempotency-key'], ev.id);

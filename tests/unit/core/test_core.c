@@ -131,7 +131,7 @@ static struct ad_lease_op *lease_op(const char *tenant, const char *type, int ma
     x->types[0] = ad_strdup(type);
     x->ntypes = 1;
     x->max = max;
-    x->lease_seconds = lease_seconds;
+    x->lease_ms = (int64_t)lease_seconds * 1000;
     x->worker = ad_strdup("w1");
     x->now = now;
     return x;
@@ -658,7 +658,7 @@ static void test_report_heartbeat(void **state)
     struct ad_report_op *x = report_op(AD_EV_HEARTBEAT, id, lid, T0 + 10 * SEC);
     x->progress = 42;
     x->message = ad_strdup("transcoding");
-    x->lease_seconds = 120;
+    x->lease_ms = 120000;
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
@@ -670,7 +670,7 @@ static void test_report_heartbeat(void **state)
     assert_string_equal(j->lease_id, lid);
     ad_job_free(j);
 
-    /* Progress -1 and lease_seconds 0 leave both as they were. */
+    /* Progress -1 and lease_ms 0 leave both as they were. */
     x = report_op(AD_EV_HEARTBEAT, id, lid, T0 + 20 * SEC);
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);

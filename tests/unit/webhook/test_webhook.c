@@ -192,7 +192,7 @@ static void test_outbox_follows_filters_and_callback(void **state)
     assert_string_equal(l.items[1]->event_type, "job.started");
     assert_string_equal(l.items[2]->event_type, "job.queued");
     char *succeeded_event = strdup(l.items[0]->event_id);
-    /* The body carries the event and an absolute link to the job, nothing else. */
+    /* The body carries the event, its version and an absolute link to the job, nothing else. */
     json_t *body = json_loads(l.items[0]->body, 0, NULL);
     assert_non_null(body);
     assert_string_equal(json_string_value(json_object_get(body, "id")), succeeded_event);
@@ -201,7 +201,9 @@ static void test_outbox_follows_filters_and_callback(void **state)
     char url[128];
     snprintf(url, sizeof(url), "https://jobs.example/v1/jobs/%s", j->id);
     assert_string_equal(json_string_value(json_object_get(json_object_get(body, "data"), "job")), url);
-    assert_int_equal(json_object_size(body), 4);
+    /* And the catalog version it was made under (docs/webhooks.md). */
+    assert_string_equal(json_string_value(json_object_get(body, "version")), AD_WEBHOOK_VERSION);
+    assert_int_equal(json_object_size(body), 5);
     json_decref(body);
     assert_int_equal(l.items[0]->state, AD_DLV_PENDING);
     assert_int_equal(l.items[0]->next_at, T0 + 1000); /* the schedule's first delay is 0 */
