@@ -508,6 +508,18 @@ static int route_on_complete(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
+static int route_on_pending(struct parse *p, yaml_node_t *v, void *obj)
+{
+    const char *s = scalar(v);
+    if (s != NULL && !strcmp(s, "accepted"))
+        ((struct ad_route *)obj)->on_pending_accepted = 1;
+    else if (s != NULL && !strcmp(s, "ok"))
+        ((struct ad_route *)obj)->on_pending_accepted = 0;
+    else
+        return fail(p, v, "%s: expected ok or accepted, got '%.64s'", p->where, s ? s : "(not a scalar)");
+    return 0;
+}
+
 static const struct field route_fields[] = {
     {"method", F_FN, 0, 0, 0, NULL, route_method},
     {"path", F_FN, 0, 0, 0, NULL, route_path},
@@ -515,6 +527,8 @@ static const struct field route_fields[] = {
     {"resource", F_FN, 0, 0, 0, NULL, route_resource},
     {"onComplete", F_FN, 0, 0, 0, NULL, route_on_complete},
     {"requireIdempotencyKey", F_BOOL, offsetof(struct ad_route, require_idempotency_key), 0, 0, NULL, NULL},
+    {"onPending", F_FN, 0, 0, 0, NULL, route_on_pending},
+    {"azureAsyncOperation", F_BOOL, offsetof(struct ad_route, azure_async_operation), 0, 0, NULL, NULL},
     {NULL},
 };
 

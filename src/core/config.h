@@ -50,6 +50,8 @@ struct ad_route {
     char *resource;              /* placeholder business resource, may contain "{id}", or NULL */
     int on_complete_redirect;    /* 1: a finished job answers 303 to its result by default */
     int require_idempotency_key; /* 1: a POST without Idempotency-Key gets 400 */
+    int on_pending_accepted;     /* 1: the submit's Location answers 202 while the job is pending */
+    int azure_async_operation;   /* 1: the submit also sends Azure-AsyncOperation */
 };
 
 /* webhooks: delivery of job events to callback URLs and tenant endpoints (docs/webhooks.md). */
