@@ -31,6 +31,7 @@ static const struct ad_route_def routes[] = {
     {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},
     {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
     {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL | SIGNED},
+    {"GET", "/v1/jobs/{id}/status", ad_api_get_status, ALL},
     {"GET", "/v1/jobs/{id}/events", ad_api_job_events, ALL | SIGNED},
     {"POST", "/v1/jobs/{id}:sign", ad_api_sign, CLIENT},
     {"GET", "/v1/events", ad_api_events, ALL},
@@ -471,6 +472,11 @@ static void job_headers(h2o_req_t *req, struct ad_entry *e)
     }
 }
 
+void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e)
+{
+    job_headers(req, e);
+}
+
 int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
 {
     job_headers(r->req, e);
@@ -499,10 +505,7 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
         return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;
     const char *id = e->job->id;
-    ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id, "");
-    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_hub.public_url, strlen(ad_hub.public_url)),
-                                 h2o_iovec_init(H2O_STRLIT("/v1/jobs/")), h2o_iovec_init(id, strlen(id)));
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("operation-location"), 0, NULL, abs.base, abs.len);
+    ad_api_monitor_headers(r, id);
     ad_http_header_cat(req, H2O_TOKEN_LINK, "</v1/jobs/", id, ">; rel=\"monitor\"");
     if (e->job->resource != NULL)
         ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);

@@ -39,6 +39,11 @@ int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 
 /* Job answers shared by the handlers: representation with ETag and cache headers. */
 int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
+/* ETag, Cache-Control and Retry-After or Expires of a job answer, for one that is not the job view. */
+void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e);
+/* Location, Operation-Location (the Azure status monitor) and, as the submit's route asks, Azure-AsyncOperation
+ * and a Location that answers 202 while pending (api_jobs.c, docs/protocol.md "Azure compatibility"). */
+void ad_api_monitor_headers(struct ad_request *r, const char *id);
 /* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. */
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
 /* A request answered when its writer operation is done: begin returns the op's ctx; take (in done) gives the
@@ -86,6 +91,7 @@ int ad_api_send_stored_problem(h2o_req_t *req, const struct ad_job *j);
  * job id it names in the request pool in *id), and ad_api_get_resource answers it. */
 int ad_api_resource_match(h2o_req_t *req, h2o_iovec_t path, char **id);
 int ad_api_get_resource(struct ad_request *r);
+int ad_api_get_status(struct ad_request *r);
 int ad_api_list(struct ad_request *r);
 int ad_api_changes(struct ad_request *r);
 int ad_api_cancel(struct ad_request *r);

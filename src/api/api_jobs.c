@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define AD_LIST_DEFAULT 50
 #define AD_LIST_MAX 500
@@ -123,6 +124,185 @@ static int etag_matches(const char *inm, struct ad_entry *e)
         return 0;
     const char *etag = ad_entry_etag(e);
     return strcmp(inm, etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
+}
+
+/* ---- Azure compatibility (docs/protocol.md, "Azure compatibility") ---- */
+
+/* The modes a read of a job may ask for, under acceptd's names or the Azure sample's (OnPending=Synchronous):
+ * how a pending job answers, how a final one does, and whether a long poll waits for the final state. */
+enum az_pending { AZ_PENDING_OK, AZ_PENDING_ACCEPTED, AZ_PENDING_SYNC };
+enum az_complete { AZ_COMPLETE_DEFAULT, AZ_COMPLETE_INLINE, AZ_COMPLETE_REDIRECT, AZ_COMPLETE_STREAM };
+struct az_modes {
+    enum az_pending pending;
+    enum az_complete complete;
+    int until_done;
+};
+
+static const char *query_either(struct ad_request *r, const char *name, const char *azure_name)
+{
+    const char *v = ad_http_query(r, name);
+    return v != NULL ? v : ad_http_query(r, azure_name);
+}
+
+/* Read the modes of r (values case-insensitive, as the sample spells them). 0, or -1 after sending 400. */
+static int az_modes_read(struct ad_request *r, struct az_modes *m)
+{
+    memset(m, 0, sizeof(*m));
+    const char *p = query_either(r, "onPending", "OnPending");
+    const char *c = query_either(r, "onComplete", "OnComplete");
+    const char *u = ad_http_query(r, "until");
+    if (p == NULL || strcasecmp(p, "ok") == 0)
+        m->pending = AZ_PENDING_OK;
+    else if (strcasecmp(p, "accepted") == 0)
+        m->pending = AZ_PENDING_ACCEPTED;
+    else if (strcasecmp(p, "synchronous") == 0)
+        m->pending = AZ_PENDING_SYNC;
+    else
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "onPending must be ok, accepted or synchronous", NULL), -1;
+    if (c == NULL)
+        m->complete = AZ_COMPLETE_DEFAULT;
+    else if (strcasecmp(c, "inline") == 0)
+        m->complete = AZ_COMPLETE_INLINE;
+    else if (strcasecmp(c, "redirect") == 0)
+        m->complete = AZ_COMPLETE_REDIRECT;
+    else if (strcasecmp(c, "stream") == 0)
+        m->complete = AZ_COMPLETE_STREAM;
+    else
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "onComplete must be redirect, inline or stream", NULL), -1;
+    if (u != NULL && strcmp(u, "done") != 0)
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "until must be done", NULL), -1;
+    m->until_done = u != NULL || m->pending == AZ_PENDING_SYNC;
+    return 0;
+}
+
+/* The monitor is GET /v1/jobs/{id}/status; it shares the job's read and long poll, and differs in the answer. */
+static int is_monitor(struct ad_request *r)
+{
+    return r->path.len > 7 && memcmp(r->path.base + r->path.len - 7, "/status", 7) == 0;
+}
+
+void ad_api_monitor_headers(struct ad_request *r, const char *id)
+{
+    h2o_req_t *req = r->req;
+    const struct ad_route *rt = r->route;
+    ad_http_header_cat(req, H2O_TOKEN_LOCATION, "/v1/jobs/", id,
+                       rt != NULL && rt->on_pending_accepted ? "?onPending=accepted" : "");
+    h2o_iovec_t abs = h2o_concat(&req->pool, h2o_iovec_init(ad_hub.public_url, strlen(ad_hub.public_url)),
+                                 h2o_iovec_init(H2O_STRLIT("/v1/jobs/")), h2o_iovec_init(id, strlen(id)),
+                                 h2o_iovec_init(H2O_STRLIT("/status")));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("operation-location"), 0, NULL, abs.base, abs.len);
+    if (rt != NULL && rt->azure_async_operation)
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("azure-asyncoperation"), 0, NULL, abs.base,
+                              abs.len);
+}
+
+/* The Azure REST API guidelines' status names. partialSuccess is Succeeded (with "partialSuccess": true): a
+ * client that knows only those names would otherwise poll it forever. */
+static const char *az_status(enum ad_status s)
+{
+    switch (s) {
+    case AD_QUEUED:
+        return "NotStarted";
+    case AD_RUNNING:
+        return "Running";
+    case AD_SUCCEEDED:
+    case AD_PARTIAL:
+        return "Succeeded";
+    case AD_FAILED:
+        return "Failed";
+    default:
+        return "Canceled";
+    }
+}
+
+/* The error member of a failed job's monitor: the stored problem's code and detail (or title). */
+static void az_error(struct ad_buf *b, const struct ad_job *j)
+{
+    json_t *v = j->error != NULL ? json_loads(j->error, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(v, "code"));
+    const char *msg = json_string_value(json_object_get(v, "detail"));
+    if (msg == NULL)
+        msg = json_string_value(json_object_get(v, "title"));
+    AD_JSON_OPEN(b, "code");
+    ad_json_str(b, code != NULL ? code : "job-failed");
+    AD_JSON_KEY(b, "message");
+    ad_json_str(b, msg != NULL ? msg : "the job failed");
+    AD_BUF_LIT(b, "}");
+    json_decref(v);
+}
+
+/* The status monitor in the Azure guidelines' shape: id, status, percentComplete, times, then error (Failed,
+ * Canceled) or result and resourceLocation (Succeeded). */
+static int send_monitor(struct ad_request *r, struct ad_entry *e, int status)
+{
+    const struct ad_job *j = e->job;
+    ad_api_job_headers(r->req, e);
+    if (status == 304)
+        return ad_http_empty(r->req, 304);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    AD_JSON_OPEN(&b, "id");
+    ad_json_str(&b, j->id);
+    AD_JSON_KEY(&b, "status");
+    ad_json_str(&b, az_status(j->status));
+    int pct = j->status == AD_SUCCEEDED || j->status == AD_PARTIAL ? 100 : j->progress;
+    if (pct >= 0) {
+        AD_JSON_KEY(&b, "percentComplete");
+        ad_json_int(&b, pct);
+    }
+    AD_JSON_KEY(&b, "createdDateTime");
+    ad_json_time(&b, j->created_at);
+    AD_JSON_KEY(&b, "lastActionDateTime");
+    ad_json_time(&b, j->updated_at);
+    if (j->message != NULL) {
+        AD_JSON_KEY(&b, "message");
+        ad_json_str(&b, j->message);
+    }
+    if (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL) {
+        if (j->status == AD_PARTIAL)
+            AD_BUF_LIT(&b, ",\"partialSuccess\":true");
+        if (j->result != NULL) {
+            AD_JSON_KEY(&b, "result");
+            ad_json_raw(&b, j->result);
+        }
+        /* Where the outcome lives: the route's business resource (which now answers the result), the worker's
+         * external result, or the stored result document. */
+        AD_JSON_KEY(&b, "resourceLocation");
+        if (j->resource != NULL) {
+            AD_BUF_LIT(&b, "\"");
+            ad_json_chars(&b, ad_hub.public_url);
+            ad_json_chars(&b, j->resource);
+            AD_BUF_LIT(&b, "\"");
+        } else if (j->result == NULL && j->result_location != NULL) {
+            ad_json_str(&b, j->result_location);
+        } else {
+            AD_BUF_LIT(&b, "\"");
+            ad_json_chars(&b, ad_hub.public_url);
+            AD_BUF_LIT(&b, "/v1/jobs/");
+            ad_json_chars(&b, j->id);
+            AD_BUF_LIT(&b, "/result\"");
+        }
+    } else if (j->status == AD_FAILED) {
+        AD_JSON_KEY(&b, "error");
+        az_error(&b, j);
+    } else if (j->status == AD_CANCELLED) {
+        AD_JSON_KEY(&b, "error");
+        AD_JSON_OPEN(&b, "code");
+        ad_json_str(&b, "job-cancelled");
+        AD_JSON_KEY(&b, "message");
+        ad_json_str(&b, "the job was cancelled");
+        AD_BUF_LIT(&b, "}");
+    }
+    AD_BUF_LIT(&b, "}");
+    if (ad_json_end(&b) != 0) {
+        ad_buf_free(&b);
+        return ad_api_fail(r, AD_E_INTERNAL);
+    }
+    char *body = h2o_mem_alloc_pool(&r->req->pool, b.len);
+    memcpy(body, b.data, b.len);
+    size_t len = b.len;
+    ad_buf_free(&b);
+    return ad_http_json(r, status, body, len);
 }
 
 /* ---- submit ---- */
@@ -495,16 +675,51 @@ struct poll_wait {
     enum ad_status status; /* without If-None-Match: wait for a status other than this */
     int prefer;            /* the wait came from Prefer: answer Preference-Applied */
     int wait;
+    int until_done; /* ?until=done or OnPending=Synchronous: wait for a final status */
 };
 
+static int answer_final(struct ad_request *r, const struct ad_job *j);
+
+/* A finished job read with a redirect asked for (or its route's default): 303 to its result. */
+static int send_redirect(struct ad_request *r, struct ad_entry *e)
+{
+    const struct ad_job *j = e->job;
+    /* A signed URL's reader keeps its signature: the result is covered by it too. */
+    if (r->roles == AD_API_SIGNED)
+        ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%s&sig=%s", j->id, ad_http_query(r, "exp"),
+                        ad_http_query(r, "sig"));
+    else
+        ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result", j->id);
+    return ad_api_send_job(r, e, 303);
+}
+
+/* The answer to a read of the job or its monitor, once any wait is over; the modes were checked on arrival. */
 static int answer_job(struct ad_request *r, struct ad_entry *e, const char *inm, int prefer_wait)
 {
+    const struct ad_job *j = e->job;
+    struct az_modes m;
+    if (az_modes_read(r, &m) != 0)
+        return 0;
+    int final = ad_status_terminal(j->status);
+    if (!is_monitor(r) && final && m.complete == AZ_COMPLETE_STREAM)
+        return answer_final(r, j);
+    int redirect = m.complete != AZ_COMPLETE_DEFAULT ? m.complete == AZ_COMPLETE_REDIRECT : j->on_complete_redirect;
+    if (!is_monitor(r) && redirect && (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL || j->status == AD_FAILED))
+        return send_redirect(r, e);
     if (prefer_wait > 0) {
         char applied[32];
         snprintf(applied, sizeof(applied), "wait=%d", prefer_wait);
         ad_http_header_str(r->req, "preference-applied", applied);
     }
-    return ad_api_send_job(r, e, etag_matches(inm, e) ? 304 : 200);
+    int status = 200;
+    if (!final && m.pending == AZ_PENDING_ACCEPTED) {
+        /* For clients that poll only while they get 202 (Logic Apps): the same read again. */
+        ad_http_header(r->req, H2O_TOKEN_LOCATION, h2o_strdup(&r->req->pool, r->req->path.base, r->req->path.len).base);
+        status = 202;
+    }
+    if (etag_matches(inm, e))
+        status = 304;
+    return is_monitor(r) ? send_monitor(r, e, status) : ad_api_send_job(r, e, status);
 }
 
 static void poll_free(struct poll_wait *p)
@@ -544,6 +759,10 @@ static void poll_finish(struct poll_wait *p, struct ad_entry *e)
 static void poll_wake(struct ad_waiter *w, struct ad_entry *e)
 {
     struct poll_wait *p = H2O_STRUCT_FROM_MEMBER(struct poll_wait, w, w);
+    if (e != NULL && p->until_done && !ad_status_terminal(e->job->status)) {
+        ad_cache_watch(e, &p->w);
+        return;
+    }
     if (e != NULL && p->inm == NULL && e->job->status == p->status) {
         ad_cache_watch(e, &p->w);
         return;
@@ -562,19 +781,9 @@ static int get_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
     if (e == NULL)
         return 0;
     const struct ad_job *j = e->job;
-    const char *oc = ad_http_query(r, "onComplete");
-    if (oc != NULL && strcmp(oc, "redirect") != 0 && strcmp(oc, "inline") != 0)
-        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "onComplete must be redirect or inline", NULL);
-    int redirect = oc != NULL ? strcmp(oc, "redirect") == 0 : j->on_complete_redirect;
-    if (redirect && (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL || j->status == AD_FAILED)) {
-        /* A signed URL's reader keeps its signature: the result is covered by it too. */
-        if (r->roles == AD_API_SIGNED)
-            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%s&sig=%s", j->id,
-                            ad_http_query(r, "exp"), ad_http_query(r, "sig"));
-        else
-            ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result", j->id);
-        return ad_api_send_job(r, e, 303);
-    }
+    struct az_modes m;
+    if (az_modes_read(r, &m) != 0)
+        return 0;
     long long wait = 0;
     int prefer_async, prefer_wait;
     ad_http_prefer(r->req, &prefer_async, &prefer_wait);
@@ -583,6 +792,8 @@ static int get_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
     int prefer = ad_http_query(r, "wait") == NULL && prefer_wait > 0;
     if (prefer)
         wait = prefer_wait;
+    else if (m.until_done && ad_http_query(r, "wait") == NULL)
+        wait = ad_hub.cfg->max_wait_seconds;
     wait = wait_cap((int)wait);
     const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
     if (wait <= 0 || ad_status_terminal(j->status) || (inm != NULL && !etag_matches(inm, e)))
@@ -593,6 +804,7 @@ static int get_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
     p->status = j->status;
     p->prefer = prefer;
     p->wait = (int)wait;
+    p->until_done = m.until_done;
     p->w.wake = poll_wake;
     p->timer.cb = poll_timeout;
     p->pend = ad_pending_new(r->req, p, poll_gone);
@@ -609,9 +821,13 @@ int ad_api_get_job(struct ad_request *r)
 static int get_result_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
 {
     e = live_job(r, err, e);
-    if (e == NULL)
-        return 0;
-    const struct ad_job *j = e->job;
+    return e != NULL ? answer_final(r, e->job) : 0;
+}
+
+/* The result of a job as its own answer (GET .../result, OnComplete=Stream): the document, the stored problem,
+ * or a problem saying why there is none. */
+static int answer_final(struct ad_request *r, const struct ad_job *j)
+{
     switch (j->status) {
     case AD_SUCCEEDED:
     case AD_PARTIAL:
@@ -629,6 +845,11 @@ static int get_result_found(struct ad_request *r, ad_err err, struct ad_entry *e
 int ad_api_get_result(struct ad_request *r)
 {
     return ad_api_lookup(r, r->id, get_result_found, NULL);
+}
+
+int ad_api_get_status(struct ad_request *r)
+{
+    return ad_api_lookup(r, r->id, get_job_found, NULL);
 }
 
 /* ---- collections ---- */

@@ -496,29 +496,34 @@ static int route_resource(struct parse *p, yaml_node_t *v, void *obj)
     return 0;
 }
 
-static int route_on_complete(struct parse *p, yaml_node_t *v, void *obj)
+/* A route option of two values: yes sets *flag, no clears it. */
+static int route_choice(struct parse *p, yaml_node_t *v, int *flag, const char *yes, const char *no)
 {
     const char *s = scalar(v);
-    if (s != NULL && !strcmp(s, "redirect"))
-        ((struct ad_route *)obj)->on_complete_redirect = 1;
-    else if (s != NULL && !strcmp(s, "inline"))
-        ((struct ad_route *)obj)->on_complete_redirect = 0;
+    if (s != NULL && !strcmp(s, yes))
+        *flag = 1;
+    else if (s != NULL && !strcmp(s, no))
+        *flag = 0;
     else
-        return fail(p, v, "%s: expected redirect or inline, got '%.64s'", p->where, s ? s : "(not a scalar)");
+        return fail(p, v, "%s: expected %s or %s, got '%.64s'", p->where, yes, no, s ? s : "(not a scalar)");
     return 0;
+}
+
+static int route_on_complete(struct parse *p, yaml_node_t *v, void *obj)
+{
+    return route_choice(p, v, &((struct ad_route *)obj)->on_complete_redirect, "redirect", "inline");
 }
 
 /* style: job (202 with the job, the default) or operation (200 with the job as an AIP-151 Operation). */
 static int route_style(struct parse *p, yaml_node_t *v, void *obj)
 {
-    const char *s = scalar(v);
-    if (s != NULL && !strcmp(s, "operation"))
-        ((struct ad_route *)obj)->style_operation = 1;
-    else if (s != NULL && !strcmp(s, "job"))
-        ((struct ad_route *)obj)->style_operation = 0;
-    else
-        return fail(p, v, "%s: expected job or operation, got '%.64s'", p->where, s ? s : "(not a scalar)");
-    return 0;
+    return route_choice(p, v, &((struct ad_route *)obj)->style_operation, "operation", "job");
+}
+
+/* onPending: ok (the default) or accepted (the submit's Location answers 202 while the job is pending). */
+static int route_on_pending(struct parse *p, yaml_node_t *v, void *obj)
+{
+    return route_choice(p, v, &((struct ad_route *)obj)->on_pending_accepted, "accepted", "ok");
 }
 
 static const struct field route_fields[] = {
@@ -529,6 +534,8 @@ static const struct field route_fields[] = {
     {"onComplete", F_FN, 0, 0, 0, NULL, route_on_complete},
     {"requireIdempotencyKey", F_BOOL, offsetof(struct ad_route, require_idempotency_key), 0, 0, NULL, NULL},
     {"style", F_FN, 0, 0, 0, NULL, route_style},
+    {"onPending", F_FN, 0, 0, 0, NULL, route_on_pending},
+    {"azureAsyncOperation", F_BOOL, offsetof(struct ad_route, azure_async_operation), 0, 0, NULL, NULL},
     {NULL},
 };
 

@@ -51,6 +51,8 @@ struct ad_route {
     int on_complete_redirect;    /* 1: a finished job answers 303 to its result by default */
     int require_idempotency_key; /* 1: a POST without Idempotency-Key gets 400 */
     int style_operation;         /* 1 (style: operation): accepted as 200 with an AIP-151 Operation, not 202 */
+    int on_pending_accepted;     /* 1: the submit's Location answers 202 while the job is pending */
+    int azure_async_operation;   /* 1: the submit also sends Azure-AsyncOperation */
 };
 
 /* webhooks: delivery of job events to callback URLs and tenant endpoints (docs/webhooks.md). */

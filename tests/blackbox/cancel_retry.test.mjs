@@ -104,7 +104,7 @@ describe('retry', () => {
         assert.equal(job.maxAttempts, 1);
         assert.equal(job.attempt, 0);
         assert.equal(hget(res, 'location'), `/v1/jobs/${job.id}`);
-        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${job.id}`);
+        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${job.id}/status`);
         assertRetryAfter(res);
         const old = await getJob(c, failed.id);
         assert.equal(old.status, 'failed', 'the original stays failed');

@@ -180,7 +180,7 @@ describe('Prefer on submit', () => {
         assert.ok(res.ms >= 800, `not held: ${res.ms.toFixed(0)} ms`);
         assert.equal(res.json.status, 'queued');
         assert.equal(hget(res, 'location'), `/v1/jobs/${res.json.id}`);
-        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${res.json.id}`);
+        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${res.json.id}/status`);
         assertRetryAfter(res);
     });
 });

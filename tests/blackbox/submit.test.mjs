@@ -28,7 +28,7 @@ describe('submit', () => {
         assert.match(job.id, JOB_ID);
         const self = `/v1/jobs/${job.id}`;
         assert.equal(hget(res, 'location'), self);
-        assert.equal(hget(res, 'operation-location'), d.url + self);
+        assert.equal(hget(res, 'operation-location'), `${d.url}${self}/status`, 'Operation-Location: the status monitor');
         const monitor = parseLinks(hget(res, 'link')).filter((l) => l.rel === 'monitor');
         assert.deepEqual(monitor.map((l) => l.target), [self], `Link: ${hget(res, 'link')}`);
         assertRetryAfter(res);
@@ -100,7 +100,7 @@ describe('submit', () => {
         assert.deepEqual(job.payload, body);
         assert.equal(hget(res, 'content-location'), `/v1/videos/${job.id}`);
         assert.equal(hget(res, 'location'), `/v1/jobs/${job.id}`);
-        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${job.id}`);
+        assert.equal(hget(res, 'operation-location'), `${d.url}/v1/jobs/${job.id}/status`);
     });
 
     it('a route without a resource sends no Content-Location', async () => {
