@@ -51,7 +51,7 @@ static int grpc_code(long long status)
     case 500:
         return 13; /* INTERNAL */
     case 501:
-        return 12; /* UNIMPLEMENTED */
+        return 12; /* gRPC code 12, for HTTP 501 */
     case 503:
         return 14; /* UNAVAILABLE */
     case 504:

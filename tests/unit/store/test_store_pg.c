@@ -5,9 +5,9 @@
  * Each test runs in a schema of its own (created at setup, dropped at teardown, selected with search_path in
  * the URL), so every test starts from an empty database and migrates it. PostgreSQL's own: migrations
  * (idempotent, two nodes at once), cseq drawn from the seq counter, NULL columns, a batch larger than the
- * pipeline's interval, a poisoned batch, the global seq order across two nodes, the write lock and SKIP LOCKED
- * leasing, delivery claims between nodes, the feed losing its connection, and reconnecting after the server
- * dropped the connections.
+ * pipeline's interval, a poisoned batch, the global seq order across two nodes, the write lock and the leasing
+ * that passes over locked rows, delivery claims between nodes, the feed losing its connection, and reconnecting after
+ * the server dropped the connections.
  */
 #include <setjmp.h>
 #include <stdarg.h>
