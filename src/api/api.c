@@ -516,6 +516,13 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
     return ad_api_send_job(r, e, 202);
 }
 
+const char *ad_api_problem_message(const json_t *p)
+{
+    const char *detail = json_string_value(json_object_get(p, "detail"));
+    const char *title = json_string_value(json_object_get(p, "title"));
+    return detail != NULL ? detail : title != NULL ? title : "the job failed";
+}
+
 int ad_api_healthz(struct ad_request *r)
 {
     static const char body[] = "{\"status\":\"ok\"}";

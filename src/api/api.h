@@ -74,6 +74,10 @@ struct ad_api_read {
 /* Run rd for r and answer it through rd->answer; rd is freed afterwards. Returns 0 (a handler's value). */
 int ad_api_read(struct ad_request *r, struct ad_api_read *rd);
 
+/* The message of a failed job's stored problem p (parsed; NULL or not an object is fine) for the compatibility
+ * views: its detail, else its title, else a generic one. The text belongs to p or is static. */
+const char *ad_api_problem_message(const json_t *p);
+
 /* The problem for an ad_err coming back from the core. */
 int ad_api_fail(struct ad_request *r, ad_err err);
 

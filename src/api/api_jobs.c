@@ -220,13 +220,10 @@ static void az_error(struct ad_buf *b, const struct ad_job *j)
 {
     json_t *v = j->error != NULL ? json_loads(j->error, 0, NULL) : NULL;
     const char *code = json_string_value(json_object_get(v, "code"));
-    const char *msg = json_string_value(json_object_get(v, "detail"));
-    if (msg == NULL)
-        msg = json_string_value(json_object_get(v, "title"));
     AD_JSON_OPEN(b, "code");
     ad_json_str(b, code != NULL ? code : "job-failed");
     AD_JSON_KEY(b, "message");
-    ad_json_str(b, msg != NULL ? msg : "the job failed");
+    ad_json_str(b, ad_api_problem_message(v));
     AD_BUF_LIT(b, "}");
     json_decref(v);
 }

@@ -69,12 +69,10 @@ static void render_error(struct ad_buf *b, const struct ad_job *j)
         json_decref(p);
         p = NULL;
     }
-    const char *detail = json_string_value(json_object_get(p, "detail"));
-    const char *title = json_string_value(json_object_get(p, "title"));
     AD_JSON_OPEN(b, "code");
     ad_json_int(b, grpc_code(json_integer_value(json_object_get(p, "status"))));
     AD_JSON_KEY(b, "message");
-    ad_json_str(b, detail != NULL ? detail : title != NULL ? title : "the job failed");
+    ad_json_str(b, ad_api_problem_message(p));
     AD_JSON_KEY(b, "details");
     if (p != NULL) {
         AD_BUF_LIT(b, "[{\"@type\":\"" AD_OPS_STRUCT "\",\"value\":");
