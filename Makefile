@@ -126,6 +126,11 @@ $(addprefix build/fuzz/,$(FUZZ_NAMES)): build/fuzz/%: fuzz/%.c build/fuzz/libacc
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
 		build/fuzz/libacceptd.a $(LIBS)
 
+# embed(STEM, FILES): src/STEM.c builds FILES into the binary with AD_EMBED (src/common/embed.h). The compiler
+# does not see them, so each tree's object is made to depend on them here, e.g.
+# $(eval $(call embed,api/api_openapi,docs/openapi.json)).
+embed = $(foreach t,build build/asan build/fuzz,$(t)/obj/$(1).o): $(2)
+
 -include $(wildcard build/obj/*.d build/obj/*/*.d build/tests/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d \
 	build/asan/tests/*/*.d build/fuzz/obj/*.d build/fuzz/obj/*/*.d build/fuzz/*.d)
 
