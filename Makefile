@@ -25,7 +25,10 @@ PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
 
 WARNINGS = -Wall -Wextra -Werror -Wformat=2 -Wno-unused-parameter -Wno-missing-field-initializers
 # src/http/h2o-compat/ holds what libh2o's internal headers include but Debian does not ship (khash.h).
-CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -Isrc/http/h2o-compat
+# The commit the binary is built from (`acceptd --version`, acceptd_build_info on /metrics): one definition,
+# from git when this is a checkout, else "unknown". `make COMMIT=...` overrides it (a release tarball).
+COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -Isrc/http/h2o-compat -DAD_COMMIT='"$(COMMIT)"'
 BASE_CFLAGS = -std=c11 -g $(WARNINGS) $(PKG_CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 

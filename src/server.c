@@ -113,6 +113,7 @@ static int is_loopback_host(const char *h)
 int ad_server_run(struct ad_config *cfg)
 {
     char err[256];
+    ad_log_set_json(cfg->log.json);
     ad_hub.cfg = cfg;
     ad_hub.open_mode = cfg->nkeys == 0;
     if (ad_hub.open_mode && !is_loopback_host(cfg->listen_host))
@@ -153,6 +154,8 @@ int ad_server_run(struct ad_config *cfg)
     handler->on_req = ad_api_on_req;
     ad_http_register_problem_filter(path, cfg->max_body_bytes);
     ad_http_register_problem_filter(&host->fallback_path, cfg->max_body_bytes);
+    ad_http_register_logger(path, cfg->log.access_log);
+    ad_http_register_logger(&host->fallback_path, cfg->log.access_log);
 
     h2o_loop_t *loop = h2o_evloop_create();
     h2o_context_init(&srv.ctx, loop, &srv.h2o);

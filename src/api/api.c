@@ -9,11 +9,20 @@
 #include "common/json.h"
 #include "common/timer.h"
 #include "core/writer.h"
+#include "http/sse.h"
 
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+
+#ifndef AD_VERSION
+#define AD_VERSION "0.1.0"
+#endif
+#ifndef AD_COMMIT
+#define AD_COMMIT "unknown"
+#endif
 
 #define ALL (AD_ROLE_CLIENT | AD_ROLE_WORKER | AD_ROLE_ADMIN)
 #define CLIENT (AD_ROLE_CLIENT | AD_ROLE_ADMIN)
@@ -133,6 +142,7 @@ static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
     ad_http_header_str(r->req, "ratelimit", v);
     if (!over)
         return AD_E_OK;
+    ad_metrics_rate_limited();
     ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, reset);
     return AD_E_RATE_LIMITED;
 }
@@ -234,7 +244,11 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
     struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
     memset(r, 0, sizeof(*r));
     r->req = req;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r->started_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     r->path = req->path;
+    ad_http_note_route(r, NULL);
     if (req->query_at != SIZE_MAX) {
         r->path.len = req->query_at;
         r->query = h2o_iovec_init(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
@@ -246,9 +260,11 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
     r->route = ad_config_route(ad_hub.cfg, req->method.base, req->method.len, r->path.base, r->path.len);
     if (r->route != NULL) {
         handler = ad_api_submit;
+        ad_http_note_route(r, r->route->path);
     } else if (is_resource_get(r)) {
         handler = ad_api_get_resource;
         roles = ALL;
+        ad_http_note_route(r, "{configured resource}");
     } else {
         const struct ad_route_def *def;
         h2o_iovec_t allow;
@@ -259,6 +275,7 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
             return ad_http_problem(req, e, NULL, NULL);
         handler = def->handler;
         roles = def->roles;
+        ad_http_note_route(r, def->pattern);
     }
     int is_read = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
                   h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
@@ -501,6 +518,9 @@ static int send_minimal_accepted(struct ad_request *r, struct ad_entry *e)
 
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ad_metrics_submit_latency((double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - r->started_ns) / 1e9);
     if (r->route != NULL && r->route->style_operation)
         return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;
@@ -562,13 +582,54 @@ int ad_api_readyz(struct ad_request *r)
     return ad_api_read(r, &x->rd);
 }
 
-/* GET /metrics: gauges in the Prometheus text format (version 0.0.4), each with its HELP and TYPE lines. */
-int ad_api_metrics(struct ad_request *r)
+/*
+ * GET /metrics (docs/operations.md, "Metrics"). Jobs by type and state are counted by the store (one aggregate
+ * query) rather than kept from the transitions: on a shared PostgreSQL store other nodes change jobs too, and a
+ * count taken from the store is right on every node. A scrape counts again when a change was published since
+ * the last count (ad_metrics_jobs_changed; the cluster follower publishes the other nodes' changes) and a
+ * second has passed, or after AD_METRICS_JOBS_MAX_AGE_MS whatever happened (the retention sweep deletes without
+ * publishing); otherwise it shows the last count. The count is a scan of the jobs table (no index serves it, and
+ * one kept for it would cost every write): on SQLite it runs on the event loop, so it runs at most once in
+ * twenty times what the last one took, and a store of millions of jobs stalls the loop for at most 5% of the time.
+ */
+#define AD_METRICS_JOBS_MIN_AGE_MS 1000
+#define AD_METRICS_JOBS_MAX_AGE_MS 30000
+
+static int64_t jobs_counted_at = -1; /* monotonic ms of the last count, -1 = never */
+static int64_t jobs_count_ms;        /* what the last count took */
+
+struct job_row {
+    char *type;
+    int status;
+    int64_t n;
+};
+
+struct metrics_read {
+    struct ad_api_read rd;
+    struct job_row *rows;
+    size_t n, cap;
+    int64_t started_ms;
+};
+
+/* The reader's thread on PostgreSQL, the event loop on SQLite: the rows wait in the op for the answer. */
+static void metrics_row(void *arg, const char *type, int status, int64_t n)
 {
-    const struct {
-        const char *name, *help;
-        size_t value;
-    } gauges[] = {
+    struct metrics_read *x = arg;
+    if (x->n == x->cap) {
+        x->cap = x->cap != 0 ? x->cap * 2 : 32;
+        x->rows = ad_realloc(x->rows, x->cap * sizeof(*x->rows));
+    }
+    x->rows[x->n++] = (struct job_row){ad_strdup(type != NULL ? type : ""), status, n};
+}
+
+static ad_err metrics_apply(struct ad_op *op, struct ad_conn *c)
+{
+    return ad_hub.store->ops->job_counts(c, metrics_row, op);
+}
+
+static int metrics_send(struct ad_request *r)
+{
+    struct ad_metrics_gauge gauges[] = {
         {"acceptd_timers", "Timers armed on the event loop: leases, runAt, long polls, the sweeper.",
          ad_timers_count()},
         {"acceptd_scheduled_timers", "runAt timers in memory; later scheduled jobs wait in the store.",
@@ -576,12 +637,48 @@ int ad_api_metrics(struct ad_request *r)
         {"acceptd_scheduled_timers_limit", "limits.scheduledTimers.", ad_hub.cfg->scheduled_timers},
         {"acceptd_cache_jobs", "Jobs whose representation is cached in memory.", ad_cache_size()},
         {"acceptd_cache_bytes", "What the cached jobs count against limits.cacheBytes.", ad_cache_bytes()},
+        {"acceptd_sse_streams", "Server-Sent Events streams open.", ad_sse_count()},
+        {"acceptd_writer_queued", "Operations waiting for the writer thread.", ad_writer_outstanding()},
     };
-    char body[2048]; /* the names and help texts are fixed: about 600 bytes */
-    size_t len = 0;
-    for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]) && len < sizeof(body); i++)
-        len += (size_t)snprintf(body + len, sizeof(body) - len, "# HELP %s %s\n# TYPE %s gauge\n%s %zu\n",
-                                gauges[i].name, gauges[i].help, gauges[i].name, gauges[i].name, gauges[i].value);
-    return ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", body,
-                        len < sizeof(body) ? len : sizeof(body) - 1);
+    struct ad_buf b;
+    ad_buf_init(&b, 16 << 20);
+    ad_metrics_render(&b, AD_VERSION, AD_COMMIT, gauges, sizeof(gauges) / sizeof(gauges[0]));
+    int rc = ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    ad_buf_free(&b);
+    return rc;
+}
+
+static void metrics_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct metrics_read *x = (struct metrics_read *)rd;
+    if (rd->op.err == AD_E_OK) {
+        jobs_count_ms = ad_mono_ms() - x->started_ms;
+        ad_metrics_jobs_reset();
+        for (size_t i = 0; i < x->n; i++)
+            if (x->rows[i].status >= 0 && x->rows[i].status < AD_STATUS__COUNT)
+                ad_metrics_jobs_add(x->rows[i].type, ad_status_name((enum ad_status)x->rows[i].status), x->rows[i].n);
+        jobs_counted_at = ad_mono_ms();
+    }
+    for (size_t i = 0; i < x->n; i++)
+        free(x->rows[i].type);
+    free(x->rows);
+    /* A store that does not answer leaves the last count: the other metrics matter most then. */
+    if (r != NULL)
+        metrics_send(r);
+}
+
+int ad_api_metrics(struct ad_request *r)
+{
+    int64_t now = ad_mono_ms(), age = now - jobs_counted_at;
+    int64_t min_age = jobs_count_ms * 20 > AD_METRICS_JOBS_MIN_AGE_MS ? jobs_count_ms * 20 : AD_METRICS_JOBS_MIN_AGE_MS;
+    if (jobs_counted_at >= 0 && age < min_age)
+        return metrics_send(r);
+    if (jobs_counted_at >= 0 && age < AD_METRICS_JOBS_MAX_AGE_MS && !ad_metrics_jobs_take_changed())
+        return metrics_send(r);
+    ad_metrics_jobs_take_changed();
+    struct metrics_read *x = ad_calloc(1, sizeof(*x));
+    x->started_ms = now;
+    x->rd.op.apply = metrics_apply;
+    x->rd.answer = metrics_answer;
+    return ad_api_read(r, &x->rd);
 }

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include "http/http.h"
+#include "common/metrics.h"
 #include "core/writer.h"
 #include "hub/hub.h"
 

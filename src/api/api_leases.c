@@ -166,6 +166,8 @@ static void append_leases(struct ad_buf *b, struct ad_op *op, size_t first, size
  * answer, or park p again while its wait lasts. */
 static void lease_finish(struct parked *p, ad_err err, size_t leased, const struct ad_buf *b)
 {
+    if (err == AD_E_OK) /* leased in the store even when the worker has gone: its leases will expire */
+        ad_metrics_lease_granted(leased);
     p->in_flight = 0;
     if (p->pend->req == NULL) {
         ad_pending_take(p->pend);
@@ -248,6 +250,7 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e)
         }
         return;
     }
+    ad_metrics_lease_handed_off();
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_buf_append(&b, "{\"leases\":[", 11);
@@ -387,6 +390,8 @@ static void report_done(struct ad_op *op)
     struct ad_report_op *x = (struct ad_report_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
     struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
+    if (op->err == AD_E_OK && x->next != NULL)
+        ad_metrics_lease_granted(x->next->leased.n);
     struct ad_buf b; /* the answer to a heartbeat ({"job", "leaseExpiresAt", ...}) or a report with next */
     ad_buf_init(&b, SIZE_MAX);
     if (op->err == AD_E_OK && x->next != NULL && r != NULL && ad_http_prefer_minimal(r->req)) {

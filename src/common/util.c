@@ -7,6 +7,7 @@
  * Nothing here knows about jobs, HTTP or the store.
  */
 #include "common/util.h"
+#include "common/json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -569,35 +570,106 @@ int ad_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
     return CRYPTO_memcmp(a, b, alen) == 0;
 }
 
-void ad_log(const char *level, const char *fmt, ...)
+static int log_json;
+
+void ad_log_set_json(int on)
 {
-    char line[2048];
-    ad_time_rfc3339(ad_now_ms(), line, sizeof line);
-    size_t n = strlen(line);
-    n += (size_t)snprintf(line + n, sizeof line - n, " %s ", level);
-    if (n >= sizeof line - 1)
-        n = sizeof line - 2;
+    log_json = on;
+}
 
-    size_t start = n;
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - 1 - n, fmt, ap);
-    va_end(ap);
-    if (m > 0) /* on truncation vsnprintf wrote sizeof line - 2 - n characters */
-        n += (size_t)m < sizeof line - 2 - n ? (size_t)m : sizeof line - 2 - n;
-
-    /* One entry is one line: a control character from a client-supplied value must not forge a second entry. */
-    for (size_t i = start; i < n; i++) {
-        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-            line[i] = ' ';
-    }
-    line[n++] = '\n';
-
-    /* A single write keeps concurrent lines whole. */
+/* A single write keeps concurrent lines whole. */
+static void log_write(const char *line, size_t n)
+{
     ssize_t w;
     do {
         w = write(STDERR_FILENO, line, n);
     } while (w < 0 && errno == EINTR);
+}
+
+/* One entry is one line: a control character from a client-supplied value must not forge a second entry. */
+static void log_flatten(char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            s[i] = ' ';
+}
+
+/* A text value as is when it is one plain word, else quoted as a JSON string is, so that fields stay apart. */
+static void log_text_value(struct ad_buf *b, const char *v)
+{
+    int plain = *v != '\0';
+    for (const char *p = v; *p != '\0' && plain; p++)
+        plain = (unsigned char)*p > 0x20 && *p != '"' && *p != 0x7f;
+    if (plain)
+        ad_buf_str(b, v);
+    else
+        ad_json_str(b, v);
+}
+
+#define AD_LOG_MAX 4096
+
+void ad_log_fields(const char *level, const char *msg, const struct ad_log_field *f, size_t n)
+{
+    char time[32];
+    ad_time_rfc3339(ad_now_ms(), time, sizeof time);
+    struct ad_buf b;
+    ad_buf_init(&b, AD_LOG_MAX);
+    if (log_json) {
+        AD_JSON_OPEN(&b, "time");
+        ad_json_str(&b, time);
+        AD_JSON_KEY(&b, "level");
+        ad_json_str(&b, level);
+        AD_JSON_KEY(&b, "msg");
+        ad_json_str(&b, msg);
+        for (size_t i = 0; i < n; i++) {
+            AD_BUF_LIT(&b, ",");
+            ad_json_str(&b, f[i].key);
+            AD_BUF_LIT(&b, ":");
+            if (f[i].str != NULL)
+                ad_json_str(&b, f[i].str);
+            else
+                ad_json_int(&b, f[i].num);
+        }
+        AD_BUF_LIT(&b, "}");
+    } else {
+        ad_buf_str(&b, time);
+        AD_BUF_LIT(&b, " ");
+        ad_buf_str(&b, level);
+        AD_BUF_LIT(&b, " ");
+        size_t start = b.len;
+        ad_buf_str(&b, msg);
+        for (size_t i = 0; i < n; i++) {
+            AD_BUF_LIT(&b, " ");
+            ad_buf_str(&b, f[i].key);
+            AD_BUF_LIT(&b, "=");
+            if (f[i].str != NULL)
+                log_text_value(&b, f[i].str);
+            else
+                ad_buf_int(&b, f[i].num);
+        }
+        if (b.data != NULL)
+            log_flatten(b.data + start, b.len - start);
+    }
+    if (b.toobig) { /* a line past the cap is cut, never dropped: what fitted of the message says what happened */
+        ad_buf_free(&b);
+        char cut[512];
+        snprintf(cut, sizeof cut, "%.400s", msg);
+        ad_log_fields(level, cut, NULL, 0);
+        return;
+    }
+    AD_BUF_LIT(&b, "\n");
+    log_write(b.data, b.len);
+    ad_buf_free(&b);
+}
+
+void ad_log(const char *level, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ad_log_fields(level, msg, NULL, 0);
 }
 
 void ad_buf_init(struct ad_buf *b, size_t max)

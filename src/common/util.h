@@ -90,6 +90,17 @@ int ad_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
 /* Log a line to stderr with a timestamp and level. Never pass secrets. */
 void ad_log(const char *level, const char *fmt, ...) AD_PRINTF(2, 3);
+/* A named value of a structured log line: str, or num when str is NULL. */
+struct ad_log_field {
+    const char *key;
+    const char *str;
+    int64_t num;
+};
+/* A line of msg and fields: "key=value" after the message in text, members of the object in JSON. */
+void ad_log_fields(const char *level, const char *msg, const struct ad_log_field *f, size_t n);
+/* log.format: 1 writes every line as one JSON object ({"time","level","msg", fields...}), 0 as text. Set once
+ * at start, before other threads run. */
+void ad_log_set_json(int on);
 #define ad_info(...) ad_log("info", __VA_ARGS__)
 #define ad_warn(...) ad_log("warn", __VA_ARGS__)
 #define ad_error(...) ad_log("error", __VA_ARGS__)

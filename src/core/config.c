@@ -729,6 +729,21 @@ static const struct field sse_fields[] = {
     {NULL},
 };
 
+static int log_format(struct parse *p, yaml_node_t *v, void *obj)
+{
+    const char *s = scalar(v);
+    if (s == NULL || (strcmp(s, "text") != 0 && strcmp(s, "json") != 0))
+        return fail(p, v, "%s: expected text or json, got '%.64s'", p->where, s ? s : "(not a scalar)");
+    ((struct ad_log_conf *)obj)->json = strcmp(s, "json") == 0;
+    return 0;
+}
+
+static const struct field log_fields[] = {
+    {"accessLog", F_BOOL, offsetof(struct ad_log_conf, access_log), 0, 0, NULL, NULL},
+    {"format", F_FN, 0, 0, 0, NULL, log_format},
+    {NULL},
+};
+
 static const struct field tls_fields[] = {
     {"cert", F_STR, offsetof(struct ad_tls_conf, cert), 0, 0, NULL, NULL},
     {"key", F_STR, offsetof(struct ad_tls_conf, key), 0, 0, NULL, NULL},
@@ -779,6 +794,7 @@ static const struct field top_fields[] = {
     {"webhooks", F_MAP, offsetof(struct ad_config, webhooks), 0, 0, webhooks_fields, NULL},
     {"sse", F_MAP, offsetof(struct ad_config, sse), 0, 0, sse_fields, NULL},
     {"tls", F_MAP, offsetof(struct ad_config, tls), 0, 0, tls_fields, NULL},
+    {"log", F_MAP, offsetof(struct ad_config, log), 0, 0, log_fields, NULL},
     {"signingKey", F_FN, 0, 0, 0, NULL, top_signing_key},
     {NULL},
 };

@@ -80,6 +80,12 @@ struct ad_sse_conf {
     int io_uring;               /* fan-out writes through io_uring where the kernel allows it: default true */
 };
 
+/* log: what the daemon writes to stderr (docs/configuration.md, "log"). */
+struct ad_log_conf {
+    int access_log; /* a line per request answered: default false */
+    int json;       /* format: json (one object per line) instead of text: default false */
+};
+
 /* tls: HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plain HTTP on the listener. */
 struct ad_tls_conf {
     char *cert; /* PEM certificate chain file; NULL = no TLS */
@@ -115,6 +121,7 @@ struct ad_config {
     struct ad_webhooks_conf webhooks;
     struct ad_sse_conf sse;
     struct ad_tls_conf tls;
+    struct ad_log_conf log;
     char *signing_key; /* HMAC key of signed URLs (at least 32 chars); NULL = a random key kept in the data dir */
 };
 

@@ -17,6 +17,7 @@
  */
 #include "core/writer.h"
 #include "common/util.h"
+#include "common/metrics.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -254,14 +255,16 @@ static void reclaim(void)
 /* Commit the batch unless it already failed (mu not held), hand each operation back to the event loop, and only
  * then run the store's upkeep (after_batch), which the answers need not wait for. The full state is entered
  * before the answers leave, so that a client that got storage-full finds /readyz saying so too. */
-static void commit_and_deliver(struct ad_op *batch, ad_err berr)
+static void commit_and_deliver(struct ad_op *batch, ad_err berr, size_t n)
 {
     if (berr == AD_E_OK) {
         uint64_t t0 = mono_ns();
         berr = store->ops->commit(conn);
         if (berr != AD_E_OK)
             store->ops->rollback(conn);
-        __atomic_add_fetch(&stat_commit_ns, mono_ns() - t0, __ATOMIC_RELAXED);
+        uint64_t ns = mono_ns() - t0;
+        __atomic_add_fetch(&stat_commit_ns, ns, __ATOMIC_RELAXED);
+        ad_metrics_commit(n, (double)ns / 1e9);
     }
     /* An operation may answer storage-full alone: a statement that SQLite undid by itself, the batch going on. */
     int full = berr == AD_E_STORAGE_FULL;
@@ -328,7 +331,7 @@ static void *writer_main(void *arg)
         stat_batches++;
         stat_ops += n;
         pthread_mutex_unlock(&mu);
-        commit_and_deliver(batch, berr);
+        commit_and_deliver(batch, berr, n);
         pthread_mutex_lock(&mu);
     }
     pthread_mutex_unlock(&mu);

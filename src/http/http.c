@@ -6,6 +6,7 @@
  */
 #include "http/http.h"
 #include "common/json.h"
+#include "common/metrics.h"
 #include "common/timer.h"
 
 #include <h2o/http2.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static int is_id_char(int c)
@@ -265,6 +267,147 @@ static char *uri_escape(const char *s, size_t len)
     return out;
 }
 
+/* ---- request ids, the request counter and the access log (http.h) ---- */
+
+/* What is known of a request for its id and its access line. It is found from the request through req->env,
+ * h2o's list of per-request name/value pairs, which nothing else in the daemon uses: one pair names note_name
+ * (by address) and points at the note, in the request's pool. */
+struct req_note {
+    struct ad_request *r; /* NULL until routed */
+    const char *route;    /* the route template, or NULL */
+    int64_t start_ns;     /* monotonic, when the note was made: h2o's own timestamps are the loop's cached time */
+    char id[AD_REQUEST_ID_MAX + 1];
+};
+
+static const char note_name[] = "acceptd";
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct req_note *note_find(h2o_req_t *req)
+{
+    for (size_t i = 0; i + 1 < req->env.size; i += 2)
+        if (req->env.entries[i].base == note_name)
+            return (struct req_note *)req->env.entries[i + 1].base;
+    return NULL;
+}
+
+/* An id a client may choose: one a log line or a header can carry as it is. */
+static int id_sane(const char *v, size_t len)
+{
+    if (len == 0 || len > AD_REQUEST_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!is_id_char((unsigned char)v[i]) && v[i] != '.')
+            return 0;
+    return 1;
+}
+
+static struct req_note *note_get(h2o_req_t *req)
+{
+    struct req_note *n = note_find(req);
+    if (n != NULL)
+        return n;
+    n = h2o_mem_alloc_pool(&req->pool, sizeof(*n));
+    memset(n, 0, sizeof(*n));
+    n->start_ns = mono_ns();
+    /* Taken only when sent once: two fields are two ids, neither of them the request's. */
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+    h2o_iovec_t v = i >= 0 ? req->headers.entries[i].value : h2o_iovec_init(NULL, 0);
+    if (i >= 0 && h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), i) < 0 && id_sane(v.base, v.len)) {
+        memcpy(n->id, v.base, v.len);
+    } else {
+        uint8_t raw[12]; /* 96 bits: not guessed, and 16 characters */
+        ad_random_bytes(raw, sizeof(raw));
+        ad_b64url_encode(raw, sizeof(raw), n->id);
+    }
+    h2o_vector_reserve(&req->pool, &req->env, req->env.size + 2);
+    req->env.entries[req->env.size++] = h2o_iovec_init(note_name, sizeof(note_name) - 1);
+    req->env.entries[req->env.size++] = h2o_iovec_init(n, sizeof(*n));
+    return n;
+}
+
+const char *ad_http_request_id(h2o_req_t *req)
+{
+    return note_get(req)->id;
+}
+
+void ad_http_note_route(struct ad_request *r, const char *route)
+{
+    struct req_note *n = note_get(r->req);
+    n->r = r;
+    if (route != NULL)
+        n->route = route;
+}
+
+/* Every answer passes the problem filter, which calls this as it starts: after h2o's own error answers have
+ * cleared the headers, so that those carry the id too. */
+static void echo_request_id(h2o_req_t *req)
+{
+    const char *id = ad_http_request_id(req);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, id, strlen(id));
+}
+
+struct access_logger {
+    h2o_logger_t super;
+    int access_log;
+};
+
+static int64_t tv_us(const struct timeval *tv)
+{
+    return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
+}
+
+/* The access line: never the query string, where signed URLs carry their signature and expiry, and never a
+ * header, where keys are; the path is cut at 512 bytes. */
+static void access_line(h2o_req_t *req, const struct req_note *n)
+{
+    char method[32], path[513];
+    snprintf(method, sizeof(method), "%.*s", (int)(req->method.len < 31 ? req->method.len : 31), req->method.base);
+    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    snprintf(path, sizeof(path), "%.*s", (int)(plen < 512 ? plen : 512), req->path.base);
+    int64_t us;
+    if (n != NULL) {
+        us = (mono_ns() - n->start_ns) / 1000;
+    } else {
+        struct timeval now;
+        gettimeofday(&now, NULL);
+        us = tv_us(&now) - tv_us(&req->processed_at.at);
+    }
+    const char *tenant =
+        n != NULL && n->r != NULL && n->r->tenant != NULL && n->r->tenant[0] != '\0' ? n->r->tenant : "-";
+    struct ad_log_field f[] = {
+        {"method", method, 0},
+        {"path", path, 0},
+        {"status", NULL, req->res.status},
+        {"bytes", NULL, (int64_t)req->bytes_sent},
+        {"durationUs", NULL, us > 0 ? us : 0},
+        {"tenant", tenant, 0},
+        {"requestId", n != NULL ? n->id : "-", 0},
+    };
+    ad_log_fields("info", "access", f, sizeof(f) / sizeof(f[0]));
+}
+
+static void log_access(h2o_logger_t *self, h2o_req_t *req)
+{
+    const struct req_note *n = note_find(req);
+    if (req->res.status != 0) /* 0: the client went away before any answer */
+        ad_metrics_request(n != NULL && n->route != NULL ? n->route : "unmatched", req->res.status);
+    if (((struct access_logger *)self)->access_log)
+        access_line(req, n);
+}
+
+void ad_http_register_logger(h2o_pathconf_t *conf, int access_log)
+{
+    struct access_logger *l = (struct access_logger *)h2o_create_logger(conf, sizeof(*l));
+    l->super.log_access = log_access;
+    l->access_log = access_log;
+}
+
 /* The problem document for err with the given status, allocated in the request's pool. */
 static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
 {
@@ -287,6 +430,8 @@ static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const ch
     free(instance);
     AD_JSON_KEY(&b, "code");
     ad_json_str(&b, ad_err_code(err));
+    AD_JSON_KEY(&b, "requestId");
+    ad_json_str(&b, ad_http_request_id(req));
     if (extra != NULL)
         ad_buf_str(&b, extra); /* members the caller wrote with the same writer (ad_verr) */
     AD_BUF_LIT(&b, "}");
@@ -345,6 +490,7 @@ static void linger_arm(h2o_req_t *req);
 static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
 {
     linger_arm(req);
+    echo_request_id(req);
     ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     if (req->res.status >= 400 && ct >= 0 &&
         h2o_memis(req->res.headers.entries[ct].value.base, 10, H2O_STRLIT("text/plain"))) {

@@ -21,6 +21,7 @@ struct ad_request {
     h2o_iovec_t query;            /* after '?', may be empty */
     char *id;                     /* the {id} path segment, NUL-terminated, or NULL */
     const struct ad_route *route; /* the configured business route, or NULL */
+    int64_t started_ns;           /* monotonic, when the handler was first called: the submit latency's start */
 };
 
 typedef int (*ad_handler)(struct ad_request *r);
@@ -80,6 +81,22 @@ const char *ad_http_query(struct ad_request *r, const char *name);
  * that repeats one is refused before any handler reads it. Parameters without a name ("&&", "=x") are not
  * counted. */
 const char *ad_http_query_repeated(struct ad_request *r);
+
+/*
+ * Request ids and the access log. Every answer carries X-Request-Id: the request's own when it is sane (1 to 64
+ * characters of [A-Za-z0-9._-]), else one made here (16 characters from the CSPRNG); a problem document has it as
+ * its "requestId" member. When a request is disposed, a logger counts it under its route template and status
+ * (common/metrics.h) and, with log.accessLog, writes its access line.
+ */
+#define AD_REQUEST_ID_MAX 64
+/* The request's id (in the request's pool), made on first use. */
+const char *ad_http_request_id(h2o_req_t *req);
+/* What the access log and the request counter know of r: its route template once it is routed (a literal that
+ * outlives the request; NULL leaves it as it was) and r itself, whose tenant they read when the request ends.
+ * Called first as the request arrives, which starts the clock of its logged duration. */
+void ad_http_note_route(struct ad_request *r, const char *route);
+/* Count (and, with access_log, log) every request of conf when it ends. */
+void ad_http_register_logger(h2o_pathconf_t *conf, int access_log);
 
 /* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */
 void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);

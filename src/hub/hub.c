@@ -8,6 +8,7 @@
  */
 #include "hub/hub.h"
 #include "common/timer.h"
+#include "common/metrics.h"
 #include "core/core.h"
 #include "core/writer.h"
 #include "hub/cluster.h"
@@ -168,6 +169,8 @@ static void expire_done(struct ad_op *op)
 {
     struct ad_expire_op *x = (struct ad_expire_op *)op;
     if (op->err == AD_E_OK) {
+        if (x->changed)
+            ad_metrics_lease_expired();
         if (!x->changed && x->job != NULL && holds_lease(x->job, x->lease_id))
             arm_lease_timer(ad_cache_get(x->job->id), x->job);
     } else if (op->err != AD_E_NOT_FOUND) {
@@ -410,6 +413,7 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
     int changed;
     struct ad_entry *e = ad_cache_put(job, &changed, &prev);
     if (changed) {
+        ad_metrics_jobs_changed();
         enum ad_status prev_status = prev != NULL ? prev->status : AD_STATUS__COUNT;
         const struct ad_job *j = e->job;
         for (size_t i = 0; i < nlisteners; i++)

@@ -207,6 +207,9 @@ struct ad_store_ops {
     ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);
     /* Highest seq in the store (0 when empty). */
     ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
+    /* How many jobs (not tombstoned) there are of each type and status, across tenants: row(arg, type, status, n)
+     * once per pair that has any (GET /metrics). */
+    ad_err (*job_counts)(struct ad_conn *c, void (*row)(void *arg, const char *type, int status, int64_t n), void *arg);
 
     /* Attempt history: a row per lease, written when the lease ends, from the running job j (its attempt, worker and
      * started_at) before the change that ends it. Two attempts are not stored, being the job's own (ad_attempt_own):

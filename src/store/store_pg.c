@@ -22,6 +22,7 @@
  * results, secrets): only the statement's purpose and the server's primary message.
  */
 #include "store/store_int.h"
+#include "common/metrics.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -235,6 +236,7 @@ enum pg_stmt {
     ST_TOMBSTONE,
     ST_DELETE,
     ST_MAX_SEQ,
+    ST_JOB_COUNTS,
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
@@ -301,6 +303,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_DELETE] = "DELETE FROM jobs"
                   " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= $1 LIMIT $2)",
     [ST_MAX_SEQ] = "SELECT seq FROM acceptd_counter WHERE id = 1",
+    [ST_JOB_COUNTS] = "SELECT type, status, count(*) FROM jobs WHERE tombstoned = 0 GROUP BY type, status",
     [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = $1 AND key = $2",
     [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
                     " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, key) DO UPDATE SET"
@@ -422,6 +425,7 @@ static void log_failure(const char *what, const char *msg, const char *state)
     int len = (int)strlen(msg);
     while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
         len--;
+    ad_metrics_store_error();
     if (state != NULL)
         ad_error("store: %s: %.*s (%s)", what, len, msg, state);
     else
@@ -1373,6 +1377,18 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     return e;
 }
 
+static ad_err pg_job_counts(struct ad_conn *c, void (*row)(void *arg, const char *type, int status, int64_t n),
+                            void *arg)
+{
+    struct pg_params p = {0};
+    PGresult *r;
+    ad_err e = query(c, ST_JOB_COUNTS, &p, &r, "job counts");
+    for (int i = 0; e == AD_E_OK && i < PQntuples(r); i++)
+        row(arg, PQgetvalue(r, i, 0), (int)col_INT64(r, i, 1), col_INT64(r, i, 2));
+    PQclear(r);
+    return e;
+}
+
 /* The counter: inside a batch, what it will be at commit. */
 static ad_err pg_max_seq(struct ad_conn *c, int64_t *out)
 {
@@ -1913,6 +1929,7 @@ static const struct ad_store_ops pg_ops = {
     .job_scheduled = pg_job_scheduled,
     .sweep = pg_sweep,
     .max_seq = pg_max_seq,
+    .job_counts = pg_job_counts,
     .attempt_add = pg_attempt_add,
     .attempt_list = pg_attempt_list,
     .idem_get = pg_idem_get,

@@ -9,6 +9,7 @@
  */
 #include "store/store_int.h"
 #include "store/walbuf.h"
+#include "common/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -344,6 +345,7 @@ enum sq_stmt {
     ST_DELETE,
     ST_SET_SEQ_HW,
     ST_MAX_SEQ,
+    ST_JOB_COUNTS,
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
@@ -415,6 +417,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_SET_SEQ_HW] = "INSERT INTO meta (key, value) VALUES ('seq_hw', ?1)"
                       " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
     [ST_MAX_SEQ] = "SELECT coalesce((SELECT value FROM meta WHERE key = 'seq_hw'), 0)",
+    [ST_JOB_COUNTS] = "SELECT type, status, count(*) FROM jobs WHERE tombstoned = 0 GROUP BY type, status",
     [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = ?1 AND key = ?2",
     [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
                     " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, key) DO UPDATE SET"
@@ -511,6 +514,7 @@ static ad_err map_rc(int rc)
 static ad_err fail(struct ad_conn *c, int rc, const char *what)
 {
     ad_error("store: %s: %s (%d)", what, sqlite3_errmsg(c->db), rc);
+    ad_metrics_store_error();
     if ((rc & 0xff) == SQLITE_FULL)
         c->tx_full = c->in_tx;
     return map_rc(rc);
@@ -1272,6 +1276,20 @@ static ad_err sq_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     return AD_E_OK;
 }
 
+static ad_err sq_job_counts(struct ad_conn *c, void (*row)(void *arg, const char *type, int status, int64_t n),
+                            void *arg)
+{
+    sqlite3_stmt *st = stmt(c, ST_JOB_COUNTS);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        row(arg, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int64(st, 2));
+    ad_err e = rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "job counts");
+    done(st);
+    return e;
+}
+
 static ad_err sq_max_seq(struct ad_conn *c, int64_t *out)
 {
     *out = 0;
@@ -1733,6 +1751,7 @@ static const struct ad_store_ops sq_ops = {
     .job_scheduled = sq_job_scheduled,
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
+    .job_counts = sq_job_counts,
     .attempt_add = sq_attempt_add,
     .attempt_list = sq_attempt_list,
     .idem_get = sq_idem_get,

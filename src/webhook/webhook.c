@@ -14,6 +14,7 @@
 #include "webhook/webhook.h"
 #include "core/core.h"
 #include "common/json.h"
+#include "common/metrics.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -468,11 +469,16 @@ static void results_push(struct ad_delivery *d, int disable)
     x->n++;
 }
 
-/* Judge an attempt and queue its outcome for the writer; takes d. */
-static void settle(struct ad_delivery *d, int is_callback, long status, long retry_after, const char *error)
+/* Judge an attempt that took seconds and queue its outcome for the writer; takes d. */
+static void settle(struct ad_delivery *d, int is_callback, long status, long retry_after, const char *error,
+                   double seconds)
 {
     int disable;
     ad_webhook_judge(d, is_callback, status, retry_after, error, ad_now_ms(), &disable);
+    ad_metrics_webhook(d->state == AD_DLV_DELIVERED ? AD_METRICS_WH_DELIVERED
+                       : d->state == AD_DLV_DEAD    ? AD_METRICS_WH_DEAD
+                                                    : AD_METRICS_WH_RETRYING,
+                       seconds);
     results_push(d, disable);
     if (d->state == AD_DLV_DEAD)
         ad_warn("webhooks: delivery %s of %s is a dead letter after %d attempt%s: %s", d->id, d->event_id, d->attempts,
@@ -768,7 +774,7 @@ static void start(struct scan_state *ss, int64_t seq)
     else if (r == AD_RESOLVE_OK && s->secrets[0] == NULL)
         snprintf(why, sizeof(why), "the endpoint's secret cannot be unsealed (was webhooks.secretKey changed?)");
     if (r != AD_RESOLVE_OK || s->secrets[0] == NULL) {
-        settle(d, s->is_callback, 0, -1, why);
+        settle(d, s->is_callback, 0, -1, why, 0);
         return;
     }
     struct flight *f = ad_calloc(1, sizeof(*f));
@@ -798,8 +804,10 @@ static void finish(struct flight *f, CURLcode rc)
     struct ad_delivery *d = f->d;
     int is_callback = f->is_callback;
     long retry_after = f->retry_after;
+    curl_off_t us = 0;
+    curl_easy_getinfo(f->easy, CURLINFO_TOTAL_TIME_T, &us);
     flight_free(f);
-    settle(d, is_callback, status, retry_after, error);
+    settle(d, is_callback, status, retry_after, error, (double)us / 1e6);
 }
 
 /* Handle every transfer that ended; returns how many. */

@@ -671,10 +671,39 @@ static void test_log(void **state)
 
     out = capture_stderr(log_long);
     assert_log_prefix(out, "error");
-    assert_int_equal(strlen(out), 2047); /* truncated to the line buffer, still newline-terminated */
-    assert_int_equal(out[2046], '\n');
-    assert_int_equal(out[2045], 'x');
+    assert_int_equal(strlen(out), 31 + 2047 + 1); /* the message cut to 2047 bytes, still newline-terminated */
+    assert_int_equal(out[31 + 2047], '\n');
+    assert_int_equal(out[31 + 2046], 'x');
     free(out);
+}
+
+static void log_fields_line(void)
+{
+    struct ad_log_field f[] = {{"path", "/v1/jobs", 0}, {"status", NULL, 202}, {"tenant", "a b\n\"c", 0}};
+    ad_log_fields("info", "access", f, 3);
+}
+
+static void test_log_fields(void **state)
+{
+    (void)state;
+    char *out = capture_stderr(log_fields_line);
+    assert_log_prefix(out, "info");
+    /* A value that is not one plain word is quoted, so that the line still splits into its fields. */
+    assert_string_equal(out + 30, "access path=/v1/jobs status=202 tenant=\"a b\\n\\\"c\"\n");
+    free(out);
+
+    ad_log_set_json(1);
+    out = capture_stderr(log_fields_line);
+    char *inj = capture_stderr(log_injection);
+    ad_log_set_json(0);
+    assert_non_null(strstr(out, "\"level\":\"info\",\"msg\":\"access\",\"path\":\"/v1/jobs\",\"status\":202,"
+                                "\"tenant\":\"a b\\n\\\"c\"}\n"));
+    assert_int_equal(strncmp(out, "{\"time\":\"", 9), 0);
+    /* One object per line: a newline in a message is escaped, not written. */
+    assert_ptr_equal(strchr(inj, '\n'), inj + strlen(inj) - 1);
+    assert_non_null(strstr(inj, "\"msg\":\"user said a\\nfake"));
+    free(out);
+    free(inj);
 }
 
 static void test_buf_append(void **state)
@@ -777,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_ct_equal),
         cmocka_unit_test(test_log),
+        cmocka_unit_test(test_log_fields),
         cmocka_unit_test(test_buf_append),
         cmocka_unit_test(test_buf_growth),
         cmocka_unit_test(test_buf_printf),

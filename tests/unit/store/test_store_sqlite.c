@@ -421,6 +421,10 @@ static void test_every_statement_uses_an_index(void **state)
 
     size_t n = 0;
     for (; ad_store_sqlite_stmt_sql(n) != NULL; n++) {
+        /* The one deliberate scan: GET /metrics counts jobs by type and state, at most as often as api.c's
+         * ad_api_metrics allows (its cost sets the interval), never on a request's path. */
+        if (strstr(ad_store_sqlite_stmt_sql(n), "count(*) FROM jobs WHERE tombstoned = 0 GROUP BY type, status"))
+            continue;
         plan(db, ad_store_sqlite_stmt_sql(n), p, sizeof(p));
         const char *bad = plan_problem(p);
         if (bad != NULL)

@@ -601,8 +601,8 @@ static void test_outcomes_follow_the_endpoint(void **state)
      * become dead letters, including the one whose retry was decided while it was in flight. */
     struct ad_delivery *failed = l.items[0], *gone = l.items[1];
     l.items[0] = l.items[1] = NULL;
-    settle(gone, 0, 410, -1, NULL);
-    settle(failed, 0, 500, -1, NULL); /* its retry is decided after the 410 in the same batch */
+    settle(gone, 0, 410, -1, NULL, 0);
+    settle(failed, 0, 500, -1, NULL, 0); /* its retry is decided after the 410 in the same batch */
     assert_int_equal(apply_results(f), AD_E_OK);
     ad_delivery_list_free(&l);
     struct ad_webhook *w;
@@ -629,7 +629,7 @@ static void test_outcomes_follow_the_endpoint(void **state)
     x->id = strdup(hook);
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
-    settle(late, 0, 200, -1, NULL);
+    settle(late, 0, 200, -1, NULL, 0);
     assert_int_equal(apply_results(f), AD_E_OK);
     free(hook);
 }
