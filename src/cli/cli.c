@@ -219,7 +219,10 @@ void ad_cli_print_problem(const char *prefix, long status, json_t *p)
         print_field("", json_object_get(p, "title"));
     else
         fprintf(stderr, "error");
-    print_field(": ", json_object_get(p, "detail"));
+    const char *title = json_string_value(json_object_get(p, "title"));
+    const char *detail = json_string_value(json_object_get(p, "detail"));
+    if (detail != NULL && (title == NULL || strcmp(title, detail) != 0))
+        print_field(": ", json_object_get(p, "detail"));
     json_t *code = json_object_get(p, "code");
     if (json_string_value(code) != NULL) {
         print_field(" (", code);
