@@ -566,7 +566,9 @@ int ad_cli_submit_main(int argc, char **argv)
     json_t *job = NULL;
     if (rc == 0 && (r.rc != CURLE_OK || r.status < 200 || r.status > 299))
         rc = ad_cli_report(&c, &r);
-    if (rc == 0 && !json_is_object(job = ad_cli_json(&c, &r)))
+    if (rc == 0)
+        job = ad_cli_json(&c, &r); /* not inside json_is_object(): a macro that reads its argument twice */
+    if (rc == 0 && !json_is_object(job))
         rc = AD_CLI_PROBLEM;
     ad_cli_req_free(&r);
     const char *id = json_string_value(json_object_get(job, "id"));
