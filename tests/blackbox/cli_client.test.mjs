@@ -253,6 +253,68 @@ async function refusingProxy(target, { refuse, rewrite = () => {} }) {
     };
 }
 
+/**
+ * A proxy to the daemon that passes event streams through but cuts each one right after its first event,
+ * recording the Last-Event-ID of every stream request: {url, streams: [lastEventId|null], close()}.
+ */
+async function cuttingProxy(target) {
+    const streams = [];
+    const server = http.createServer((req, res) => {
+        const sse = req.url.endsWith('/events');
+        if (sse) streams.push(req.headers['last-event-id'] ?? null);
+        const up = http.request(new URL(req.url, target), { method: req.method, headers: req.headers }, (ur) => {
+            res.writeHead(ur.statusCode, ur.headers);
+            let cut = false;
+            ur.on('data', (chunk) => {
+                if (cut) return;
+                res.write(chunk);
+                if (sse && chunk.toString().includes('data:')) {
+                    cut = true;
+                    ur.destroy();
+                    res.end(); // what was written goes out first; the client sees the stream end early
+                }
+            });
+            ur.on('end', () => res.end());
+            ur.on('error', () => {});
+        });
+        req.pipe(up);
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    return {
+        url: `http://127.0.0.1:${server.address().port}`,
+        streams,
+        close: () => new Promise((r) => server.close(r)),
+    };
+}
+
+describe('--wait when the stream breaks', () => {
+    it('resumes the stream with Last-Event-ID and sees every change', async () => {
+        const { t } = await setup();
+        const proxy = await cuttingProxy(d.url);
+        try {
+            const cli = start(['submit', TYPE, '--wait', '--url', proxy.url, '--key', t.keys.c]);
+            const l = await leaseNext(t.w);
+            await waitUntil(async () => proxy.streams.length, (n) => n >= 2, { timeoutMs: 20_000 * SLOW, what: 'a resumed stream' });
+            expectStatus(await heartbeat(t.w, l.job.id, l.leaseId, { progress: 40, message: 'midway' }), 200);
+            await waitUntil(async () => cli.out().stderr, (e) => e.includes('40% midway'), { timeoutMs: 20_000 * SLOW, what: 'the progress' });
+            await complete(t.w, l.job.id, l.leaseId, { result: { resumed: true } });
+            const r = await cli.done;
+            assert.equal(r.code, EXIT.ok, shown(r));
+            assert.deepEqual(JSON.parse(r.stdout), { resumed: true });
+            assert.doesNotMatch(r.stderr, /polling/, shown(r));
+            const ids = proxy.streams;
+            assert.equal(ids[0], null, JSON.stringify(ids));
+            for (let i = 1; i < ids.length; i++) {
+                assert.match(String(ids[i]), /^\d+$/, JSON.stringify(ids));
+                if (i > 1) assert.ok(Number(ids[i]) > Number(ids[i - 1]), JSON.stringify(ids));
+            }
+            assert.ok(ids.length <= 4, `at most 3 reconnects: ${JSON.stringify(ids)}`);
+        } finally {
+            await proxy.close();
+        }
+    });
+});
+
 describe('--wait without SSE', () => {
     it('falls back to polling with If-None-Match, obeying Retry-After and backing off when there is none', async () => {
         const { t } = await setup();
