@@ -6,7 +6,10 @@
 import { describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { it, startDaemon, tenant } from './lib/daemon.mjs';
 import { BIN } from './lib/worker.mjs';
 import { JOB_ID, complete, expectStatus, fail, heartbeat, lease, listAll, runToSuccess, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
@@ -159,9 +162,6 @@ describe('acceptd submit --wait', () => {
         const rb = await b.done;
         assert.equal(rb.code, EXIT.ok, shown(rb));
         assert.equal(JSON.parse(rb.stdout).id, job.id, shown(rb));
-        const fs = await import('node:fs');
-        const os = await import('node:os');
-        const path = await import('node:path');
         const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'acceptd-cli-')), 'p.json');
         fs.writeFileSync(file, '{"from": "file"}');
         const rc = await run(['submit', TYPE, '--payload', `@${file}`, ...flags]);
