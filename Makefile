@@ -4,7 +4,7 @@
 #   build/       -O2            build/libacceptd.a, build/acceptd, build/tests/LAYER/test_X
 #   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/LAYER/test_X
 # and a third, built by clang for libFuzzer: build/fuzz/libacceptd.a and build/fuzz/fuzz_X (fuzz/fuzz_X.c).
-# The layers' folders and server.c go into libacceptd.a, src/worker/ into libworker.a; acceptd is main.c plus
+# The layers' folders and server.c go into libacceptd.a, src/worker/ and src/cli/ into libworker.a; acceptd is main.c plus
 # both, and each tests/unit/LAYER/test_X.c (testing src/LAYER/X.c) is linked with them and cmocka.
 #
 # A unit test may `#include "layer/x.c"` to reach x.c's statics. That is safe because tests link the
@@ -43,11 +43,12 @@ EXTRA_CFLAGS ?=
 
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-# A folder per layer (README, "Layout"); src/worker/ is the `acceptd worker` client, linked into the binary but
-# kept out of the daemon's library. scripts/layers.sh checks which folder may include which.
+# A folder per layer (README, "Layout"); src/worker/ is the `acceptd worker` client and src/cli/ the `acceptd
+# submit` and `acceptd jobs` client, both in libworker.a: linked into the binary but kept out of the daemon's
+# library. scripts/layers.sh checks which folder may include which.
 LAYERS = common job store core hub webhook http api
 LIB_SRCS = $(wildcard $(addsuffix /*.c,$(addprefix src/,$(LAYERS)))) src/server.c
-WORKER_SRCS = $(wildcard src/worker/*.c)
+WORKER_SRCS = $(wildcard src/worker/*.c src/cli/*.c)
 UNIT_SRCS = $(wildcard tests/unit/*/test_*.c)
 UNIT_NAMES = $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
 BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)

@@ -5,7 +5,7 @@
 # Each folder of src/ is a layer with a rank; a file may include headers of its own folder and of folders of
 # a lower rank, never of a higher one or of another folder of the same rank (hub, webhook and http stand side
 # by side and do not know each other). src/worker/ is a client of the daemon's HTTP API and may use common/
-# only. server.c wires the layers together and main.c is the command line; nothing includes either but main.c.
+# only; src/cli/, the other client, may use common/ and worker/ (whose client.h both clients share). server.c wires the layers together and main.c is the command line; nothing includes either but main.c.
 # Includes name their folder ("core/job.h"), so a reader sees the direction at the top of every file.
 # Usage: scripts/layers.sh   Prints file:line: message per violation; exits 1 if there was any.
 set -euo pipefail
@@ -24,8 +24,9 @@ may_include() {
     [ "$from" = "$to" ] && return 0
     case "$from" in
     worker) [ "$to" = common ] ;;
+    cli) [ "$to" = common ] || [ "$to" = worker ] ;;
     server) [ -n "${RANK[$to]:-}" ] ;;
-    main) [ -n "${RANK[$to]:-}" ] || [ "$to" = worker ] || [ "$to" = server ] ;;
+    main) [ -n "${RANK[$to]:-}" ] || [ "$to" = worker ] || [ "$to" = cli ] || [ "$to" = server ] ;;
     *) [ -n "${RANK[$to]:-}" ] && [ -n "${RANK[$from]:-}" ] && [ "${RANK[$to]}" -lt "${RANK[$from]}" ] ;;
     esac
 }
@@ -51,7 +52,7 @@ while IFS= read -r f; do
     fi
     if [ "$from" != server ] && [ "$from" != main ] && [ -z "${told[$from]:-}" ]; then
         told[$from]=1
-        if [ -z "${RANK[$from]:-}" ] && [ "$from" != worker ]; then
+        if [ -z "${RANK[$from]:-}" ] && [ "$from" != worker ] && [ "$from" != cli ]; then
             say "$f: src/$from/ is not a known layer (add it to scripts/layers.sh and the README's Layout section)"
         fi
         grep -qx "src/$from/" <<<"$documented" || say "$f: src/$from/ is not named in README.md's Layout section"

@@ -1,6 +1,7 @@
 /*
  * main.c - the acceptd command line: subcommands over the library.
  */
+#include "cli/cli.h"
 #include "core/config.h"
 #include "server.h"
 #include "common/util.h"
@@ -20,9 +21,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: acceptd serve [--listen HOST:PORT] [--data DIR] [--store postgresql://...] [--config FILE]\n"
                "                     [--public-url URL]\n"
                "       acceptd worker --url URL --type TYPE [--concurrency N] -- COMMAND [ARGS...]\n"
+               "       acceptd submit TYPE [--payload JSON|@FILE|-] [--wait [--timeout S]] [--url URL] [--key KEY]\n"
+               "       acceptd jobs list|get|result|cancel|retry|events|attempts [ID] [--output json|table]\n"
                "       acceptd version | --version\n"
                "       acceptd help | --help\n"
-               "`acceptd serve --help` and `acceptd worker --help` describe each command's options.\n");
+               "`acceptd COMMAND --help` describes each command's options.\n");
 }
 
 static void serve_usage(FILE *f)
@@ -134,6 +137,10 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "worker") == 0)
         return ad_worker_main(argc - 2, argv + 2);
+    if (strcmp(argv[1], "submit") == 0)
+        return ad_cli_submit_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "jobs") == 0)
+        return ad_cli_jobs_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("acceptd %s\n", AD_VERSION);
         return 0;

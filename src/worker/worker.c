@@ -14,6 +14,7 @@
  */
 #include "worker/worker.h"
 #include "common/util.h"
+#include "worker/client.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -46,10 +47,7 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 5000
 #define REQUEST_TIMEOUT_MS 15000
-#define CONNECT_TIMEOUT_MS 5000
 #define LOOP_MAX_SLEEP_MS 1000
-
-#define PROBLEM_BASE "https://acceptd.dev/problems/"
 
 /* ---- pure pieces: options, progress lines, text ---- */
 
@@ -380,17 +378,6 @@ char *ad_worker_clean_text(const char *p, size_t n)
     return out;
 }
 
-/* Shorten a valid UTF-8 string in place to at most max bytes without splitting a character. */
-static void utf8_cut(char *s, size_t max)
-{
-    size_t len = strlen(s);
-    if (len <= max)
-        return;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    s[max] = '\0';
-}
-
 /* ---- the worker ---- */
 
 enum call_kind { CALL_LEASE, CALL_HEARTBEAT, CALL_COMPLETE, CALL_FAIL, CALL_CANCEL };
@@ -461,11 +448,10 @@ struct task {
 
 struct worker {
     struct ad_worker_opts o;
-    char *base;  /* URL without trailing slashes */
-    char *auth;  /* the Authorization header line, or NULL */
-    char *name;  /* sent with leases */
-    char *exe;   /* the command, resolved once at start */
-    char **envp; /* the environment of commands, without ACCEPTD_KEY and the per-job variables */
+    struct ad_client client; /* the URL and the key */
+    char *name;              /* sent with leases */
+    char *exe;               /* the command, resolved once at start */
+    char **envp;             /* the environment of commands, without ACCEPTD_KEY and the per-job variables */
     size_t nenv;
     CURLM *multi;
     struct task *tasks;
@@ -501,12 +487,6 @@ static int64_t interval_ms(const struct worker *w)
 
 /* ---- HTTP calls ---- */
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-    struct call *c = ud;
-    return ad_buf_append(&c->resp, p, size * n) == 0 ? size * n : 0;
-}
-
 static void call_free(struct worker *w, struct call *c)
 {
     if (c == NULL)
@@ -528,32 +508,12 @@ static struct call *call_start(struct worker *w, enum call_kind kind, struct tas
     c->body = body;
     c->sent = ad_mono_ms();
     ad_buf_init(&c->resp, kind == CALL_LEASE || (t != NULL && t->asks_next) ? LEASE_RESPONSE_MAX : RESPONSE_MAX);
-    c->easy = curl_easy_init();
-    if (c->easy == NULL) {
-        ad_error("worker: out of memory (curl_easy_init)");
-        abort();
-    }
-    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    c->headers = curl_slist_append(c->headers, "Accept: application/json, application/problem+json");
-    c->headers = curl_slist_append(c->headers, "Expect:");
-    if (w->auth != NULL)
-        c->headers = curl_slist_append(c->headers, w->auth);
-    char *url = ad_asprintf("%s%s", w->base, path);
+    c->headers = ad_client_headers(&w->client, curl_slist_append(NULL, "Content-Type: application/json"));
     long timeout = kind == CALL_LEASE ? (w->o.lease_wait * 1000L + REQUEST_TIMEOUT_MS) : REQUEST_TIMEOUT_MS;
-    curl_easy_setopt(c->easy, CURLOPT_URL, url);
-    curl_easy_setopt(c->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
+    c->easy = ad_client_easy(&w->client, path, c->headers, &c->resp, c->errbuf, timeout);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->body));
-    curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
-    curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, timeout);
-    curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
-    curl_easy_setopt(c->easy, CURLOPT_USERAGENT, "acceptd-worker/" AD_VERSION);
-    free(url); /* libcurl keeps its own copy */
     curl_multi_add_handle(w->multi, c->easy);
     return c;
 }
@@ -564,21 +524,10 @@ static int transient(CURLcode rc, long status)
     return rc != CURLE_OK || status == 0 || status == 429 || status >= 500;
 }
 
-/* "409 stale-lease: ..." from a problem answer, or the curl error; for logs. The caller frees. */
+/* What went wrong with a call, for logs. The caller frees. */
 static char *describe(const struct call *c, CURLcode rc, long status)
 {
-    if (rc != CURLE_OK)
-        return ad_strdup(c->errbuf[0] != '\0' ? c->errbuf : curl_easy_strerror(rc));
-    json_t *p = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
-    const char *code = json_string_value(json_object_get(p, "code"));
-    const char *detail = json_string_value(json_object_get(p, "detail"));
-    char *raw = ad_asprintf("HTTP %ld%s%s%s%s", status, code != NULL ? " " : "", code != NULL ? code : "",
-                            detail != NULL ? ": " : "", detail != NULL ? detail : "");
-    json_decref(p);
-    char *s = ad_worker_clean_text(raw, strlen(raw));
-    free(raw);
-    utf8_cut(s, 400);
-    return s;
+    return ad_client_describe(rc, c->errbuf, status, &c->resp);
 }
 
 static int job_path_ok(const char *id)
@@ -666,7 +615,7 @@ static void on_progress(void *ctx, const char *line, size_t n)
     t->message = NULL;
     if (msg != NULL) {
         t->message = ad_worker_clean_text(msg, msglen);
-        utf8_cut(t->message, MESSAGE_MAX);
+        ad_client_utf8_cut(t->message, MESSAGE_MAX);
     }
     t->hb_dirty = 1;
 }
@@ -741,7 +690,7 @@ static int task_spawn(struct worker *w, struct task *t)
     envp[w->nenv] = ad_asprintf("ACCEPTD_JOB_ID=%s", t->id);
     envp[w->nenv + 1] = ad_asprintf("ACCEPTD_JOB_TYPE=%s", t->type);
     envp[w->nenv + 2] = ad_asprintf("ACCEPTD_JOB_ATTEMPT=%d", t->attempt);
-    envp[w->nenv + 3] = ad_asprintf("ACCEPTD_URL=%s", w->base);
+    envp[w->nenv + 3] = ad_asprintf("ACCEPTD_URL=%s", w->client.base);
 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -860,7 +809,7 @@ static void task_report(struct worker *w, struct task *t, enum call_kind kind, j
 static void task_fail(struct worker *w, struct task *t, const char *code, const char *title, const char *detail,
                       int retryable)
 {
-    char *type = ad_asprintf(PROBLEM_BASE "%s", code);
+    char *type = ad_asprintf(AD_CLIENT_PROBLEM_BASE "%s", code);
     json_t *problem = json_object();
     json_object_set_new(problem, "type", json_string(type));
     json_object_set_new(problem, "title", json_string(title));
@@ -934,7 +883,7 @@ static void task_finished(struct worker *w, struct task *t)
             d = ad_strdup("the command exited 0 but printed nothing on stdout; the result must be a JSON document");
         } else {
             char *start = ad_worker_clean_text(t->result.data, t->result.len < 120 ? t->result.len : 120);
-            utf8_cut(start, 100);
+            ad_client_utf8_cut(start, 100);
             d = ad_asprintf("the command's output was not JSON (%s at line %d, column %d); stdout began with: %s",
                             jerr.text, jerr.line, jerr.column, start);
             free(start);
@@ -1017,7 +966,7 @@ static void lease_done(struct worker *w, struct call *c, CURLcode rc, long statu
     if (transient(rc, status)) {
         char *why = describe(c, rc, status);
         if (!w->lease_failing)
-            ad_warn("worker: cannot lease from %s (%s); retrying", w->base, why);
+            ad_warn("worker: cannot lease from %s (%s); retrying", w->client.base, why);
         free(why);
         w->lease_failing = 1;
         w->lease_due = now + w->lease_backoff;
@@ -1025,7 +974,7 @@ static void lease_done(struct worker *w, struct call *c, CURLcode rc, long statu
         return;
     }
     if (w->lease_failing)
-        ad_info("worker: leasing from %s again", w->base);
+        ad_info("worker: leasing from %s again", w->client.base);
     w->lease_failing = 0;
     w->lease_backoff = BACKOFF_MIN_MS;
     if (status == 204) {
@@ -1470,11 +1419,7 @@ int ad_worker_main(int argc, char **argv)
         free(w.exe);
         return 1;
     }
-    size_t len = strlen(w.o.url);
-    while (len > 0 && w.o.url[len - 1] == '/')
-        len--;
-    w.base = ad_strndup(w.o.url, len);
-    w.auth = w.o.key != NULL ? ad_asprintf("Authorization: Bearer %s", w.o.key) : NULL;
+    ad_client_init(&w.client, w.o.url, w.o.key, "acceptd-worker/" AD_VERSION);
     if (w.o.name != NULL) {
         w.name = ad_strdup(w.o.name);
     } else {
@@ -1497,7 +1442,7 @@ int ad_worker_main(int argc, char **argv)
     size_t tl = 0;
     for (size_t i = 0; i < w.o.ntypes && tl < sizeof(types); i++)
         tl += (size_t)snprintf(types + tl, sizeof(types) - tl, "%s%s", i ? "," : "", w.o.types[i]);
-    ad_info("worker %s: leasing %s from %s, %d at a time, lease %d s; command %s", w.name, types, w.base,
+    ad_info("worker %s: leasing %s from %s, %d at a time, lease %d s; command %s", w.name, types, w.client.base,
             w.o.concurrency, w.o.lease_seconds, w.exe);
 
     rc = run(&w);
@@ -1512,11 +1457,7 @@ int ad_worker_main(int argc, char **argv)
     curl_multi_cleanup(w.multi);
     curl_global_cleanup();
     free(w.envp);
-    free(w.base);
-    if (w.auth != NULL) {
-        memset(w.auth, 0, strlen(w.auth));
-        free(w.auth);
-    }
+    ad_client_free(&w.client);
     free(w.name);
     free(w.exe);
     close(sig_fd[0]);

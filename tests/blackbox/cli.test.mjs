@@ -80,6 +80,38 @@ describe('acceptd command line', () => {
         }
     });
 
+    it('submit --help and jobs --help print their usage with every flag on stdout and exit 0', () => {
+        const flags = {
+            submit: ['--payload', '--idempotency-key', '--priority', '--run-at', '--callback-url', '--wait', '--timeout', '--url', '--key', '--help'],
+            jobs: ['list', 'get', 'result', 'cancel', 'retry', 'events', 'attempts', '--status', '--type', '--updated-after', '--limit',
+                '--page-token', '--all', '--watch', '--url', '--key', '--output', '--help'],
+        };
+        for (const args of [['submit', '--help'], ['submit', '-h'], ['jobs', '--help'], ['jobs', 'list', '-h']]) {
+            const r = run(args);
+            assert.equal(r.code, 0, show(r));
+            assert.match(r.stdout, new RegExp(`^usage: acceptd ${args[0]} `), show(r));
+            for (const f of flags[args[0]]) assert.ok(r.stdout.includes(f), `${f} missing\n${show(r)}`);
+            assert.equal(r.stderr, '', show(r));
+        }
+    });
+
+    it('an unknown option or a missing argument to submit or jobs is named on stderr with the usage, and exits 2', () => {
+        for (const [args, msg] of [
+            [['submit', 't', '--bogus'], /^acceptd submit: unknown option --bogus\n/],
+            [['submit', 't', '--payload'], /^acceptd submit: --payload needs a value\n/],
+            [['submit'], /^acceptd submit: no job type given\n/],
+            [['jobs', 'list', '--bogus'], /^acceptd jobs: unknown option --bogus\n/],
+            [['jobs'], /^acceptd jobs: no verb given\n/],
+            [['jobs', 'frobnicate'], /^acceptd jobs: unknown verb frobnicate\n/],
+        ]) {
+            const r = run(args);
+            assert.equal(r.code, 2, show(r));
+            assert.match(r.stderr, msg, show(r));
+            assert.match(r.stderr, new RegExp(`\nusage: acceptd ${args[0]} `), show(r));
+            assert.equal(r.stdout, '', show(r));
+        }
+    });
+
     it('acceptd --version and acceptd version print the version on stdout and exit 0', () => {
         for (const args of [['--version'], ['version']]) {
             const r = run(args);
