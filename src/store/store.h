@@ -61,6 +61,20 @@ void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j);
  * running (the live attempt), succeeded or partialSuccess (the attempt its worker completed). */
 int ad_attempt_is_own(enum ad_status s);
 
+/* Jobs counted by type and status (store job_counts, the dashboard's overview): how many, and the created_at of
+ * the oldest of them. */
+struct ad_job_count {
+    char *type;
+    int status;
+    int64_t n;
+    int64_t oldest;
+};
+struct ad_job_count_list {
+    struct ad_job_count *items;
+    size_t n;
+};
+void ad_job_count_list_free(struct ad_job_count_list *l);
+
 /* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
  * event carries the job itself, rendered when it is sent). */
 struct ad_event {
@@ -197,6 +211,9 @@ struct ad_store_ops {
     /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
     ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
                            int limit, struct ad_job_list *out);
+    /* The jobs of a tenant (NULL: of every tenant) counted by type and status, by type then status, at most limit
+     * groups. It reads every row of the tenant: for the dashboard's overview, not for a hot path. */
+    ad_err (*job_counts)(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out);
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at

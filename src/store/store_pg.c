@@ -242,6 +242,7 @@ enum pg_stmt {
     ST_ATTEMPT_LIST,
     ST_EVENT_APPEND,
     ST_EVENTS_AFTER,
+    ST_JOB_COUNTS,
     ST_WEBHOOK_PUT,
     ST_WEBHOOK_GET,
     ST_WEBHOOK_CALLBACK,
@@ -312,6 +313,8 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = $1"
                         " ORDER BY started_at, id",
     [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1, $2, $3, $4)",
+    [ST_JOB_COUNTS] = "SELECT type, status, count(*), min(created_at) FROM jobs WHERE $1::text IS NULL OR tenant = $1"
+                      " GROUP BY type, status ORDER BY type, status LIMIT $2",
     [ST_EVENTS_AFTER] = "SELECT seq, kind, data FROM job_events WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
     [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" PG_WEBHOOK_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
                        " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
@@ -1461,6 +1464,26 @@ static ad_err pg_attempt_list(struct ad_conn *c, const char *job_id, struct ad_a
     return fetch_rows(c, ST_ATTEMPT_LIST, &p, &out->items, &out->n, sizeof(*out->items), read_attempt, "list attempts");
 }
 
+/* ---- counts for the dashboard ---- */
+
+static void read_count(const PGresult *r, int row, void *slot)
+{
+    struct ad_job_count *k = slot;
+    k->type = col_TEXT(r, row, 0);
+    k->status = (int)col_INT64(r, row, 1);
+    k->n = col_INT64(r, row, 2);
+    k->oldest = col_INT64(r, row, 3);
+}
+
+static ad_err pg_job_counts(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct pg_params p = {0};
+    param_TEXT(&p, tenant);
+    param_INT(&p, limit);
+    return fetch_rows(c, ST_JOB_COUNTS, &p, &out->items, &out->n, sizeof(*out->items), read_count, "count jobs");
+}
+
 /* ---- job events ---- */
 
 static ad_err pg_event_append(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data)
@@ -1909,6 +1932,7 @@ static const struct ad_store_ops pg_ops = {
     .job_list = pg_job_list,
     .job_changes = pg_job_changes,
     .job_leasable = pg_job_leasable,
+    .job_counts = pg_job_counts,
     .job_running = pg_job_running,
     .job_scheduled = pg_job_scheduled,
     .sweep = pg_sweep,
