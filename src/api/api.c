@@ -43,6 +43,13 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
     {"POST", "/v1/jobs/{id}:release", ad_api_release, WORKER},
     {"POST", "/v1/leases", ad_api_lease, WORKER},
+    {"GET", "/v1/leases", ad_api_lease_list, ALL},
+    {"GET", "/v1/stats", ad_api_stats, ALL},
+    {"GET", "/ui", ad_api_ui, 0},
+    {"GET", "/ui/", ad_api_ui, 0},
+    {"GET", "/ui/{id}.html", ad_api_ui, 0},
+    {"GET", "/ui/{id}.js", ad_api_ui, 0},
+    {"GET", "/ui/{id}.css", ad_api_ui, 0},
     {"POST", "/v1/webhooks", ad_api_webhook_create, CLIENT},
     {"GET", "/v1/webhooks", ad_api_webhook_list, CLIENT},
     {"GET", "/v1/webhooks/{id}", ad_api_webhook_get, CLIENT},
@@ -208,6 +215,7 @@ static const struct ad_hub_listener api_listener = {
 int ad_api_init(char *err, size_t errlen)
 {
     ad_hub_listen(&api_listener);
+    ad_api_stats_init();
     return ad_api_events_init(err, errlen);
 }
 
