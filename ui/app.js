@@ -307,9 +307,15 @@ async function overviewView(root, signal) {
     heading(root, 'Overview');
     const body = h('div', { class: 'overview' });
     root.append(body);
+    let last = null;
+    // The chart is drawn for the screen's width: redraw it when the layout changes (a phone turned, say).
+    const mq = matchMedia('(max-width: 700px)');
+    const redraw = () => last && renderOverview(body, last);
+    mq.addEventListener('change', redraw);
+    signal.addEventListener('abort', () => mq.removeEventListener('change', redraw));
     await every(5000, async () => {
-        const s = await api('GET', '/v1/stats', undefined, signal);
-        renderOverview(body, s);
+        last = await api('GET', '/v1/stats', undefined, signal);
+        renderOverview(body, last);
     }, signal);
 }
 
