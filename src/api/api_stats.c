@@ -229,6 +229,65 @@ static const char *scope(const struct ad_request *r)
 
 /* ---- GET /v1/stats ---- */
 
+/*
+ * The counts are a pass over the tenant's rows (every row, for an admin), and on SQLite a read runs on the event
+ * loop: so each scope's counts are kept for AD_STATS_COUNTS_TTL_MS and every dashboard open on it shares them,
+ * whatever their number.
+ */
+#define AD_STATS_COUNTS_TTL_MS 5000
+#define AD_STATS_COUNTS_KEPT 64
+
+struct counts_kept {
+    struct counts_kept *next;
+    char *tenant; /* NULL: every tenant */
+    int64_t at;   /* monotonic ms */
+    struct ad_job_count_list l;
+};
+static struct counts_kept *kept;
+
+static int same_scope(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+static const struct counts_kept *kept_fresh(const char *tenant)
+{
+    int64_t now = ad_mono_ms();
+    for (const struct counts_kept *k = kept; k != NULL; k = k->next)
+        if (same_scope(k->tenant, tenant) && now - k->at < AD_STATS_COUNTS_TTL_MS)
+            return k;
+    return NULL;
+}
+
+/* Keep l (taken: it is emptied) as tenant's counts, in place of any older ones; past AD_STATS_COUNTS_KEPT scopes
+ * the stalest is dropped. */
+static void keep(const char *tenant, struct ad_job_count_list *l)
+{
+    struct counts_kept **pp = &kept, **stalest = NULL;
+    size_t n = 0;
+    for (; *pp != NULL; pp = &(*pp)->next, n++) {
+        if (same_scope((*pp)->tenant, tenant))
+            break;
+        if (stalest == NULL || (*pp)->at < (*stalest)->at)
+            stalest = pp;
+    }
+    struct counts_kept *k = *pp;
+    if (k == NULL && n >= AD_STATS_COUNTS_KEPT) {
+        k = *stalest;
+        free(k->tenant);
+        k->tenant = ad_strdup_opt(tenant);
+    } else if (k == NULL) {
+        k = ad_calloc(1, sizeof(*k));
+        k->tenant = ad_strdup_opt(tenant);
+        k->next = kept;
+        kept = k;
+    }
+    ad_job_count_list_free(&k->l);
+    k->l = *l;
+    *l = (struct ad_job_count_list){0};
+    k->at = ad_mono_ms();
+}
+
 struct stats_read {
     struct ad_api_read rd;
     char *tenant; /* NULL: every tenant */
@@ -241,14 +300,14 @@ static ad_err stats_apply(struct ad_op *op, struct ad_conn *c)
     return ad_hub.store->ops->job_counts(c, x->tenant, AD_STATS_GROUPS, &x->l);
 }
 
-static void stats_send(struct ad_request *r, const struct stats_read *x)
+static void stats_send(struct ad_request *r, const char *tenant, const struct ad_job_count_list *l)
 {
     int64_t now = ad_now_ms();
     struct ad_buf b;
     ad_buf_init(&b, 4 * 1024 * 1024);
     AD_JSON_OPEN(&b, "tenant");
-    if (x->tenant != NULL)
-        ad_json_str(&b, x->tenant);
+    if (tenant != NULL)
+        ad_json_str(&b, tenant);
     else
         ad_json_null(&b);
     AD_JSON_KEY(&b, "now");
@@ -257,8 +316,8 @@ static void stats_send(struct ad_request *r, const struct stats_read *x)
     ad_json_time(&b, collecting_since);
     AD_JSON_KEY(&b, "counts");
     AD_BUF_LIT(&b, "[");
-    for (size_t i = 0; i < x->l.n; i++) {
-        const struct ad_job_count *k = &x->l.items[i];
+    for (size_t i = 0; i < l->n; i++) {
+        const struct ad_job_count *k = &l->items[i];
         if (i != 0)
             AD_BUF_LIT(&b, ",");
         AD_JSON_OPEN(&b, "type");
@@ -273,8 +332,8 @@ static void stats_send(struct ad_request *r, const struct stats_read *x)
     }
     AD_BUF_LIT(&b, "]");
     AD_JSON_KEY(&b, "countsTruncated");
-    ad_json_bool(&b, x->l.n >= AD_STATS_GROUPS);
-    render_activity(&b, x->tenant, now);
+    ad_json_bool(&b, l->n >= AD_STATS_GROUPS);
+    render_activity(&b, tenant, now);
     AD_BUF_LIT(&b, "}");
     if (ad_json_end(&b) != 0)
         ad_http_problem(r->req, AD_E_INTERNAL, "the statistics do not fit in an answer", NULL);
@@ -289,18 +348,25 @@ static void stats_answer(struct ad_api_read *rd, struct ad_request *r)
     if (r != NULL && rd->op.err != AD_E_OK)
         ad_api_fail(r, rd->op.err);
     else if (r != NULL)
-        stats_send(r, x);
+        stats_send(r, x->tenant, &x->l);
+    if (rd->op.err == AD_E_OK)
+        keep(x->tenant, &x->l);
     ad_job_count_list_free(&x->l);
     free(x->tenant);
 }
 
 int ad_api_stats(struct ad_request *r)
 {
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    const struct counts_kept *k = kept_fresh(scope(r));
+    if (k != NULL) {
+        stats_send(r, k->tenant, &k->l);
+        return 0;
+    }
     struct stats_read *x = ad_calloc(1, sizeof(*x));
     x->tenant = ad_strdup_opt(scope(r));
     x->rd.op.apply = stats_apply;
     x->rd.answer = stats_answer;
-    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
     return ad_api_read(r, &x->rd);
 }
 
