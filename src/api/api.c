@@ -52,6 +52,13 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/jobs/{id}:fail", ad_api_fail_job, WORKER},
     {"POST", "/v1/jobs/{id}:release", ad_api_release, WORKER},
     {"POST", "/v1/leases", ad_api_lease, WORKER},
+    {"GET", "/v1/leases", ad_api_lease_list, ALL},
+    {"GET", "/v1/stats", ad_api_stats, ALL},
+    {"GET", "/ui", ad_api_ui, 0},
+    {"GET", "/ui/", ad_api_ui, 0},
+    {"GET", "/ui/{id}.html", ad_api_ui, 0},
+    {"GET", "/ui/{id}.js", ad_api_ui, 0},
+    {"GET", "/ui/{id}.css", ad_api_ui, 0},
     {"POST", "/v1/webhooks", ad_api_webhook_create, CLIENT},
     {"GET", "/v1/webhooks", ad_api_webhook_list, CLIENT},
     {"GET", "/v1/webhooks/{id}", ad_api_webhook_get, CLIENT},
@@ -218,6 +225,7 @@ static const struct ad_hub_listener api_listener = {
 int ad_api_init(char *err, size_t errlen)
 {
     ad_hub_listen(&api_listener);
+    ad_api_stats_init();
     return ad_api_events_init(err, errlen);
 }
 
@@ -598,33 +606,19 @@ int ad_api_readyz(struct ad_request *r)
 static int64_t jobs_counted_at = -1; /* monotonic ms of the last count, -1 = never */
 static int64_t jobs_count_ms;        /* what the last count took */
 
-struct job_row {
-    char *type;
-    int status;
-    int64_t n;
-};
+/* Type and status pairs counted at most: far more than a configuration has (types times six statuses). */
+#define AD_METRICS_JOB_GROUPS 4096
 
 struct metrics_read {
     struct ad_api_read rd;
-    struct job_row *rows;
-    size_t n, cap;
+    struct ad_job_count_list l;
     int64_t started_ms;
 };
 
-/* The reader's thread on PostgreSQL, the event loop on SQLite: the rows wait in the op for the answer. */
-static void metrics_row(void *arg, const char *type, int status, int64_t n)
-{
-    struct metrics_read *x = arg;
-    if (x->n == x->cap) {
-        x->cap = x->cap != 0 ? x->cap * 2 : 32;
-        x->rows = ad_realloc(x->rows, x->cap * sizeof(*x->rows));
-    }
-    x->rows[x->n++] = (struct job_row){ad_strdup(type != NULL ? type : ""), status, n};
-}
-
 static ad_err metrics_apply(struct ad_op *op, struct ad_conn *c)
 {
-    return ad_hub.store->ops->job_counts(c, metrics_row, op);
+    struct metrics_read *x = (struct metrics_read *)op;
+    return ad_hub.store->ops->job_counts(c, NULL, AD_METRICS_JOB_GROUPS, &x->l);
 }
 
 static int metrics_send(struct ad_request *r)
@@ -654,14 +648,14 @@ static void metrics_answer(struct ad_api_read *rd, struct ad_request *r)
     if (rd->op.err == AD_E_OK) {
         jobs_count_ms = ad_mono_ms() - x->started_ms;
         ad_metrics_jobs_reset();
-        for (size_t i = 0; i < x->n; i++)
-            if (x->rows[i].status >= 0 && x->rows[i].status < AD_STATUS__COUNT)
-                ad_metrics_jobs_add(x->rows[i].type, ad_status_name((enum ad_status)x->rows[i].status), x->rows[i].n);
+        for (size_t i = 0; i < x->l.n; i++) {
+            const struct ad_job_count *k = &x->l.items[i];
+            if (k->status >= 0 && k->status < AD_STATUS__COUNT)
+                ad_metrics_jobs_add(k->type, ad_status_name((enum ad_status)k->status), k->n);
+        }
         jobs_counted_at = ad_mono_ms();
     }
-    for (size_t i = 0; i < x->n; i++)
-        free(x->rows[i].type);
-    free(x->rows);
+    ad_job_count_list_free(&x->l);
     /* A store that does not answer leaves the last count: the other metrics matter most then. */
     if (r != NULL)
         metrics_send(r);

@@ -135,6 +135,20 @@ void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
 /* Serve parked lease requests of tenant for type (a hub listener). */
 void ad_api_leases_kick(const char *tenant, const char *type);
 
+/* Each parked lease request of tenant (NULL: of every tenant), for the dashboard: fn gets its tenant, types, worker
+ * name (may be NULL) and how long it has waited. */
+void ad_api_leases_parked(const char *tenant,
+                          void (*fn)(void *arg, const char *tenant, char *const *types, size_t ntypes,
+                                     const char *worker, int64_t waited_ms),
+                          void *arg);
+
+/* The dashboard (api_stats.c, api_ui.c): GET /v1/stats (counts, rates and latencies of the caller's tenant, every
+ * tenant's for an admin), GET /v1/leases (running jobs' leases and parked lease requests), and the files of /ui/. */
+void ad_api_stats_init(void);
+int ad_api_stats(struct ad_request *r);
+int ad_api_lease_list(struct ad_request *r);
+int ad_api_ui(struct ad_request *r);
+
 /* The Google AIP-151 operations view of jobs (api_operations.c). */
 int ad_api_op_get(struct ad_request *r);
 int ad_api_op_list(struct ad_request *r);

@@ -565,3 +565,16 @@ int ad_api_release(struct ad_request *r)
 {
     return report(r, AD_EV_RELEASE);
 }
+
+void ad_api_leases_parked(const char *tenant,
+                          void (*fn)(void *arg, const char *tenant, char *const *types, size_t ntypes,
+                                     const char *worker, int64_t waited_ms),
+                          void *arg)
+{
+    int64_t now = ad_mono_ms();
+    for (h2o_linklist_t *node = ad_hub.parked.next; node != &ad_hub.parked; node = node->next) {
+        const struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
+        if (tenant == NULL || strcmp(p->r->tenant, tenant) == 0)
+            fn(arg, p->r->tenant, p->ask.types, p->ask.ntypes, p->ask.worker, now - (p->deadline - p->ask.wait_ms));
+    }
+}

@@ -38,6 +38,15 @@ void ad_job_list_free(struct ad_job_list *l)
     l->n = 0;
 }
 
+void ad_job_count_list_free(struct ad_job_count_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].type);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
 void ad_attempt_list_free(struct ad_attempt_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {

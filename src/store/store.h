@@ -61,6 +61,20 @@ void ad_attempt_own(struct ad_attempt_list *l, const struct ad_job *j);
  * running (the live attempt), succeeded or partialSuccess (the attempt its worker completed). */
 int ad_attempt_is_own(enum ad_status s);
 
+/* Jobs counted by type and status (store job_counts: the dashboard's overview and GET /metrics): how many, and the
+ * created_at of the oldest of them. */
+struct ad_job_count {
+    char *type;
+    int status;
+    int64_t n;
+    int64_t oldest;
+};
+struct ad_job_count_list {
+    struct ad_job_count *items;
+    size_t n;
+};
+void ad_job_count_list_free(struct ad_job_count_list *l);
+
 /* One entry of a job's event log: kind "status", "progress" or "done"; data JSON text, NULL for done (the
  * event carries the job itself, rendered when it is sent). */
 struct ad_event {
@@ -197,6 +211,9 @@ struct ad_store_ops {
     /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
     ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
                            int limit, struct ad_job_list *out);
+    /* The jobs of a tenant (NULL: of every tenant) counted by type and status, by type then status, at most limit
+     * groups. It reads every row of the tenant: for the dashboard's overview, not for a hot path. */
+    ad_err (*job_counts)(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out);
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at
@@ -207,10 +224,6 @@ struct ad_store_ops {
     ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);
     /* Highest seq in the store (0 when empty). */
     ad_err (*max_seq)(struct ad_conn *c, int64_t *out);
-    /* How many jobs (not tombstoned) there are of each type and status, across tenants: row(arg, type, status, n)
-     * once per pair that has any (GET /metrics). */
-    ad_err (*job_counts)(struct ad_conn *c, void (*row)(void *arg, const char *type, int status, int64_t n), void *arg);
-
     /* Attempt history: a row per lease, written when the lease ends, from the running job j (its attempt, worker and
      * started_at) before the change that ends it. Two attempts are not stored, being the job's own (ad_attempt_own):
      * the live attempt of a running job, and the attempt that a worker's complete ended, the job's last. */

@@ -236,7 +236,6 @@ enum pg_stmt {
     ST_TOMBSTONE,
     ST_DELETE,
     ST_MAX_SEQ,
-    ST_JOB_COUNTS,
     ST_IDEM_GET,
     ST_IDEM_PUT,
     ST_IDEM_SWEEP,
@@ -244,6 +243,7 @@ enum pg_stmt {
     ST_ATTEMPT_LIST,
     ST_EVENT_APPEND,
     ST_EVENTS_AFTER,
+    ST_JOB_COUNTS,
     ST_WEBHOOK_PUT,
     ST_WEBHOOK_GET,
     ST_WEBHOOK_CALLBACK,
@@ -303,7 +303,6 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_DELETE] = "DELETE FROM jobs"
                   " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= $1 LIMIT $2)",
     [ST_MAX_SEQ] = "SELECT seq FROM acceptd_counter WHERE id = 1",
-    [ST_JOB_COUNTS] = "SELECT type, status, count(*) FROM jobs WHERE tombstoned = 0 GROUP BY type, status",
     [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = $1 AND key = $2",
     [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
                     " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, key) DO UPDATE SET"
@@ -315,6 +314,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = $1"
                         " ORDER BY started_at, id",
     [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES ($1, $2, $3, $4)",
+    [ST_JOB_COUNTS] = "SELECT type, status, count(*), min(created_at) FROM jobs"
+                      " WHERE ($1::text IS NULL OR tenant = $1) AND tombstoned = 0"
+                      " GROUP BY type, status ORDER BY type, status LIMIT $2",
     [ST_EVENTS_AFTER] = "SELECT seq, kind, data FROM job_events WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
     [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" PG_WEBHOOK_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
                        " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
@@ -1377,18 +1379,6 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     return e;
 }
 
-static ad_err pg_job_counts(struct ad_conn *c, void (*row)(void *arg, const char *type, int status, int64_t n),
-                            void *arg)
-{
-    struct pg_params p = {0};
-    PGresult *r;
-    ad_err e = query(c, ST_JOB_COUNTS, &p, &r, "job counts");
-    for (int i = 0; e == AD_E_OK && i < PQntuples(r); i++)
-        row(arg, PQgetvalue(r, i, 0), (int)col_INT64(r, i, 1), col_INT64(r, i, 2));
-    PQclear(r);
-    return e;
-}
-
 /* The counter: inside a batch, what it will be at commit. */
 static ad_err pg_max_seq(struct ad_conn *c, int64_t *out)
 {
@@ -1475,6 +1465,26 @@ static ad_err pg_attempt_list(struct ad_conn *c, const char *job_id, struct ad_a
     struct pg_params p = {0};
     param_TEXT(&p, job_id);
     return fetch_rows(c, ST_ATTEMPT_LIST, &p, &out->items, &out->n, sizeof(*out->items), read_attempt, "list attempts");
+}
+
+/* ---- counts for the dashboard ---- */
+
+static void read_count(const PGresult *r, int row, void *slot)
+{
+    struct ad_job_count *k = slot;
+    k->type = col_TEXT(r, row, 0);
+    k->status = (int)col_INT64(r, row, 1);
+    k->n = col_INT64(r, row, 2);
+    k->oldest = col_INT64(r, row, 3);
+}
+
+static ad_err pg_job_counts(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct pg_params p = {0};
+    param_TEXT(&p, tenant);
+    param_INT(&p, limit);
+    return fetch_rows(c, ST_JOB_COUNTS, &p, &out->items, &out->n, sizeof(*out->items), read_count, "count jobs");
 }
 
 /* ---- job events ---- */

@@ -197,6 +197,7 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   attempt_add, attempt_list        sc_test_attempts
  *   idem_get, idem_put, idem_sweep   sc_test_idempotency_records
  *   event_append, events_after       sc_test_job_events
+ *   job_counts                       sc_test_job_counts_by_type_and_status
  *   snapshot_begin, snapshot_end     sc_test_snapshot_reads_committed_rows
  *   webhook_put, webhook_get,
  *   webhook_list, webhook_delete     sc_test_webhooks, sc_test_webhook_lookups_kept_for_the_transaction
@@ -227,6 +228,7 @@ static void sc_test_ops_table(void **state)
     X(job_list)                                                                                                        \
     X(job_changes)                                                                                                     \
     X(job_leasable)                                                                                                    \
+    X(job_counts)                                                                                                      \
     X(job_running)                                                                                                     \
     X(job_scheduled)                                                                                                   \
     X(sweep)                                                                                                           \
@@ -910,6 +912,50 @@ static void sc_test_running_jobs_by_lease_expiry(void **state)
     assert_ids(&l, "r_early,r_late");
     assert_int_equal(l.items[0]->lease_expires_at, T0 + 10);
     ad_job_list_free(&l);
+}
+
+/* The dashboard's counts: a tenant's jobs (or every tenant's) grouped by type then status, with the oldest's
+ * created_at, and no more groups than asked for. */
+static void sc_test_job_counts_by_type_and_status(void **state)
+{
+    struct fx *f = *state;
+    const struct {
+        const char *id, *tenant, *type;
+        enum ad_status st;
+        int64_t created;
+    } rows[] = {
+        {"c1", "t1", "b", AD_QUEUED, T0 + 30}, {"c2", "t1", "b", AD_QUEUED, T0 + 10}, {"c3", "t1", "a", AD_FAILED, T0},
+        {"c4", "t1", "b", AD_RUNNING, T0 + 5}, {"c5", "t2", "b", AD_QUEUED, T0 + 1},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct ad_job *j = new_job(rows[i].id, rows[i].tenant, rows[i].type, rows[i].st, AD_PRIO_NORMAL);
+        j->created_at = rows[i].created;
+        sc_insert(f, j);
+        ad_job_free(j);
+    }
+    struct ad_job_count_list l = {0};
+    assert_int_equal(f->s->ops->job_counts(f->c, "t1", 100, &l), AD_E_OK);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.items[0].type, "a");
+    assert_int_equal(l.items[0].status, AD_FAILED);
+    assert_int_equal(l.items[0].n, 1);
+    assert_string_equal(l.items[1].type, "b");
+    assert_int_equal(l.items[1].status, AD_QUEUED);
+    assert_int_equal(l.items[1].n, 2);
+    assert_int_equal(l.items[1].oldest, T0 + 10);
+    assert_int_equal(l.items[2].status, AD_RUNNING);
+    ad_job_count_list_free(&l);
+    assert_int_equal(f->s->ops->job_counts(f->c, NULL, 100, &l), AD_E_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.items[1].n, 3);
+    assert_int_equal(l.items[1].oldest, T0 + 1);
+    ad_job_count_list_free(&l);
+    assert_int_equal(f->s->ops->job_counts(f->c, "t1", 2, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_job_count_list_free(&l);
+    assert_int_equal(f->s->ops->job_counts(f->c, "nobody", 100, &l), AD_E_OK);
+    assert_int_equal(l.n, 0);
+    ad_job_count_list_free(&l);
 }
 
 static void sc_test_scheduled_soonest_first(void **state)
@@ -1672,6 +1718,7 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_leasable_order_and_exclusions, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
+        cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
         cmocka_unit_test_setup_teardown(sc_test_sweep_tombstones_then_deletes, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_job_events, setup, teardown),                                          \
