@@ -140,24 +140,26 @@ int ad_writer_deliver(void)
  */
 static void apply_ops(struct ad_op *op, ad_err *berr)
 {
-    const struct ad_store_ops *ops = store->ops;
-    for (; op != NULL && *berr == AD_E_OK; op = op->next) {
-        if (ops->changes != NULL) {
-            int64_t before = ops->changes(conn);
-            op->err = op->apply(op, conn);
-            if (op->err != AD_E_OK && ops->changes(conn) != before)
-                *berr = op->err;
-            continue;
-        }
-        op->err = ops->savepoint(conn);
-        if (op->err != AD_E_OK)
-            continue;
-        op->err = op->apply(op, conn);
-        if (op->err == AD_E_OK)
-            op->err = ops->release(conn);
-        else
-            ops->rollback_to(conn);
+    for (; op != NULL && *berr == AD_E_OK; op = op->next)
+        *berr = ad_writer_apply_nested(store->ops, op, conn);
+}
+
+ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, struct ad_conn *c)
+{
+    if (ops->changes != NULL) {
+        int64_t before = ops->changes(c);
+        op->err = op->apply(op, c);
+        return op->err != AD_E_OK && ops->changes(c) != before ? op->err : AD_E_OK;
     }
+    op->err = ops->savepoint(c);
+    if (op->err != AD_E_OK)
+        return AD_E_OK;
+    op->err = op->apply(op, c);
+    if (op->err == AD_E_OK)
+        op->err = ops->release(c);
+    else
+        ops->rollback_to(c);
+    return AD_E_OK;
 }
 
 /* Take up to max queued operations off the queue (mu held): their chain, its last op in *last and its

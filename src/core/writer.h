@@ -95,6 +95,12 @@ void ad_writer_turn(void);
  * the same turns as the writer's completions (the reader threads of hub/reader.c answer through it). An op
  * handed back so counts as handed in until its done() has run (ad_writer_idle). */
 void ad_writer_complete(struct ad_op *op);
+/* Apply op inside the open batch transaction as the writer applies each queued op (writer.c, apply_ops): op->err
+ * is the op's own outcome, undone alone when it failed before writing (or, on a store that cannot count its
+ * changes, by a savepoint); returns the error that fails the whole batch (op failed after writing), else AD_E_OK.
+ * For an op that applies others it holds (ad_batch_op, core.h); ops: the store's, that c belongs to. Writer
+ * thread, inside an apply. */
+ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, struct ad_conn *c);
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
