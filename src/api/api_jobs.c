@@ -923,6 +923,7 @@ int ad_api_submit_batch(struct ad_request *r)
     free(keys);
     json_decref(body);
     ctx->pend = ad_pending_new(req, ctx, NULL);
+    op->op.weight = n; /* limits.maxQueuedWrites counts the jobs the batch holds until its answer */
     ad_writer_submit(&op->op);
     return 0;
 }

@@ -115,6 +115,11 @@ static int publish(struct ad_op *op)
     return 1;
 }
 
+static uint64_t op_weight(const struct ad_op *op)
+{
+    return op->weight != 0 ? op->weight : 1;
+}
+
 int ad_writer_deliver(void)
 {
     for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
@@ -122,10 +127,11 @@ int ad_writer_deliver(void)
         h2o_linklist_unlink(&m->link);
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
         int published = publish(op);
+        uint64_t weight = op_weight(op); /* done() frees op */
         op->done(op);
         if (published && settled_fn != NULL)
             settled_fn();
-        __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&delivered, weight, __ATOMIC_RELAXED);
     }
     return !h2o_linklist_is_empty(&ready);
 }
@@ -386,7 +392,7 @@ size_t ad_writer_outstanding(void)
 
 void ad_writer_submit(struct ad_op *op)
 {
-    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->next = NULL;
     op->err = AD_E_OK;
     op->nchanged = 0;
@@ -401,7 +407,7 @@ void ad_writer_submit(struct ad_op *op)
 
 void ad_writer_complete(struct ad_op *op)
 {
-    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->msg.link.next = op->msg.link.prev = NULL;
     h2o_multithread_send_message(&receiver, &op->msg);
 }
