@@ -8,7 +8,8 @@
 # requests/s, durable jobs/s (requests/s x BATCH_JOBS), and jobs/s as a ratio to the single submit's jobs/s
 # and to issue 41's target of 100,000 jobs/s. Rounds and medians as in bench/http.sh (BENCH_ROUNDS, default 3).
 # Settings: BATCH_WRK (default -t1 -c16 -d5s: 16 batches of 100 in flight hold 1,600 jobs, more than the
-# writer's batch of 1,024 operations would take in one commit as single submits).
+# writer's batch of 1,024 operations would take in one commit as single submits); BATCH_STORE, a postgresql://
+# URL to measure the PostgreSQL store instead of SQLite (a database the daemon may create its tables in).
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -20,8 +21,12 @@ export BATCH_JOBS
 TARGET=100000
 
 bench_init
-echo "batch: wrk $BENCH_WRK (submit), wrk $BATCH_WRK (batches of $BATCH_JOBS jobs)"
-start_acceptd
+echo "batch: wrk $BENCH_WRK (submit), wrk $BATCH_WRK (batches of $BATCH_JOBS jobs)${BATCH_STORE:+, PostgreSQL store}"
+if [ -n "${BATCH_STORE:-}" ]; then
+    start_acceptd --store "$BATCH_STORE"
+else
+    start_acceptd
+fi
 
 # One batch by hand: every job 202 and durable, or the figures mean nothing.
 body=$(BATCH_JOBS=$BATCH_JOBS awk -v n="$BATCH_JOBS" 'BEGIN { printf "{\"jobs\":["; for (i = 1; i <= n; i++)

@@ -703,6 +703,7 @@ struct batch_ctx {
     struct ad_request *r;
     size_t n;
     char **problem;  /* the item's problem document, when it was refused before the writer */
+    ad_err *refused; /* and the error it was refused with */
     char **inflight; /* the idempotency key (tenant '\n' key) the item claimed, or NULL */
     int minimal;
 };
@@ -717,16 +718,18 @@ static void batch_ctx_free(struct batch_ctx *ctx)
     }
     free(ctx->inflight);
     free(ctx->problem);
+    free(ctx->refused);
     free(ctx);
 }
 
-/* An item's problem document, owned by the caller. */
-static char *batch_problem(struct ad_request *r, ad_err err, const char *detail, const char *extra)
+/* Refuse item i with err: its problem document. */
+static void batch_problem(struct batch_ctx *ctx, size_t i, ad_err err, const char *detail, const char *extra)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    ad_http_problem_render(r->req, &b, err, detail, extra);
-    return b.data;
+    ad_http_problem_render(ctx->r->req, &b, err, detail, extra);
+    ctx->problem[i] = b.data;
+    ctx->refused[i] = err;
 }
 
 /* Append one item of the answer: {"status":202,"id","location"[,"replayed"],"job"} or {"status","problem"}. */
@@ -753,19 +756,14 @@ static void batch_render_item(struct ad_buf *b, struct ad_batch_op *op, size_t i
         AD_BUF_LIT(b, "}");
         return;
     }
-    char *doc = ctx->problem[i];
-    if (doc == NULL) {
+    if (ctx->problem[i] == NULL) {
         ad_err err = s != NULL && s->op.err != AD_E_OK ? s->op.err : AD_E_INTERNAL;
-        doc = batch_problem(ctx->r, err, err == AD_E_CALLBACK_SECRET_MISSING ? AD_CALLBACK_SECRET_HOWTO : NULL, NULL);
-        ctx->problem[i] = doc;
+        batch_problem(ctx, i, err, err == AD_E_CALLBACK_SECRET_MISSING ? AD_CALLBACK_SECRET_HOWTO : NULL, NULL);
     }
-    json_t *v = json_loads(doc, 0, NULL);
-    json_int_t status = json_integer_value(json_object_get(v, "status"));
-    json_decref(v);
     AD_JSON_OPEN(b, "status");
-    ad_json_int(b, status);
+    ad_json_int(b, ad_err_status(ctx->refused[i]));
     AD_JSON_KEY(b, "problem");
-    ad_buf_str(b, doc);
+    ad_buf_str(b, ctx->problem[i]);
     AD_BUF_LIT(b, "}");
 }
 
@@ -820,8 +818,8 @@ static const char *batch_item_key(json_t *item, const char **why)
     return key;
 }
 
-/* Make item i of ctx a submit op of batch (NULL with ctx->problem[i] set when it is refused). earlier: the keys
- * of the items before it. */
+/* Make item i of ctx a submit op (NULL, with its problem set in ctx, when it is refused). keys: the items' keys by
+ * index, set here for i (those before it are set). */
 static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *ctx, size_t i, json_t *item, char **keys,
                                        int64_t now)
 {
@@ -832,7 +830,7 @@ static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *c
         ad_verr_add(&v, "/idempotencyKey", why);
         char detail[160];
         const char *extra = ad_verr_finish(&v, detail, sizeof(detail));
-        ctx->problem[i] = batch_problem(r, AD_E_VALIDATION_FAILED, detail, extra);
+        batch_problem(ctx, i, AD_E_VALIDATION_FAILED, detail, extra);
         ad_buf_free(&v.b);
         return NULL;
     }
@@ -846,24 +844,24 @@ static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *c
         ad_buf_init(&b, SIZE_MAX);
         submit_parse_fail(r, &p, &b);
         ctx->problem[i] = b.data;
+        ctx->refused[i] = p.err;
         return NULL;
     }
     ad_buf_free(&p.v.b);
     if (keys[i] != NULL) {
         ctx->inflight[i] = ad_asprintf("%s\n%s", r->tenant, keys[i]);
         if (inflight_claim(ctx->inflight[i]) != 0) {
-            /* The same key earlier in this batch: the writer answers it as a replay of that one (or as reused). */
+            /* An earlier job of this batch holds the key: the writer answers this one as a replay of that one (or as
+             * reused), in the same transaction. */
             size_t k = 0;
-            while (k < i && (keys[k] == NULL || strcmp(keys[k], keys[i]) != 0))
+            while (k < i && (ctx->inflight[k] == NULL || strcmp(keys[k], keys[i]) != 0))
                 k++;
             free(ctx->inflight[i]);
             ctx->inflight[i] = NULL;
             if (k == i) {
                 ad_job_free(p.job);
-                ctx->problem[i] = batch_problem(r, AD_E_IDEMPOTENCY_IN_FLIGHT,
-                                                "a request with this idempotencyKey is still being accepted; retry "
-                                                "later",
-                                                NULL);
+                batch_problem(ctx, i, AD_E_IDEMPOTENCY_IN_FLIGHT,
+                              "a request with this idempotencyKey is still being accepted; retry later", NULL);
                 return NULL;
             }
         }
@@ -903,6 +901,7 @@ int ad_api_submit_batch(struct ad_request *r)
     ctx->n = n;
     ctx->problem = ad_calloc(n, sizeof(*ctx->problem));
     ctx->inflight = ad_calloc(n, sizeof(*ctx->inflight));
+    ctx->refused = ad_calloc(n, sizeof(*ctx->refused));
     ctx->r = r;
     ctx->minimal = ad_http_prefer_minimal(req);
     struct ad_batch_op *op = ad_batch_op_new(n);
@@ -913,8 +912,8 @@ int ad_api_submit_batch(struct ad_request *r)
     for (size_t i = 0; i < n; i++) {
         op->change[i] = -1;
         if (i >= granted)
-            ctx->problem[i] = batch_problem(
-                r, AD_E_RATE_LIMITED, "this key has used its quota for the current window; see Retry-After", NULL);
+            batch_problem(ctx, i, AD_E_RATE_LIMITED,
+                          "this key has used its quota for the current window; see Retry-After", NULL);
         else
             op->items[i] = batch_item(r, ctx, i, json_array_get(jobs, i), keys, now);
     }
