@@ -7,6 +7,8 @@
 # Every job counted is durable: the 207 leaves after the commit that holds all of its jobs. A batch line prints
 # requests/s, durable jobs/s (requests/s x BATCH_JOBS), and jobs/s as a ratio to the single submit's jobs/s
 # and to issue 41's target of 100,000 jobs/s. Rounds and medians as in bench/http.sh (BENCH_ROUNDS, default 3).
+#   cpu           the daemon's CPU time per job, per thread, during submit and batch (as submit-cpu in http.sh):
+#                 steadier than the rates on a shared machine
 # Settings: BATCH_WRK (default -t1 -c16 -d5s: 16 batches of 100 in flight hold 1,600 jobs, more than the
 # writer's batch of 1,024 operations would take in one commit as single submits); BATCH_STORE, a postgresql://
 # URL to measure the PostgreSQL store instead of SQLite (a database the daemon may create its tables in).
@@ -38,11 +40,18 @@ accepted=$(grep -o '"status":202,"id"' <<<"$answer" | wc -l)
     bench_die "a batch of $BATCH_JOBS: $accepted jobs accepted"
 }
 
+cpu_lines=()
 for round in $(seq "$BENCH_ROUNDS"); do
+    thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-0"
     wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"
     round_keep submit
+    thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-1"
+    submit_cpu=$(cpu_per_request "$BENCH_TMP/ticks-0" "$BENCH_TMP/ticks-1" "$WRK_REQUESTS")
     BENCH_WRK=$BATCH_WRK wrk_rate batch "$ACCEPTD_URL/v1/jobs:batch" -s "$BENCH_DIR/batch.lua"
     round_keep batch
+    thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-2"
+    cpu_lines+=("$(printf '%-12ssubmit:%s; batch:%s per job (round %d)' cpu "$submit_cpu" \
+        "$(cpu_per_request "$BENCH_TMP/ticks-1" "$BENCH_TMP/ticks-2" $((WRK_REQUESTS * BATCH_JOBS)))" "$round")")
     BENCH_WRK=$BATCH_WRK BATCH_PREFER=return=minimal wrk_rate batch-min "$ACCEPTD_URL/v1/jobs:batch" \
         -s "$BENCH_DIR/batch.lua"
     round_keep batch-min
@@ -59,6 +68,7 @@ for name in batch batch-min; do
         "${rate%.*}" "${jobs%.*}" "$median" "$low" "$high" "$(awk -v j="$jobs" -v t=$TARGET 'BEGIN { print j / t }')" \
         "$TARGET" "${ROUND_ERRORS[$name]:-}"
 done
+printf '%s\n' "${cpu_lines[@]}"
 # The writer's counters, which the daemon logs when it stops: operations (a batch is one), commits, and the
 # time spent applying and committing.
 kill "$ACCEPTD_PID" 2>/dev/null || true
