@@ -35,6 +35,7 @@ static const struct ad_route_def routes[] = {
     {"GET", "/readyz", ad_api_readyz, 0},
     {"GET", "/metrics", ad_api_metrics, AD_ROLE_ADMIN},
     {"POST", "/v1/jobs", ad_api_submit, CLIENT},
+    {"POST", "/v1/jobs:batch", ad_api_submit_batch, CLIENT},
     {"GET", "/v1/jobs", ad_api_list, ALL},
     {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
     {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},
@@ -152,6 +153,29 @@ static ad_err rate_take(struct ad_request *r, const struct ad_key *k)
     ad_metrics_rate_limited();
     ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, reset);
     return AD_E_RATE_LIMITED;
+}
+
+int ad_api_rate_more(struct ad_request *r, int n)
+{
+    const char *v = ad_http_get(r->req, H2O_TOKEN_AUTHORIZATION);
+    size_t len = v != NULL ? strlen(v) : 0;
+    const struct ad_key *k = !ad_hub.open_mode && len >= 7 ? find_key(v + 7, len - 7) : NULL;
+    const struct ad_rate *rate = k == NULL ? NULL : k->rate.set ? &k->rate : &ad_hub.cfg->rate_limit;
+    if (rate == NULL || rate->requests == 0 || rate_cfg != ad_hub.cfg || n <= 0)
+        return n;
+    /* rate_take opened the window for this very request a moment ago. */
+    struct rate_window *w = &rate_windows[k - ad_hub.cfg->keys];
+    int granted = rate->requests - w->used < n ? rate->requests - w->used : n;
+    w->used += granted;
+    int64_t reset = (w->start_ms + rate->window_ms - ad_mono_ms() + 999) / 1000;
+    char value[96];
+    snprintf(value, sizeof(value), "\"default\";r=%d;t=%lld", rate->requests - w->used, (long long)reset);
+    size_t vlen = strlen(value);
+    h2o_set_header_by_str(&r->req->pool, &r->req->res.headers, H2O_STRLIT("ratelimit"), 0,
+                          h2o_strdup(&r->req->pool, value, vlen).base, vlen, 1);
+    if (granted < n)
+        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, reset);
+    return granted;
 }
 
 /* roles: the route's; a route open to SIGNED also takes a signed URL when there is no Authorization. */
@@ -382,13 +406,19 @@ void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail)
     }
 }
 
-int ad_verr_send(struct ad_verr *v, struct ad_request *r)
+const char *ad_verr_finish(struct ad_verr *v, char *detail, size_t len)
 {
     if (v->b.len > 0)
         AD_BUF_LIT(&v->b, "]");
+    snprintf(detail, len, "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
+    return v->b.len > 0 ? v->b.data : NULL;
+}
+
+int ad_verr_send(struct ad_verr *v, struct ad_request *r)
+{
     char detail[160];
-    snprintf(detail, sizeof(detail), "%d field%s failed validation; see errors", v->n, v->n == 1 ? "" : "s");
-    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, v->b.len > 0 ? v->b.data : NULL);
+    const char *extra = ad_verr_finish(v, detail, sizeof(detail));
+    int rc = ad_http_problem(r->req, AD_E_VALIDATION_FAILED, detail, extra);
     ad_buf_free(&v->b);
     return rc;
 }

@@ -35,6 +35,9 @@ struct ad_verr {
 };
 void ad_verr_init(struct ad_verr *v);
 void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail);
+/* Close v's list for a problem: the detail (written to detail) and the extra members, or NULL when none; v still
+ * owns them (ad_buf_free(&v->b) afterwards). */
+const char *ad_verr_finish(struct ad_verr *v, char *detail, size_t len);
 /* Send 422 validation-failed with every collected error and free v. */
 int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 
@@ -79,11 +82,17 @@ int ad_api_read(struct ad_request *r, struct ad_api_read *rd);
  * views: its detail, else its title, else a generic one. The text belongs to p or is static. */
 const char *ad_api_problem_message(const json_t *p);
 
+/* Count n more requests against the rate limit of the request's key (a batch counts each job; the request itself
+ * was counted when it was authenticated): returns how many of them fit in what is left of the window, and
+ * updates the RateLimit field (and sets Retry-After when some did not fit). n when the key has no limit. */
+int ad_api_rate_more(struct ad_request *r, int n);
+
 /* The problem for an ad_err coming back from the core. */
 int ad_api_fail(struct ad_request *r, ad_err err);
 
 /* Handlers. */
 int ad_api_submit(struct ad_request *r);
+int ad_api_submit_batch(struct ad_request *r);
 int ad_api_get_job(struct ad_request *r);
 int ad_api_get_result(struct ad_request *r);
 /* Shared by the job answers of api_jobs.c and the business resources: the live job given what ad_api_lookup

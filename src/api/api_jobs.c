@@ -573,6 +573,66 @@ static void validate_required(const struct ad_type_conf *tc, json_t *payload, co
     }
 }
 
+/* A submit's body checked and made into a job: what POST /v1/jobs, a configured route and each job of a batch
+ * share. */
+struct submit_parsed {
+    struct ad_job *job;   /* prepared (ad_core_job_prepare) when err is AD_E_OK; then the caller's */
+    char fingerprint[65]; /* of the request, when it carries an idempotency key */
+    ad_err err;           /* AD_E_OK, AD_E_VALIDATION_FAILED (v says why) or AD_E_UNKNOWN_TYPE */
+    struct ad_verr v;
+};
+
+/* Parse body (not consumed) as a submit of r's tenant and route. keyed: an idempotency key comes with it, so
+ * the fingerprint is taken, over the method, fp_path and the canonical body. */
+static void submit_parse(struct ad_request *r, json_t *body, int keyed, const char *fp_path, int64_t now,
+                         struct submit_parsed *p)
+{
+    struct ad_job *job = ad_job_new();
+    ad_verr_init(&p->v);
+    int unknown_type = 0;
+    if (!json_is_object(body)) {
+        ad_verr_add(&p->v, "", "the body must be a JSON object");
+    } else if (r->route != NULL) {
+        job->type = ad_strdup(r->route->type);
+        job->payload = dump_compact(body);
+        validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &p->v);
+    } else {
+        validate_submit(body, job, &p->v, &unknown_type);
+        if (job->type != NULL && !unknown_type)
+            validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload",
+                              &p->v);
+    }
+    if (keyed && p->v.n == 0 && !unknown_type) {
+        char *canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        ad_fingerprint("POST", fp_path, canon, p->fingerprint);
+        free(canon);
+    }
+    p->err = unknown_type ? AD_E_UNKNOWN_TYPE : p->v.n != 0 ? AD_E_VALIDATION_FAILED : AD_E_OK;
+    if (p->err == AD_E_OK)
+        ad_core_job_prepare(job, r->tenant, r->route, now);
+    p->job = job;
+}
+
+/* The problem of a submit that failed to parse, appended to b (a batch's item) or, with b NULL, sent as r's
+ * answer; frees p. */
+static int submit_parse_fail(struct ad_request *r, struct submit_parsed *p, struct ad_buf *b)
+{
+    char detail[300];
+    const char *extra = NULL;
+    if (p->err == AD_E_UNKNOWN_TYPE)
+        snprintf(detail, sizeof(detail), "no job type named %.200s is configured", p->job->type);
+    else
+        extra = ad_verr_finish(&p->v, detail, sizeof(detail));
+    int rc = 0;
+    if (b != NULL)
+        ad_http_problem_render(r->req, b, p->err, detail, extra);
+    else
+        rc = ad_http_problem(r->req, p->err, detail, extra);
+    ad_buf_free(&p->v.b);
+    ad_job_free(p->job);
+    return rc;
+}
+
 int ad_api_submit(struct ad_request *r)
 {
     h2o_req_t *req = r->req;
@@ -588,46 +648,18 @@ int ad_api_submit(struct ad_request *r)
         free(key);
         return 0;
     }
-    int64_t now = ad_now_ms();
-    struct ad_job *job = ad_job_new();
-    struct ad_verr v;
-    ad_verr_init(&v);
-    int unknown_type = 0;
-    if (!json_is_object(body)) {
-        ad_verr_add(&v, "", "the body must be a JSON object");
-    } else if (r->route != NULL) {
-        job->type = ad_strdup(r->route->type);
-        job->payload = dump_compact(body);
-        validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &v);
-    } else {
-        validate_submit(body, job, &v, &unknown_type);
-        if (job->type != NULL && !unknown_type)
-            validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload", &v);
-    }
-    char fingerprint[65];
-    if (key != NULL && v.n == 0 && !unknown_type) {
-        char *canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        char *path = ad_strndup(r->path.base, r->path.len);
-        ad_fingerprint("POST", path, canon, fingerprint);
-        free(path);
-        free(canon);
-    }
+    struct submit_parsed p;
+    char *path = ad_strndup(r->path.base, r->path.len);
+    submit_parse(r, body, key != NULL, path, ad_now_ms(), &p);
+    free(path);
     json_decref(body);
-    if (unknown_type) {
-        ad_buf_free(&v.b);
-        int rc = ad_http_problemf(req, AD_E_UNKNOWN_TYPE, "no job type named %s is configured", job->type);
-        ad_job_free(job);
+    if (p.err != AD_E_OK) {
         free(key);
-        return rc;
+        return submit_parse_fail(r, &p, NULL);
     }
-    if (v.n != 0) {
-        ad_job_free(job);
-        free(key);
-        return ad_verr_send(&v, r);
-    }
-    ad_buf_free(&v.b);
-
-    ad_core_job_prepare(job, r->tenant, r->route, now);
+    ad_buf_free(&p.v.b);
+    struct ad_job *job = p.job;
+    int64_t now = job->created_at;
 
     struct submit_ctx *ctx = ad_calloc(1, sizeof(*ctx));
     if (key != NULL) {
@@ -649,7 +681,7 @@ int ad_api_submit(struct ad_request *r)
     s->job = job;
     s->idem_key = key;
     if (key != NULL)
-        memcpy(s->fingerprint, fingerprint, sizeof(fingerprint));
+        memcpy(s->fingerprint, p.fingerprint, sizeof(p.fingerprint));
     s->ctx = ctx;
     s->op.done = submit_done;
     if (job->run_at <= now) {
@@ -658,6 +690,240 @@ int ad_api_submit(struct ad_request *r)
         s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;
     }
     ad_writer_submit(&s->op);
+    return 0;
+}
+
+/* ---- POST /v1/jobs:batch ---- */
+
+/* Jobs one batch may hold: 1,000 realistic jobs (about 300 bytes each) fit well in the default body cap. */
+#define AD_BATCH_MAX 1000
+
+struct batch_ctx {
+    struct ad_pending *pend;
+    struct ad_request *r;
+    size_t n;
+    char **problem;  /* the item's problem document, when it was refused before the writer */
+    ad_err *refused; /* and the error it was refused with */
+    char **inflight; /* the idempotency key (tenant '\n' key) the item claimed, or NULL */
+    int minimal;
+};
+
+static void batch_ctx_free(struct batch_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n; i++) {
+        if (ctx->inflight[i] != NULL)
+            inflight_release(ctx->inflight[i]);
+        free(ctx->inflight[i]);
+        free(ctx->problem[i]);
+    }
+    free(ctx->inflight);
+    free(ctx->problem);
+    free(ctx->refused);
+    free(ctx);
+}
+
+/* Refuse item i with err: its problem document. */
+static void batch_problem(struct batch_ctx *ctx, size_t i, ad_err err, const char *detail, const char *extra)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    ad_http_problem_render(ctx->r->req, &b, err, detail, extra);
+    ctx->problem[i] = b.data;
+    ctx->refused[i] = err;
+}
+
+/* Append one item of the answer: {"status":202,"id","location"[,"replayed"],"job"} or {"status","problem"}. */
+static void batch_render_item(struct ad_buf *b, struct ad_batch_op *op, size_t i)
+{
+    struct batch_ctx *ctx = op->ctx;
+    struct ad_submit_op *s = op->items[i];
+    struct ad_entry *e = op->change[i] >= 0 ? ad_op_published(&op->op, (size_t)op->change[i]) : NULL;
+    if (e != NULL) {
+        AD_JSON_OPEN(b, "status");
+        ad_json_int(b, 202);
+        AD_JSON_KEY(b, "id");
+        ad_json_str(b, e->job->id);
+        AD_JSON_KEY(b, "location");
+        AD_BUF_LIT(b, "\"/v1/jobs/");
+        ad_json_chars(b, e->job->id);
+        AD_BUF_LIT(b, "\"");
+        if (s->replayed)
+            AD_BUF_LIT(b, ",\"replayed\":true");
+        if (!ctx->minimal) {
+            AD_JSON_KEY(b, "job");
+            ad_buf_append(b, e->body, e->len);
+        }
+        AD_BUF_LIT(b, "}");
+        return;
+    }
+    if (ctx->problem[i] == NULL) {
+        ad_err err = s != NULL && s->op.err != AD_E_OK ? s->op.err : AD_E_INTERNAL;
+        batch_problem(ctx, i, err, err == AD_E_CALLBACK_SECRET_MISSING ? AD_CALLBACK_SECRET_HOWTO : NULL, NULL);
+    }
+    AD_JSON_OPEN(b, "status");
+    ad_json_int(b, ad_err_status(ctx->refused[i]));
+    AD_JSON_KEY(b, "problem");
+    ad_buf_str(b, ctx->problem[i]);
+    AD_BUF_LIT(b, "}");
+}
+
+/* The 207 with one item per job, in the request's order. */
+static void batch_answer(struct ad_batch_op *op)
+{
+    struct batch_ctx *ctx = op->ctx;
+    struct ad_request *r = ctx->r;
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    AD_JSON_OPEN(&b, "results");
+    AD_BUF_LIT(&b, "[");
+    for (size_t i = 0; i < op->n; i++) {
+        if (i > 0)
+            AD_BUF_LIT(&b, ",");
+        batch_render_item(&b, op, i);
+    }
+    AD_BUF_LIT(&b, "]}");
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    ad_http_json(r, 207, b.data, b.len);
+    ad_buf_free(&b);
+}
+
+static void batch_done(struct ad_op *o)
+{
+    struct ad_batch_op *op = (struct ad_batch_op *)o;
+    struct batch_ctx *ctx = op->ctx;
+    if (ad_pending_take(ctx->pend) != NULL) {
+        /* The batch as a whole failed (the store): nothing of it was stored, which one problem says best. */
+        if (o->err != AD_E_OK)
+            ad_api_fail(ctx->r, o->err);
+        else
+            batch_answer(op);
+    }
+    batch_ctx_free(ctx);
+    ad_op_free(o);
+}
+
+/* An item's idempotencyKey: NULL when it has none, else the key (the item's), or *why says what is wrong. */
+static const char *batch_item_key(json_t *item, const char **why)
+{
+    *why = NULL;
+    json_t *k = json_object_get(item, "idempotencyKey");
+    if (k == NULL || json_is_null(k))
+        return NULL;
+    const char *key = ad_api_text(k, 1, 255);
+    for (const char *p = key; p != NULL && *p != '\0'; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            key = NULL;
+    if (key == NULL)
+        *why = "idempotencyKey must be a string of 1 to 255 printable ASCII characters";
+    return key;
+}
+
+/* Make item i of ctx a submit op (NULL, with its problem set in ctx, when it is refused). keys: the items' keys by
+ * index, set here for i (those before it are set). */
+static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *ctx, size_t i, json_t *item, char **keys,
+                                       int64_t now)
+{
+    const char *why = NULL, *key = json_is_object(item) ? batch_item_key(item, &why) : NULL;
+    if (why != NULL) {
+        struct ad_verr v;
+        ad_verr_init(&v);
+        ad_verr_add(&v, "/idempotencyKey", why);
+        char detail[160];
+        const char *extra = ad_verr_finish(&v, detail, sizeof(detail));
+        batch_problem(ctx, i, AD_E_VALIDATION_FAILED, detail, extra);
+        ad_buf_free(&v.b);
+        return NULL;
+    }
+    keys[i] = key != NULL ? ad_strdup(key) : NULL;
+    if (key != NULL) /* the job is fingerprinted as a POST /v1/jobs of it would be, so either replays the other */
+        json_object_del(item, "idempotencyKey");
+    struct submit_parsed p;
+    submit_parse(r, item, keys[i] != NULL, "/v1/jobs", now, &p);
+    if (p.err != AD_E_OK) {
+        struct ad_buf b;
+        ad_buf_init(&b, SIZE_MAX);
+        submit_parse_fail(r, &p, &b);
+        ctx->problem[i] = b.data;
+        ctx->refused[i] = p.err;
+        return NULL;
+    }
+    ad_buf_free(&p.v.b);
+    if (keys[i] != NULL) {
+        ctx->inflight[i] = ad_asprintf("%s\n%s", r->tenant, keys[i]);
+        if (inflight_claim(ctx->inflight[i]) != 0) {
+            /* An earlier job of this batch holds the key: the writer answers this one as a replay of that one (or as
+             * reused), in the same transaction. */
+            size_t k = 0;
+            while (k < i && (ctx->inflight[k] == NULL || strcmp(keys[k], keys[i]) != 0))
+                k++;
+            free(ctx->inflight[i]);
+            ctx->inflight[i] = NULL;
+            if (k == i) {
+                ad_job_free(p.job);
+                batch_problem(ctx, i, AD_E_IDEMPOTENCY_IN_FLIGHT,
+                              "a request with this idempotencyKey is still being accepted; retry later", NULL);
+                return NULL;
+            }
+        }
+    }
+    struct ad_submit_op *s = ad_submit_op_new();
+    s->job = p.job;
+    s->idem_key = keys[i] != NULL ? ad_strdup(keys[i]) : NULL;
+    memcpy(s->fingerprint, p.fingerprint, sizeof(p.fingerprint));
+    return s;
+}
+
+int ad_api_submit_batch(struct ad_request *r)
+{
+    h2o_req_t *req = r->req;
+    if (ad_http_get_str(req, "idempotency-key") != NULL)
+        return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_INVALID,
+                               "a batch takes a key per job: give each job its own idempotencyKey", NULL);
+    json_t *body = ad_api_body(r);
+    if (body == NULL)
+        return 0;
+    json_t *jobs = json_object_get(body, "jobs");
+    size_t n = json_array_size(jobs);
+    if (n > AD_BATCH_MAX) {
+        json_decref(body);
+        return ad_http_problemf(req, AD_E_PAYLOAD_TOO_LARGE, "a batch holds at most %d jobs; this one has %zu",
+                                AD_BATCH_MAX, n);
+    }
+    if (!json_is_object(body) || !json_is_array(jobs) || n == 0) {
+        json_decref(body);
+        struct ad_verr v;
+        ad_verr_init(&v);
+        ad_verr_add(&v, "/jobs", "jobs is required: an array of 1 to 1000 jobs, each as POST /v1/jobs takes it");
+        return ad_verr_send(&v, r);
+    }
+    size_t granted = 1 + (size_t)ad_api_rate_more(r, (int)n - 1);
+    struct batch_ctx *ctx = ad_calloc(1, sizeof(*ctx));
+    ctx->n = n;
+    ctx->problem = ad_calloc(n, sizeof(*ctx->problem));
+    ctx->inflight = ad_calloc(n, sizeof(*ctx->inflight));
+    ctx->refused = ad_calloc(n, sizeof(*ctx->refused));
+    ctx->r = r;
+    ctx->minimal = ad_http_prefer_minimal(req);
+    struct ad_batch_op *op = ad_batch_op_new(n);
+    op->ctx = ctx;
+    op->op.done = batch_done;
+    char **keys = ad_calloc(n, sizeof(*keys));
+    int64_t now = ad_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        op->change[i] = -1;
+        if (i >= granted)
+            batch_problem(ctx, i, AD_E_RATE_LIMITED,
+                          "this key has used its quota for the current window; see Retry-After", NULL);
+        else
+            op->items[i] = batch_item(r, ctx, i, json_array_get(jobs, i), keys, now);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    json_decref(body);
+    ctx->pend = ad_pending_new(req, ctx, NULL);
+    op->op.weight = n; /* limits.maxQueuedWrites counts the jobs the batch holds until its answer */
+    ad_writer_submit(&op->op);
     return 0;
 }
 

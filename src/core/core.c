@@ -366,6 +366,52 @@ struct ad_submit_op *ad_submit_op_new(void)
     return s;
 }
 
+/* Each item is applied as it would be alone, inside the batch's transaction; the jobs it names become the batch's
+ * changes, so that they are published after the one commit. An item's idempotency record is visible to the items
+ * after it, so a key given twice replays the first (or is refused as reused). */
+static ad_err batch_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct ad_batch_op *b = (struct ad_batch_op *)op;
+    for (size_t i = 0; i < b->n; i++) {
+        struct ad_submit_op *s = b->items[i];
+        b->change[i] = -1;
+        if (s == NULL)
+            continue;
+        s->op.nchanged = 0;
+        ad_err e = ad_writer_apply_nested(st, &s->op, c);
+        if (e != AD_E_OK)
+            return e;
+        if (s->op.err != AD_E_OK)
+            continue;
+        b->change[i] = (long)op->nchanged;
+        for (size_t k = 0; k < s->op.nchanged; k++)
+            ad_op_changed(op, ad_op_change_at(&s->op, k)->job);
+    }
+    return AD_E_OK;
+}
+
+static void batch_destroy(struct ad_op *op)
+{
+    struct ad_batch_op *b = (struct ad_batch_op *)op;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i] != NULL)
+            ad_op_free(&b->items[i]->op);
+    free(b->items);
+    free(b->change);
+    free(b);
+}
+
+struct ad_batch_op *ad_batch_op_new(size_t n)
+{
+    struct ad_batch_op *b = ad_calloc(1, sizeof(*b));
+    b->op.apply = batch_apply;
+    b->op.destroy = batch_destroy;
+    b->n = n;
+    b->items = ad_calloc(n != 0 ? n : 1, sizeof(*b->items));
+    b->change = ad_calloc(n != 0 ? n : 1, sizeof(*b->change));
+    return b;
+}
+
 static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;

@@ -52,6 +52,19 @@ struct ad_submit_op {
     void *handoff_ctx;
 };
 
+/* Submit many prepared jobs in one operation (POST /v1/jobs:batch), so that they are applied in one transaction
+ * and committed together, never split between batches. items[i] (NULL: a slot the caller answers itself) is a
+ * submit op that is never queued: it answers in its own op.err as it would alone (replayed, key reused, callback
+ * secret missing). A job it wrote or replays is the batch's change change[i] (-1: none); its pointer stays in the
+ * item. An item that fails after writing fails the batch. The items are freed with the batch. */
+struct ad_batch_op {
+    struct ad_op op;
+    struct ad_submit_op **items;
+    long *change;
+    size_t n;
+    void *ctx;
+};
+
 /* Cancel (client) or acknowledge a cancel request (worker, lease_id set). Out: job, change 0 (also, unchanged
  * and not published, on AD_E_ILLEGAL_TRANSITION). */
 struct ad_cancel_op {
@@ -132,6 +145,8 @@ struct ad_sweep_op {
 #define AD_SWEEP_BATCH 500
 
 struct ad_submit_op *ad_submit_op_new(void);
+/* n items, all NULL until the caller sets them. */
+struct ad_batch_op *ad_batch_op_new(size_t n);
 struct ad_cancel_op *ad_cancel_op_new(void);
 struct ad_retry_op *ad_retry_op_new(void);
 struct ad_lease_op *ad_lease_op_new(void);

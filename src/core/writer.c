@@ -116,6 +116,11 @@ static int publish(struct ad_op *op)
     return 1;
 }
 
+static uint64_t op_weight(const struct ad_op *op)
+{
+    return op->weight != 0 ? op->weight : 1;
+}
+
 int ad_writer_deliver(void)
 {
     for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
@@ -123,10 +128,11 @@ int ad_writer_deliver(void)
         h2o_linklist_unlink(&m->link);
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
         int published = publish(op);
+        uint64_t weight = op_weight(op); /* done() frees op */
         op->done(op);
         if (published && settled_fn != NULL)
             settled_fn();
-        __atomic_add_fetch(&delivered, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&delivered, weight, __ATOMIC_RELAXED);
     }
     return !h2o_linklist_is_empty(&ready);
 }
@@ -141,24 +147,26 @@ int ad_writer_deliver(void)
  */
 static void apply_ops(struct ad_op *op, ad_err *berr)
 {
-    const struct ad_store_ops *ops = store->ops;
-    for (; op != NULL && *berr == AD_E_OK; op = op->next) {
-        if (ops->changes != NULL) {
-            int64_t before = ops->changes(conn);
-            op->err = op->apply(op, conn);
-            if (op->err != AD_E_OK && ops->changes(conn) != before)
-                *berr = op->err;
-            continue;
-        }
-        op->err = ops->savepoint(conn);
-        if (op->err != AD_E_OK)
-            continue;
-        op->err = op->apply(op, conn);
-        if (op->err == AD_E_OK)
-            op->err = ops->release(conn);
-        else
-            ops->rollback_to(conn);
+    for (; op != NULL && *berr == AD_E_OK; op = op->next)
+        *berr = ad_writer_apply_nested(store->ops, op, conn);
+}
+
+ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, struct ad_conn *c)
+{
+    if (ops->changes != NULL) {
+        int64_t before = ops->changes(c);
+        op->err = op->apply(op, c);
+        return op->err != AD_E_OK && ops->changes(c) != before ? op->err : AD_E_OK;
     }
+    op->err = ops->savepoint(c);
+    if (op->err != AD_E_OK)
+        return AD_E_OK;
+    op->err = op->apply(op, c);
+    if (op->err == AD_E_OK)
+        op->err = ops->release(c);
+    else
+        ops->rollback_to(c);
+    return AD_E_OK;
 }
 
 /* Take up to max queued operations off the queue (mu held): their chain, its last op in *last and its
@@ -387,7 +395,7 @@ size_t ad_writer_outstanding(void)
 
 void ad_writer_submit(struct ad_op *op)
 {
-    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->next = NULL;
     op->err = AD_E_OK;
     op->nchanged = 0;
@@ -402,7 +410,7 @@ void ad_writer_submit(struct ad_op *op)
 
 void ad_writer_complete(struct ad_op *op)
 {
-    __atomic_add_fetch(&submitted, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->msg.link.next = op->msg.link.prev = NULL;
     h2o_multithread_send_message(&receiver, &op->msg);
 }

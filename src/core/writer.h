@@ -38,6 +38,9 @@ struct ad_op {
     /* Frees the op and everything it owns; set by the op's constructor. */
     void (*destroy)(struct ad_op *op);
     ad_err err;
+    /* What the op counts for in ad_writer_outstanding, set before it is handed in: the jobs of a batch submit,
+     * which holds them all until its answer; 0 counts as 1. */
+    size_t weight;
     h2o_multithread_message_t msg;
     struct ad_op *next;
     /* The jobs apply changed, in the order named: the first AD_OP_CHANGES_INLINE in changed, the rest in more
@@ -95,6 +98,12 @@ void ad_writer_turn(void);
  * the same turns as the writer's completions (the reader threads of hub/reader.c answer through it). An op
  * handed back so counts as handed in until its done() has run (ad_writer_idle). */
 void ad_writer_complete(struct ad_op *op);
+/* Apply op inside the open batch transaction as the writer applies each queued op (writer.c, apply_ops): op->err
+ * is the op's own outcome, undone alone when it failed before writing (or, on a store that cannot count its
+ * changes, by a savepoint); returns the error that fails the whole batch (op failed after writing), else AD_E_OK.
+ * For an op that applies others it holds (ad_batch_op, core.h); ops: the store's, that c belongs to. Writer
+ * thread, inside an apply. */
+ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, struct ad_conn *c);
 /* Queue op (any thread). */
 void ad_writer_submit(struct ad_op *op);
 /* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
@@ -110,8 +119,9 @@ void ad_writer_stats(struct ad_writer_stats *out);
 int ad_writer_storage_full(void);
 /* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
 int ad_writer_idle(void);
-/* Operations handed in whose done() has not run yet: queued, in the open batch, or waiting for the loop (event
- * loop thread). Each holds its request's memory until then; the API refuses writes past limits.maxQueuedWrites. */
+/* Operations handed in whose done() has not run yet, each counted by its weight: queued, in the open batch, or
+ * waiting for the loop (event loop thread). Each holds its request's memory until then; the API refuses writes past
+ * limits.maxQueuedWrites. */
 size_t ad_writer_outstanding(void);
 
 #endif

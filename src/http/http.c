@@ -147,6 +147,8 @@ static const char *reason(int status)
         return "Accepted";
     case 204:
         return "No Content";
+    case 207:
+        return "Multi-Status";
     case 303:
         return "See Other";
     case 304:
@@ -408,33 +410,45 @@ void ad_http_register_logger(h2o_pathconf_t *conf, int access_log)
     l->access_log = access_log;
 }
 
+/* The problem document for err with the given status, appended to b. */
+static void problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, int status, const char *detail,
+                           const char *extra)
+{
+    AD_JSON_OPEN(b, "type");
+    AD_BUF_LIT(b, "\"" AD_PROBLEM_BASE);
+    ad_json_chars(b, ad_err_code(err));
+    AD_BUF_LIT(b, "\"");
+    AD_JSON_KEY(b, "title");
+    ad_json_str(b, ad_err_title(err));
+    AD_JSON_KEY(b, "status");
+    ad_json_int(b, status);
+    AD_JSON_KEY(b, "detail");
+    ad_json_str(b, detail != NULL ? detail : ad_err_title(err));
+    /* The path is echoed, but never more of it than a client could need to recognise its request. */
+    char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
+    AD_JSON_KEY(b, "instance");
+    ad_json_str(b, instance);
+    free(instance);
+    AD_JSON_KEY(b, "code");
+    ad_json_str(b, ad_err_code(err));
+    AD_JSON_KEY(b, "requestId");
+    ad_json_str(b, ad_http_request_id(req));
+    if (extra != NULL)
+        ad_buf_str(b, extra); /* members the caller wrote with the same writer (ad_verr) */
+    AD_BUF_LIT(b, "}");
+}
+
+void ad_http_problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, const char *detail, const char *extra)
+{
+    problem_render(req, b, err, ad_err_status(err), detail, extra);
+}
+
 /* The problem document for err with the given status, allocated in the request's pool. */
 static h2o_iovec_t problem_body(h2o_req_t *req, ad_err err, int status, const char *detail, const char *extra)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    AD_JSON_OPEN(&b, "type");
-    AD_BUF_LIT(&b, "\"" AD_PROBLEM_BASE);
-    ad_json_chars(&b, ad_err_code(err));
-    AD_BUF_LIT(&b, "\"");
-    AD_JSON_KEY(&b, "title");
-    ad_json_str(&b, ad_err_title(err));
-    AD_JSON_KEY(&b, "status");
-    ad_json_int(&b, status);
-    AD_JSON_KEY(&b, "detail");
-    ad_json_str(&b, detail != NULL ? detail : ad_err_title(err));
-    /* The path is echoed, but never more of it than a client could need to recognise its request. */
-    char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
-    AD_JSON_KEY(&b, "instance");
-    ad_json_str(&b, instance);
-    free(instance);
-    AD_JSON_KEY(&b, "code");
-    ad_json_str(&b, ad_err_code(err));
-    AD_JSON_KEY(&b, "requestId");
-    ad_json_str(&b, ad_http_request_id(req));
-    if (extra != NULL)
-        ad_buf_str(&b, extra); /* members the caller wrote with the same writer (ad_verr) */
-    AD_BUF_LIT(&b, "}");
+    problem_render(req, &b, err, status, detail, extra);
     h2o_iovec_t body = h2o_strdup(&req->pool, b.data, b.len);
     ad_buf_free(&b);
     return body;

@@ -51,6 +51,9 @@ int ad_http_empty(h2o_req_t *req, int status);
  * with a comma (",\"errors\":[...]") or NULL. */
 int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *extra);
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...) AD_PRINTF(3, 4);
+/* Append the problem document ad_http_problem would send for err to b, without sending anything (the per-job
+ * problems of a batch answer). */
+void ad_http_problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, const char *detail, const char *extra);
 /* Turn h2o's own plain-text error answers on conf into problem documents; a 413's names body_limit. */
 void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit);
 /* A stored problem document (a failed job's error) with its own status. */

@@ -432,6 +432,44 @@ static void test_submit_idempotency(void **state)
     free(orig);
 }
 
+/* ---- batch ---- */
+
+/* Three jobs in one op: a new one, a key reused with another request (refused alone), and the first one's key
+ * again (a replay of it, inside the same transaction); the jobs are the batch's changes in item order. */
+static void test_batch_items_answer_alone(void **state)
+{
+    struct fx *f = *state;
+    struct ad_submit_op *old = keyed_submit("t1", "old", "{\"a\":1}");
+    assert_int_equal(apply(f, &old->op), AD_E_OK);
+    ad_op_free(&old->op);
+
+    struct ad_batch_op *b = ad_batch_op_new(4);
+    b->items[0] = keyed_submit("t1", "k1", "{\"a\":1}");
+    b->items[1] = keyed_submit("t1", "old", "{\"a\":2}");
+    b->items[2] = keyed_submit("t1", "k1", "{\"a\":1}");
+    /* items[3] stays NULL: an item the caller answers itself */
+    char *refused = ad_strdup(b->items[1]->job->id);
+    assert_int_equal(apply(f, &b->op), AD_E_OK);
+    assert_int_equal(b->items[0]->op.err, AD_E_OK);
+    assert_int_equal(b->items[0]->replayed, 0);
+    assert_int_equal(b->items[1]->op.err, AD_E_IDEMPOTENCY_KEY_REUSED);
+    assert_int_equal(b->items[2]->op.err, AD_E_OK);
+    assert_int_equal(b->items[2]->replayed, 1);
+    assert_string_equal(b->items[2]->job->id, b->items[0]->job->id);
+    assert_int_equal(b->change[0], 0);
+    assert_int_equal(b->change[1], -1);
+    assert_int_equal(b->change[2], 1);
+    assert_int_equal(b->change[3], -1);
+    assert_int_equal(b->op.nchanged, 2);
+    assert_ptr_equal(ad_op_change_at(&b->op, 1)->job, &b->items[2]->job);
+    struct ad_job *j = stored(f, b->items[0]->job->id);
+    assert_non_null(j);
+    ad_job_free(j);
+    assert_null(stored(f, refused));
+    free(refused);
+    ad_op_free(&b->op);
+}
+
 /* ---- cancel ---- */
 
 static struct ad_cancel_op *cancel_op(const char *tenant, const char *id, const char *lease_id, int64_t now)
@@ -1232,6 +1270,7 @@ int main(void)
         T(test_fingerprint),
         T(test_submit_inserts),
         T(test_submit_idempotency),
+        T(test_batch_items_answer_alone),
         T(test_cancel_queued),
         T(test_cancel_running_then_ack),
         T(test_lease),

@@ -415,8 +415,8 @@ static void test_answers_leave_before_after_batch(void **state)
 }
 
 /* ad_writer_outstanding counts an operation from its submit until its done() has run: while the writer holds it,
- * once committed with its completion still waiting for the loop, and no more after. limits.maxQueuedWrites is
- * checked against this count. */
+ * once committed with its completion still waiting for the loop, and no more after, each by its weight.
+ * limits.maxQueuedWrites is checked against this count. */
 static void test_outstanding_counts_until_done(void **state)
 {
     (void)state;
@@ -430,16 +430,17 @@ static void test_outstanding_counts_until_done(void **state)
     hold.go = &go;
     init_op(&a, "job_outstanding_a");
     init_op(&b, "job_outstanding_b");
+    b.op.weight = 100; /* a batch submit of 100 jobs counts as 100 */
     ad_writer_submit(&hold.op);
     sem_wait(&started);
     ad_writer_submit(&a.op);
     ad_writer_submit(&b.op);
-    assert_int_equal(ad_writer_outstanding(), 3);
+    assert_int_equal(ad_writer_outstanding(), 102);
     sem_post(&go);
     /* Committed but not yet handed to done(): the loop has not run, so all three still count. */
     while (!stored("job_outstanding_b"))
         usleep(1000);
-    assert_int_equal(ad_writer_outstanding(), 3);
+    assert_int_equal(ad_writer_outstanding(), 102);
     struct test_op *all[] = {&hold, &a, &b};
     run_until_done(all, 3);
     assert_int_equal(ad_writer_outstanding(), 0);
