@@ -135,6 +135,7 @@ $(addprefix build/fuzz/,$(FUZZ_NAMES)): build/fuzz/%: fuzz/%.c build/fuzz/libacc
 # $(eval $(call embed,api/api_openapi,docs/openapi.json)).
 embed = $(foreach t,build build/asan build/fuzz,$(t)/obj/$(1).o): $(2)
 $(eval $(call embed,api/api_ui,ui/index.html ui/app.js ui/style.css))
+$(eval $(call embed,api/api_openapi,docs/openapi.json))
 
 -include $(wildcard build/obj/*.d build/obj/*/*.d build/tests/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d \
 	build/asan/tests/*/*.d build/fuzz/obj/*.d build/fuzz/obj/*/*.d build/fuzz/*.d)

@@ -34,6 +34,7 @@ static const struct ad_route_def routes[] = {
     {"GET", "/healthz", ad_api_healthz, 0},
     {"GET", "/readyz", ad_api_readyz, 0},
     {"GET", "/metrics", ad_api_metrics, AD_ROLE_ADMIN},
+    {"GET", "/openapi.json", ad_api_openapi, 0},
     {"POST", "/v1/jobs", ad_api_submit, CLIENT},
     {"POST", "/v1/jobs:batch", ad_api_submit_batch, CLIENT},
     {"GET", "/v1/jobs", ad_api_list, ALL},

@@ -119,6 +119,8 @@ int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
 int ad_api_metrics(struct ad_request *r);
+/* GET /openapi.json (api_openapi.c). */
+int ad_api_openapi(struct ad_request *r);
 
 /* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
 int ad_api_webhook_create(struct ad_request *r);

@@ -14,6 +14,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as nodeTest from 'node:test';
+import * as openapi from './openapi.mjs';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = process.env.ACCEPTD_BIN ? path.resolve(process.env.ACCEPTD_BIN) : path.join(REPO_ROOT, 'build', 'acceptd');
@@ -349,7 +350,8 @@ export function tenant(d) {
  * req(method, path, {body, raw, headers, timeoutMs}) -> {status, headers, json, text, ms, method, path}.
  * body is sent as JSON; raw is sent as-is (content-type application/json unless headers say otherwise).
  * A header set to null in headers is not sent. Redirects are never followed. A request that gets no
- * complete answer within timeoutMs (default 20 s; the test configs cap waits at 5 s) throws.
+ * complete answer within timeoutMs (default 20 s; the test configs cap waits at 5 s) throws, and so does an
+ * answer that docs/openapi.json does not describe (lib/openapi.mjs; ACCEPTD_OPENAPI_VALIDATE=0 skips that).
  */
 export function api(target, key) {
     const base = () => (typeof target === 'string' ? target : target.url);
@@ -385,6 +387,9 @@ export function api(target, key) {
                 json = null;
             }
         }
+        // Every answer must be one docs/openapi.json describes (lib/openapi.mjs).
+        const violation = openapi.check({ method, target: p, status: res.status, headers: res.headers, text });
+        if (violation) throw new Error(violation);
         return { status: res.status, headers: res.headers, json, text, ms, method, path: p };
     }
     return {

@@ -4,6 +4,7 @@
 
 import http from 'node:http';
 import { sleep } from './jobs.mjs';
+import * as openapi from './openapi.mjs';
 
 /** Incremental event-stream parser: feed(text) -> calls onEvent({id, event, data}), onRetry(ms), onComment(text). */
 export function sseParser({ onEvent, onRetry = () => {}, onComment = () => {} }) {
@@ -65,6 +66,7 @@ function collector() {
     };
     c.parser = sseParser({
         onEvent: (e) => {
+            openapi.checkEvent(e);
             c.events.push(e);
             c.wake();
         },
@@ -112,6 +114,18 @@ function collector() {
     return c;
 }
 
+/** The answer's status and headers, held to docs/openapi.json (lib/openapi.mjs): null or the violation. */
+function documented(target, c) {
+    return openapi.check({ method: 'GET', target, status: c.status, headers: c.headers, bodyRead: false });
+}
+
+/** A body that is not the stream (a problem), once read whole: recorded when the document does not describe it. */
+function documentedBody(target, c) {
+    if (!/event-stream/i.test(c.headers['content-type'] ?? '') && c.raw.length > 0) {
+        openapi.check({ method: 'GET', target, status: c.status, headers: c.headers, text: c.raw });
+    }
+}
+
 /**
  * GET an event stream over HTTP/1.1 (node:http). url: absolute; headers: extra request headers.
  * Resolves once the response headers arrived: the collector with status, headers, events (live), close().
@@ -122,12 +136,20 @@ export function openSse(url, { headers = {}, agent = false } = {}) {
         const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers }, agent }, (res) => {
             c.status = res.statusCode;
             c.headers = res.headers;
+            const target = new URL(url).pathname + new URL(url).search;
+            const violation = documented(target, c);
+            if (violation) {
+                req.destroy();
+                reject(new Error(violation));
+                return;
+            }
             res.setEncoding('utf8');
             res.on('data', (chunk) => {
                 c.raw += chunk;
                 c.parser.feed(chunk);
             });
             res.on('end', () => {
+                documentedBody(target, c);
                 c.ended = true;
                 c.wake();
             });
@@ -163,6 +185,12 @@ export function openSse2(session, path, { headers = {} } = {}) {
         stream.on('response', (h) => {
             c.status = h[':status'];
             c.headers = h;
+            const violation = documented(path, c);
+            if (violation) {
+                stream.close();
+                reject(new Error(violation));
+                return;
+            }
             resolve(c);
         });
         stream.on('data', (chunk) => {
@@ -170,6 +198,7 @@ export function openSse2(session, path, { headers = {} } = {}) {
             c.parser.feed(chunk);
         });
         stream.on('end', () => {
+            documentedBody(path, c);
             c.ended = true;
             c.wake();
         });
