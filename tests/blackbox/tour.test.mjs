@@ -7,7 +7,7 @@
 //   - the statuses: each line of the doc's output that is an HTTP status line (`HTTP/1.1 202 Accepted`) or
 //     starts with a bare status code (`304 after 3.003891s`, from curl's -w '%{http_code}') must match the
 //     real output's, in order;
-//   - every line of JSON, with timestamps masked, must equal the real one;
+//   - every line of JSON, with timestamps and request ids masked, must equal the real one;
 //   - the ids (job_..., lse_...) and ETags in the doc's output are mapped to the real ones at the same place
 //     in the real output, and later commands run with the real ones in their place: the doc keeps the ids
 //     of the run that was pasted, so a reader can follow it, and the test follows along with its own;
@@ -125,7 +125,8 @@ function shell(env) {
 
 const statuses = (lines) => lines.map((l) => STATUS.exec(l)).filter(Boolean).map((m) => m[1] ?? m[2]);
 const jsonLines = (lines) => lines.filter((l) => /^[[{]/.test(l));
-const masked = (s) => s.replace(TIME, '<time>');
+// A request id is made afresh for every request (unless the client sends one).
+const masked = (s) => s.replace(TIME, '<time>').replace(/"requestId":"[A-Za-z0-9._-]+"/g, '"requestId":"<id>"');
 
 describe('docs/tour.md', () => {
     const blocks = parseTour(fs.readFileSync(TOUR, 'utf8'));
