@@ -70,7 +70,7 @@ def events(job_path, last_event_id=None, stop_after=None):
     h = headers({"Accept": "text/event-stream"})
     if last_event_id is not None:
         h["Last-Event-ID"] = last_event_id
-    conn.request("GET", url.path.rstrip("/") + job_path + "/events", headers=h)
+    conn.request("GET", job_path + "/events", headers=h)
     res = conn.getresponse()
     try:
         if res.status == 204:

@@ -183,11 +183,24 @@ describe('example clients', () => {
     ]) {
         it(`${name} accepts the daemon's signed deliveries and refuses tampered ones`, async () => {
             const t = tenant(d);
-            const port = await freePort();
-            const hook = await createEndpoint(t.c, `http://127.0.0.1:${port}/hooks/acceptd`);
-            const r = runExample(cmd, [file], { PORT: String(port), WEBHOOK_SECRET: hook.secret });
+            // The port is chosen before the receiver binds it; should something else take it meanwhile, the
+            // receiver exits, and the endpoint is made again on another port.
+            let port;
+            let hook;
+            let r;
+            for (let i = 0; ; i++) {
+                port = await freePort();
+                hook = await createEndpoint(t.c, `http://127.0.0.1:${port}/hooks/acceptd`);
+                r = runExample(cmd, [file], { PORT: String(port), WEBHOOK_SECRET: hook.secret });
+                try {
+                    await r.waitFor(/^listening on http:\/\/127\.0\.0\.1:(\d+)$/m);
+                    break;
+                } catch (e) {
+                    if (i === 2 || !/EADDRINUSE|Address already in use/.test(r.err)) throw e;
+                    expectStatus(await t.c.req('DELETE', `/v1/webhooks/${hook.id}`), 204);
+                }
+            }
             try {
-                await r.waitFor(/^listening on http:\/\/127\.0\.0\.1:(\d+)$/m);
 
                 // Real deliveries: a job's queued, started and succeeded events.
                 const id = expectStatus(await t.c.post('/v1/jobs', { type: 'email.send', payload: { to: 'a@example.com' } }), 202).json.id;
