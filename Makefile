@@ -63,7 +63,7 @@ FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanit
 # Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
+.PHONY: all deps install uninstall layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -136,6 +136,21 @@ $(addprefix build/fuzz/,$(FUZZ_NAMES)): build/fuzz/%: fuzz/%.c build/fuzz/libacc
 embed = $(foreach t,build build/asan build/fuzz,$(t)/obj/$(1).o): $(2)
 $(eval $(call embed,api/api_ui,ui/index.html ui/app.js ui/style.css))
 $(eval $(call embed,api/api_openapi,docs/openapi.json))
+
+# The commit the binary is built from, for `acceptd --version` (and /metrics): AD_COMMIT in every object, but
+# only the objects in COMMIT_OBJS use it, so only they are rebuilt when it changes. build/commit.stamp holds
+# the value and is rewritten only when it differs, so an unchanged commit rebuilds nothing.
+COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+CPPFLAGS += -DAD_COMMIT='"$(COMMIT)"'
+COMMIT_OBJS = main
+$(foreach t,build build/asan,$(addprefix $(t)/obj/,$(addsuffix .o,$(COMMIT_OBJS)))): build/commit.stamp
+
+build/commit.stamp: FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(COMMIT)' ] || echo '$(COMMIT)' >$@
+
+.PHONY: FORCE
+FORCE:
 
 -include $(wildcard build/obj/*.d build/obj/*/*.d build/tests/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d \
 	build/asan/tests/*/*.d build/fuzz/obj/*.d build/fuzz/obj/*/*.d build/fuzz/*.d)
@@ -236,6 +251,36 @@ test:
 	$(MAKE) -j2 blackbox
 	$(MAKE) -j2 blackbox-asan
 	$(MAKE) -j2 blackbox-pg
+
+# `make install` (PREFIX, DESTDIR and each directory overridable): the binary, the man page, an example
+# configuration (never over an existing one) and the systemd unit, whose paths are filled in here from the
+# directories. INSTALL_BIN installs another binary than build/acceptd (the tests install the one they test,
+# so that nothing is compiled).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL ?= install
+INSTALL_BIN ?= build/acceptd
+
+install: $(INSTALL_BIN)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(SYSCONFDIR)/acceptd $(DESTDIR)$(UNITDIR)
+	$(INSTALL) -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/acceptd
+	$(INSTALL) -m 0644 docs/acceptd.1 $(DESTDIR)$(MANDIR)/man1/acceptd.1
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/acceptd/acceptd.yaml ]; then \
+		echo "install: keeping $(DESTDIR)$(SYSCONFDIR)/acceptd/acceptd.yaml"; \
+	else \
+		echo "$(INSTALL) -m 0600 packaging/acceptd.yaml $(DESTDIR)$(SYSCONFDIR)/acceptd/acceptd.yaml"; \
+		$(INSTALL) -m 0600 packaging/acceptd.yaml $(DESTDIR)$(SYSCONFDIR)/acceptd/acceptd.yaml; \
+	fi
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' packaging/acceptd.service.in \
+		>$(DESTDIR)$(UNITDIR)/acceptd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/acceptd.service
+
+# The configuration stays: it is the operator's.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/acceptd $(DESTDIR)$(MANDIR)/man1/acceptd.1 $(DESTDIR)$(UNITDIR)/acceptd.service
 
 run:
 	$(MAKE) deps

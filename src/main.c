@@ -15,6 +15,10 @@
 #ifndef AD_VERSION
 #define AD_VERSION "0.1.0"
 #endif
+/* `git describe` of the tree built, from the Makefile (COMMIT); a build outside it cannot know it. */
+#ifndef AD_COMMIT
+#define AD_COMMIT "unknown"
+#endif
 
 static void usage(FILE *f)
 {
@@ -142,7 +146,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "jobs") == 0)
         return ad_cli_jobs_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
-        printf("acceptd %s\n", AD_VERSION);
+        printf("acceptd %s (commit %s)\n", AD_VERSION, AD_COMMIT);
         return 0;
     }
     if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

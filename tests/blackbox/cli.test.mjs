@@ -112,11 +112,11 @@ describe('acceptd command line', () => {
         }
     });
 
-    it('acceptd --version and acceptd version print the version on stdout and exit 0', () => {
+    it('acceptd --version and acceptd version print the version and commit on stdout and exit 0', () => {
         for (const args of [['--version'], ['version']]) {
             const r = run(args);
             assert.equal(r.code, 0, show(r));
-            assert.match(r.stdout, /^acceptd \d+\.\d+\.\d+\n$/, show(r));
+            assert.match(r.stdout, /^acceptd \d+\.\d+\.\d+ \(commit \S+\)\n$/, show(r));
         }
     });
 });
