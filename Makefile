@@ -25,10 +25,7 @@ PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
 
 WARNINGS = -Wall -Wextra -Werror -Wformat=2 -Wno-unused-parameter -Wno-missing-field-initializers
 # src/http/h2o-compat/ holds what libh2o's internal headers include but Debian does not ship (khash.h).
-# The commit the binary is built from (`acceptd --version`, acceptd_build_info on /metrics): one definition,
-# from git when this is a checkout, else "unknown". `make COMMIT=...` overrides it (a release tarball).
-COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
-CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -Isrc/http/h2o-compat -DAD_COMMIT='"$(COMMIT)"'
+CPPFLAGS = -D_GNU_SOURCE -DH2O_USE_LIBUV=0 -Isrc -Isrc/http/h2o-compat
 BASE_CFLAGS = -std=c11 -g $(WARNINGS) $(PKG_CFLAGS)
 LIBS = $(PKG_LIBS) -lpthread -lm
 
@@ -137,12 +134,13 @@ embed = $(foreach t,build build/asan build/fuzz,$(t)/obj/$(1).o): $(2)
 $(eval $(call embed,api/api_ui,ui/index.html ui/app.js ui/style.css))
 $(eval $(call embed,api/api_openapi,docs/openapi.json))
 
-# The commit the binary is built from, for `acceptd --version` (and /metrics): AD_COMMIT in every object, but
+# The commit the binary is built from, for `acceptd --version` and acceptd_build_info on /metrics (`make
+# COMMIT=...` overrides it, e.g. for a release tarball): AD_COMMIT in every object, but
 # only the objects in COMMIT_OBJS use it, so only they are rebuilt when it changes. build/commit.stamp holds
 # the value and is rewritten only when it differs, so an unchanged commit rebuilds nothing.
 COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 CPPFLAGS += -DAD_COMMIT='"$(COMMIT)"'
-COMMIT_OBJS = main
+COMMIT_OBJS = main api/api
 $(foreach t,build build/asan,$(addprefix $(t)/obj/,$(addsuffix .o,$(COMMIT_OBJS)))): build/commit.stamp
 
 build/commit.stamp: FORCE

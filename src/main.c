@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "server.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "worker/worker.h"
 
 #include <getopt.h>
@@ -12,13 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef AD_VERSION
-#define AD_VERSION "0.1.0"
-#endif
 /* `git describe` of the tree built, from the Makefile (COMMIT); a build outside it cannot know it. */
-#ifndef AD_COMMIT
-#define AD_COMMIT "unknown"
-#endif
 
 static void usage(FILE *f)
 {

@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "job/job.h"
 #include "common/json.h"
+#include "common/version.h"
 #include "common/timer.h"
 #include "core/writer.h"
 #include "http/sse.h"
@@ -16,13 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
-
-#ifndef AD_VERSION
-#define AD_VERSION "0.1.0"
-#endif
-#ifndef AD_COMMIT
-#define AD_COMMIT "unknown"
-#endif
 
 #define ALL (AD_ROLE_CLIENT | AD_ROLE_WORKER | AD_ROLE_ADMIN)
 #define CLIENT (AD_ROLE_CLIENT | AD_ROLE_ADMIN)

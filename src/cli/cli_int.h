@@ -11,15 +11,12 @@
 
 #include "cli/cli.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "worker/client.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
-
-#ifndef AD_VERSION
-#define AD_VERSION "0.1.0"
-#endif
 
 #define AD_CLI_DEFAULT_URL "http://127.0.0.1:8080"
 /* Largest answer read (a page of 500 jobs with their payloads and results). */

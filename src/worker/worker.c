@@ -14,6 +14,7 @@
  */
 #include "worker/worker.h"
 #include "common/util.h"
+#include "common/version.h"
 #include "worker/client.h"
 
 #include <curl/curl.h>
@@ -29,10 +30,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#ifndef AD_VERSION
-#define AD_VERSION "0.1.0"
-#endif
 
 #define MARKER_LEN (sizeof(AD_WORKER_PROGRESS_PREFIX) - 1)
 
