@@ -141,14 +141,17 @@ EOF
 
 # start_acceptd [ARGS...]: `acceptd serve` on an ephemeral loopback port with a fresh data dir, extra ARGS
 # appended. Sets ACCEPTD_URL from the line "acceptd: listening on http://HOST:PORT" on its stdout, and
-# ACCEPTD_PID. Set BENCH_NODE to give each of several daemons a directory of its own (default: acceptd).
+# ACCEPTD_PID. Set BENCH_NODE to give each of several daemons a directory of its own (default: acceptd), and
+# BENCH_ACCEPTD_ARGS to add arguments to every daemon a benchmark starts (e.g. "--config al.yaml" to measure
+# with the access log on).
 start_acceptd()
 {
     local dir="$BENCH_TMP/${BENCH_NODE:-acceptd}" pid tries=100 line
     [ -x "$ACCEPTD_BIN" ] || bench_die "$ACCEPTD_BIN not built (make all)"
     mkdir -p "$dir"
     # stdbuf: the listening line must reach the file even if stdout is block-buffered.
-    stdbuf -oL "$ACCEPTD_BIN" serve --listen 127.0.0.1:0 --data "$dir/data" "$@" \
+    # shellcheck disable=SC2086 # BENCH_ACCEPTD_ARGS is a list of words
+    stdbuf -oL "$ACCEPTD_BIN" serve --listen 127.0.0.1:0 --data "$dir/data" "$@" ${BENCH_ACCEPTD_ARGS:-} \
         >"$dir/stdout.log" 2>"$dir/stderr.log" &
     pid=$!
     BENCH_PIDS+=("$pid")
