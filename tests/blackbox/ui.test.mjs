@@ -89,6 +89,16 @@ describe('the dashboard at /ui/', { timeout: 120_000 }, () => {
         const queued = (await submit(ka, { type: 'email.send', payload: { to: 'ops@example.test' } })).json.id;
         await receiver.waitFor((rs) => rs.length >= 3, { what: 'the first deliveries' });
         const bJob = (await submit(kb, { type: 'report.export', payload: {} })).json.id;
+        // The dashboard's own reads, through the client that checks answers against docs/openapi.json (the
+        // browser's are not): a tenant's leases name its running job, another tenant's do not.
+        const stats = await ka.get('/v1/stats');
+        assert.equal(stats.status, 200, stats.text);
+        const leasesA = await ka.get('/v1/leases');
+        assert.equal(leasesA.status, 200, leasesA.text);
+        assert.ok(leasesA.text.includes(run), leasesA.text);
+        const leasesB = await kb.get('/v1/leases');
+        assert.equal(leasesB.status, 200, leasesB.text);
+        assert.ok(!leasesB.text.includes(run), leasesB.text);
 
         const context = await browser.newContext({ viewport: WIDE, colorScheme: 'light' });
         const page = await context.newPage();
