@@ -62,7 +62,10 @@ describe('a data dir on a small file system that fills up', () => {
     it('refuses submits with storage-full while full, is not ready, and recovers for good once space is freed', async () => {
         const c = api(d, 'ka');
         const ready = api(d);
+        const adm = api(d, 'adm');
+        const storeErrors = async () => Number(/^acceptd_store_errors_total (\d+)$/m.exec((await adm.get('/metrics')).text)?.[1]);
         assert.equal((await ready.get('/readyz')).status, 200);
+        assert.equal(await storeErrors(), 0);
 
         // Fill it: stop once 40 submits were refused.
         const refused = await submitMany(c, FILL_LIMIT, { stopWhen: (r) => r.length >= 40 });
@@ -72,6 +75,9 @@ describe('a data dir on a small file system that fills up', () => {
             assertRetryAfter(res);
         }
         const filled = accepted.size;
+        // GET /metrics counts what the store refused.
+        const errors = await storeErrors();
+        assert.ok(errors > 0, `acceptd_store_errors_total is ${errors} after ${refused.length} writes failed`);
 
         // Not ready while writes fail for want of space: a load balancer sends the submits elsewhere.
         const rz = await ready.get('/readyz');
