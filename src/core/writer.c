@@ -141,6 +141,9 @@ int ad_writer_deliver(void)
 static void apply_ops(struct ad_op *op, ad_err *berr)
 {
     const struct ad_store_ops *ops = store->ops;
+    for (struct ad_op *o = op; o != NULL; o = o->next)
+        if (o->prefetch != NULL)
+            o->prefetch(o, conn);
     for (; op != NULL && *berr == AD_E_OK; op = op->next) {
         if (ops->changes != NULL) {
             int64_t before = ops->changes(conn);

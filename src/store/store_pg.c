@@ -359,9 +359,10 @@ static int64_t col_INT64(const PGresult *r, int row, int col);
 /* What a pending result is checked for when it is collected. */
 enum pg_check {
     CHECK_NONE,
-    CHECK_ROW,    /* the statement must have touched a row */
-    CHECK_COMMIT, /* the server must have committed, not rolled back */
-    CHECK_SEQ,    /* the counter read at begin: its row sets the batch's seq */
+    CHECK_ROW,      /* the statement must have touched a row */
+    CHECK_COMMIT,   /* the server must have committed, not rolled back */
+    CHECK_SEQ,      /* the counter read at begin: its row sets the batch's seq */
+    CHECK_PREFETCH, /* a job read ahead (pg_job_prefetch): its result goes to prefetch slot stmt */
 };
 
 /* A statement (or sync) sent on the pipeline whose result has not been collected yet. */
@@ -369,7 +370,7 @@ enum pg_pend_kind { PEND_QUERY, PEND_PREPARE, PEND_SYNC };
 struct pg_pending {
     enum pg_pend_kind kind;
     enum pg_check check;
-    int stmt;         /* for PEND_PREPARE: which statement it prepares */
+    int stmt;         /* for PEND_PREPARE: which statement it prepares; for CHECK_PREFETCH: the slot */
     const char *what; /* for the log */
 };
 
@@ -389,8 +390,25 @@ struct ad_conn {
     int seq_known;     /* begin's counter read has been collected */
     char **ids;        /* jobs inserted or updated in the transaction, to announce at commit */
     size_t nids, ids_cap, ids_savepoint;
+    int64_t writes;          /* statements sent that may write (pg_changes) */
+    struct pg_prefetch *pre; /* jobs read ahead in the open transaction (pg_job_prefetch) */
+    size_t npre, pre_cap;
     struct ad_hook_cache hooks;
 };
+
+/*
+ * A job read ahead in the open transaction: its row (or no row) as the transaction saw it after every write
+ * sent before the read, good until a write of the job (or a sweep) is sent after it.
+ */
+enum pg_pre_state { PRE_SENT, PRE_READY, PRE_STALE };
+struct pg_prefetch {
+    char *id;
+    PGresult *res; /* PRE_READY: the result */
+    enum pg_pre_state state;
+};
+#define PG_MAX_PREFETCH 1024
+
+static void tx_end(struct ad_conn *c);
 
 /* ---- errors ---- */
 
@@ -555,6 +573,16 @@ static ad_err collect(struct ad_conn *c, PGresult **out)
         }
         if (p.kind == PEND_PREPARE)
             c->prepared[p.stmt] = e == AD_E_OK ? 2 : 0;
+        if (p.check == CHECK_PREFETCH && (size_t)p.stmt < c->npre) {
+            struct pg_prefetch *pf = &c->pre[p.stmt];
+            if (e == AD_E_OK && pf->state == PRE_SENT) {
+                pf->res = r;
+                pf->state = PRE_READY;
+                r = NULL;
+            } else if (pf->state == PRE_SENT) {
+                pf->state = PRE_STALE;
+            }
+        }
         /* Each query's results end with a NULL. */
         PGresult *end = PQgetResult(c->pg);
         if (end != NULL) {
@@ -605,6 +633,9 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
     if (!PQsendQueryPrepared(c->pg, name, nparams, values, NULL, NULL, 0))
         return fail_conn(c, what);
     pend_push(c, (struct pg_pending){.kind = PEND_QUERY, .check = check, .what = what});
+    /* Every statement but a SELECT may write a row (a SELECT here only reads, locks or notifies). */
+    if (strncmp(stmt_sql[id], "SELECT", 6) != 0)
+        c->writes++;
     return AD_E_OK;
 }
 
@@ -788,6 +819,8 @@ static void pg_disconnect(struct ad_conn *c)
     PQfinish(c->pg);
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
+    tx_end(c);
+    free(c->pre);
     free(c->ids);
     free(c->pend);
     free(c);
@@ -907,8 +940,25 @@ static void rollback_wire(struct ad_conn *c)
         pend_forget(c);
 }
 
+/* Forget the jobs read ahead: every one (id NULL, a sweep or the transaction's end) or id's, written. */
+static void prefetch_drop(struct ad_conn *c, const char *id)
+{
+    for (size_t i = 0; i < c->npre; i++) {
+        struct pg_prefetch *pf = &c->pre[i];
+        if (pf->state == PRE_STALE || (id != NULL && strcmp(pf->id, id) != 0))
+            continue;
+        PQclear(pf->res);
+        pf->res = NULL;
+        pf->state = PRE_STALE;
+    }
+}
+
 static void tx_end(struct ad_conn *c)
 {
+    prefetch_drop(c, NULL);
+    for (size_t i = 0; i < c->npre; i++)
+        free(c->pre[i].id);
+    c->npre = 0;
     c->in_tx = 0;
     c->auto_tx = 0;
     c->poison = AD_E_OK;
@@ -1075,6 +1125,17 @@ static ad_err tx_stmt(struct ad_conn *c, enum pg_stmt id, const char *what)
     return send_write(c, id, &p, CHECK_NONE, what);
 }
 
+/*
+ * The writes sent on c so far, whether or not their results are in. With it the writer needs no savepoint per
+ * operation: an operation that fails before sending a write leaves nothing to undo, and a write's own failure
+ * poisons the whole batch anyway (a pipeline skips everything after an error until its sync), so a savepoint
+ * could undo nothing the batch would keep. It saved two statements and a subtransaction per operation.
+ */
+static int64_t pg_changes(struct ad_conn *c)
+{
+    return c->writes;
+}
+
 static ad_err pg_savepoint(struct ad_conn *c)
 {
     ad_err e = tx_stmt(c, ST_SAVEPOINT, "savepoint");
@@ -1180,6 +1241,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     struct pg_params p = {0};
     param_job(&p, job, seq);
     int insert = id == ST_INSERT;
+    prefetch_drop(c, job->id);
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         param_TIME(&p, started); /* $31 */
@@ -1246,9 +1308,74 @@ static ad_err fetch_jobs(struct ad_conn *c, enum pg_stmt id, const struct pg_par
     return fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_job_slot, what);
 }
 
+/*
+ * Read job id ahead, inside the open batch: the read is only sent, and a job_get of id later in the batch takes
+ * its result, unless the job has been written since. The writer sends the reads of a whole chunk of operations
+ * at once, before applying any of them, so that they cost one round trip instead of one each.
+ */
+static void pg_job_prefetch(struct ad_conn *c, const char *id)
+{
+    if (!c->in_tx || c->poison != AD_E_OK || c->broken || c->npre >= PG_MAX_PREFETCH)
+        return;
+    for (size_t i = c->npre; i-- > 0;)
+        if (c->pre[i].state != PRE_STALE && strcmp(c->pre[i].id, id) == 0)
+            return;
+    if (c->npend >= PG_MAX_PENDING && (send_flush(c) != AD_E_OK || drain(c, 0) != AD_E_OK))
+        return;
+    const char *v[2] = {id, NULL};
+    if (send_stmt(c, ST_GET, 2, v, CHECK_PREFETCH, "read a job ahead") != AD_E_OK) {
+        if (c->poison == AD_E_OK)
+            c->poison = AD_E_UNAVAILABLE;
+        return;
+    }
+    if (c->npre == c->pre_cap) {
+        c->pre_cap = c->pre_cap ? c->pre_cap * 2 : 64;
+        c->pre = ad_realloc(c->pre, c->pre_cap * sizeof(*c->pre));
+    }
+    c->pre[c->npre] = (struct pg_prefetch){.id = ad_strdup(id), .state = PRE_SENT};
+    c->pend[c->head + c->npend - 1].stmt = (int)c->npre++;
+}
+
+/* job_get from a read sent ahead: 1 with *e set when one answers it, 0 when none does. */
+static int prefetched_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out, ad_err *e)
+{
+    struct pg_prefetch *pf = NULL;
+    for (size_t i = c->npre; i-- > 0 && pf == NULL;)
+        if (c->pre[i].state != PRE_STALE && strcmp(c->pre[i].id, id) == 0)
+            pf = &c->pre[i];
+    if (pf == NULL || c->poison != AD_E_OK)
+        return 0;
+    if (pf->state == PRE_SENT) {
+        /* Its result comes after those of everything sent before it: collect up to it. */
+        *e = send_flush(c);
+        while (*e == AD_E_OK && pf->state == PRE_SENT && c->npend > 0)
+            *e = collect(c, NULL);
+        if (*e != AD_E_OK)
+            return 1;
+        if (pf->state != PRE_READY)
+            return 0;
+    }
+    if (PQntuples(pf->res) == 0) {
+        *e = AD_E_NOT_FOUND;
+        return 1;
+    }
+    struct ad_job *j = read_job(pf->res, 0);
+    if (tenant != NULL && strcmp(j->tenant, tenant) != 0) {
+        ad_job_free(j);
+        *e = AD_E_NOT_FOUND;
+        return 1;
+    }
+    *out = j;
+    *e = AD_E_OK;
+    return 1;
+}
+
 static ad_err pg_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
 {
     *out = NULL;
+    ad_err pe;
+    if (c->in_tx && prefetched_get(c, tenant, id, out, &pe))
+        return pe;
     struct pg_params p = {0};
     param_TEXT(&p, id);
     param_TEXT(&p, tenant);
@@ -1364,6 +1491,7 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     if (e != AD_E_OK)
         return e;
     int tombstoned = 0, deleted = 0;
+    prefetch_drop(c, NULL);
     e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
     if (e == AD_E_OK)
         e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");
@@ -1900,12 +2028,14 @@ static const struct ad_store_ops pg_ops = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
+    .changes = pg_changes,
     .savepoint = pg_savepoint,
     .release = pg_release,
     .rollback_to = pg_rollback_to,
     .job_insert = pg_job_insert,
     .job_update = pg_job_update,
     .job_get = pg_job_get,
+    .job_prefetch = pg_job_prefetch,
     .job_list = pg_job_list,
     .job_changes = pg_job_changes,
     .job_leasable = pg_job_leasable,

@@ -395,6 +395,66 @@ static void test_error_poisons_the_batch(void **state)
     ad_job_free(g);
 }
 
+/*
+ * A batch as the writer applies it on PostgreSQL: the jobs its operations will load are read ahead, all at once,
+ * and no operation has a savepoint. An operation that fails having written nothing leaves the count of writes
+ * where it was (the writer then lets the batch go on), and the others commit. A job read ahead and written
+ * since is read again: a later load sees the write, never the row as it was; a job read ahead under another
+ * tenant is not found; a job inserted in the batch after its read ahead (which found nothing) is found.
+ */
+static void test_batch_reads_ahead_without_savepoints(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->ops;
+    assert_non_null(ops->changes);
+    assert_non_null(ops->job_prefetch);
+    insert_new(f, f->c, "ra_p", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    ops->job_prefetch(f->c, "ra_p");
+    ops->job_prefetch(f->c, "ra_missing");
+    ops->job_prefetch(f->c, "ra_new");
+    ops->job_prefetch(f->c, "ra_p"); /* asked twice: read once */
+
+    int64_t before = ops->changes(f->c);
+    insert_new(f, f->c, "ra_new", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_true(ops->changes(f->c) != before);
+
+    /* An operation that fails on its load (a stale id) wrote nothing. */
+    before = ops->changes(f->c);
+    assert_not_found(f, f->c, "t1", "ra_missing");
+    assert_int_equal(ops->changes(f->c), before);
+
+    struct ad_job *n = get(f, f->c, "t1", "ra_new");
+    ad_job_free(n);
+    assert_not_found(f, f->c, "t2", "ra_p");
+    struct ad_job *p = get(f, f->c, "t1", "ra_p");
+    assert_int_equal(p->status, AD_QUEUED);
+    p->status = AD_RUNNING;
+    ad_job_set(&p->worker, "w1");
+    assert_int_equal(ops->job_update(f->c, p), AD_E_OK);
+    ad_job_free(p);
+    p = get(f, f->c, "t1", "ra_p");
+    assert_int_equal(p->status, AD_RUNNING);
+    assert_string_equal(p->worker, "w1");
+    ad_job_free(p);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+
+    p = get(f, f->c, NULL, "ra_p");
+    assert_int_equal(p->status, AD_RUNNING);
+    ad_job_free(p);
+    n = get(f, f->c, NULL, "ra_new");
+    ad_job_free(n);
+    PGconn *pg = raw_schema(f);
+    char buf[64];
+    assert_string_equal(raw_exec(pg, "SELECT count(*) FROM jobs", buf, sizeof(buf)), "2");
+    PQfinish(pg);
+
+    /* Outside a batch a read ahead is ignored, and nothing is left of the last batch's. */
+    ops->job_prefetch(f->c, "ra_p");
+    p = get(f, f->c, "t1", "ra_p");
+    ad_job_free(p);
+}
+
 /* ---- two nodes ---- */
 
 /* A pending outbox row for endpoint hook, due at next_at. */
@@ -662,6 +722,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_absent_fields_are_null_columns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_poisons_the_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_reads_ahead_without_savepoints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_is_global_across_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_writer_waits_for_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leasable_skips_locked_rows, setup, teardown),
