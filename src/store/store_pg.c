@@ -374,6 +374,25 @@ struct pg_pending {
     const char *what; /* for the log */
 };
 
+/*
+ * The queued jobs a batch's leases take from (pg_job_leasable): the head of one tenant's queue for one list of
+ * types, in lease order (priority, then cseq), as the first lease of the batch read it, kept exact by every
+ * write of a job in the batch. Leases after the first take from it without a round trip.
+ */
+struct pg_pool {
+    int valid;
+    char *tenant, *types; /* types as the text[] literal (text_array), to compare with */
+    char **type;
+    size_t ntypes;
+    int64_t horizon;      /* holds the jobs due by then; a lease at a later time reads again */
+    int exhaustive;       /* the read found fewer jobs than it asked for: these are all of them */
+    struct ad_job **rows; /* lease order */
+    size_t n, cap;
+};
+/* Jobs read into the pool beyond those the first lease asks for, and how far ahead of its time. */
+#define PG_POOL_ROWS 32
+#define PG_POOL_HORIZON_MS 1000
+
 struct ad_conn {
     struct pg_store *s;
     PGconn *pg;
@@ -393,6 +412,7 @@ struct ad_conn {
     int64_t writes;          /* statements sent that may write (pg_changes) */
     struct pg_prefetch *pre; /* jobs read ahead in the open transaction (pg_job_prefetch) */
     size_t npre, pre_cap;
+    struct pg_pool pool;
     struct ad_hook_cache hooks;
 };
 
@@ -820,6 +840,7 @@ static void pg_disconnect(struct ad_conn *c)
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
     tx_end(c);
+    free(c->pool.rows);
     free(c->pre);
     free(c->ids);
     free(c->pend);
@@ -953,8 +974,23 @@ static void prefetch_drop(struct ad_conn *c, const char *id)
     }
 }
 
+static void pool_drop(struct pg_pool *pl)
+{
+    for (size_t i = 0; i < pl->n; i++)
+        ad_job_free(pl->rows[i]);
+    for (size_t i = 0; i < pl->ntypes; i++)
+        free(pl->type[i]);
+    free(pl->type);
+    free(pl->tenant);
+    free(pl->types);
+    struct ad_job **rows = pl->rows;
+    size_t cap = pl->cap;
+    *pl = (struct pg_pool){.rows = rows, .cap = cap};
+}
+
 static void tx_end(struct ad_conn *c)
 {
+    pool_drop(&c->pool);
     prefetch_drop(c, NULL);
     for (size_t i = 0; i < c->npre; i++)
         free(c->pre[i].id);
@@ -1229,6 +1265,51 @@ static ad_err begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
     return e != AD_E_OK ? auto_end(c, *own, e) : AD_E_OK;
 }
 
+/* Whether a ranks before b in lease order: higher priority first, then lower cseq. */
+static int lease_before(const struct ad_job *a, const struct ad_job *b)
+{
+    return a->priority != b->priority ? a->priority > b->priority : a->cseq < b->cseq;
+}
+
+/*
+ * Keep the pool exact after job was written: its old row leaves the pool, and if it is now a queued job the
+ * pool's lease query would find, it goes in at its place, unless it ranks after the pool's last job and the
+ * pool does not hold the whole queue (it is then beyond the head the pool holds, as the rows never read are).
+ */
+static void pool_note(struct ad_conn *c, const struct ad_job *job)
+{
+    struct pg_pool *pl = &c->pool;
+    if (!pl->valid)
+        return;
+    for (size_t i = 0; i < pl->n; i++)
+        if (strcmp(pl->rows[i]->id, job->id) == 0) {
+            ad_job_free(pl->rows[i]);
+            memmove(pl->rows + i, pl->rows + i + 1, (pl->n - i - 1) * sizeof(*pl->rows));
+            pl->n--;
+            break;
+        }
+    if (job->status != AD_QUEUED || job->tombstoned || strcmp(job->tenant, pl->tenant) != 0 ||
+        (job->run_at != 0 && job->run_at > pl->horizon))
+        return;
+    size_t t = 0;
+    while (t < pl->ntypes && strcmp(pl->type[t], job->type) != 0)
+        t++;
+    if (t == pl->ntypes)
+        return;
+    size_t at = pl->n;
+    while (at > 0 && lease_before(job, pl->rows[at - 1]))
+        at--;
+    if (at == pl->n && !pl->exhaustive)
+        return;
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? pl->cap * 2 : 64;
+        pl->rows = ad_realloc(pl->rows, pl->cap * sizeof(*pl->rows));
+    }
+    memmove(pl->rows + at + 1, pl->rows + at, (pl->n - at) * sizeof(*pl->rows));
+    pl->rows[at] = ad_job_dup(job);
+    pl->n++;
+}
+
 /* Insert (ST_INSERT) or update (ST_UPDATE) every column of job with the batch's next seq, and remember it for
  * the commit's announcement. seq and cseq come from the counter: cseq is the seq of the insert. */
 static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
@@ -1255,6 +1336,8 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
             job->cseq = job->created_seq = seq;
         else
             job->started_seq = started;
+        if (c->in_tx)
+            pool_note(c, job);
     }
     return e;
 }
@@ -1422,16 +1505,97 @@ static ad_err pg_job_changes(struct ad_conn *c, const char *tenant, int64_t sinc
 }
 
 /* One query for all the types; the jobs it returns stay locked until the transaction ends. */
+/*
+ * Serve a lease from the pool when it answers it exactly: it holds the head of the same queue, due by now, and
+ * limit jobs due by now are in it, or it holds the whole queue. 1 with *out filled (the jobs leave the pool),
+ * else 0.
+ */
+static int pool_take(struct pg_pool *pl, const char *tenant, const char *arr, int64_t now, int limit,
+                     struct ad_job_list *out)
+{
+    if (!pl->valid || now > pl->horizon || strcmp(pl->tenant, tenant) != 0 || strcmp(pl->types, arr) != 0)
+        return 0;
+    size_t due = 0;
+    for (size_t i = 0; i < pl->n && due < (size_t)limit; i++)
+        due += pl->rows[i]->run_at == 0 || pl->rows[i]->run_at <= now;
+    if (due < (size_t)limit && !pl->exhaustive)
+        return 0;
+    out->items = ad_calloc(due + 1, sizeof(*out->items));
+    out->n = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < pl->n; i++) {
+        struct ad_job *j = pl->rows[i];
+        if (out->n < due && (j->run_at == 0 || j->run_at <= now))
+            out->items[out->n++] = j;
+        else
+            pl->rows[keep++] = j;
+    }
+    pl->n = keep;
+    return 1;
+}
+
+/*
+ * Inside a batch, the first lease reads the head of the queue, beyond what it takes, into the pool (locked like
+ * the jobs it takes), and the leases after it take from the pool, which every write of a job keeps exact: one
+ * round trip for the batch's leases of one queue instead of one each. Outside a batch, or when the pool cannot
+ * answer, a lease reads what it takes.
+ */
 static ad_err pg_job_leasable(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes,
                               int64_t now, int limit, struct ad_job_list *out)
 {
     char *arr = text_array(types, ntypes);
+    int pool = c->in_tx && limit > 0;
+    if (pool && pool_take(&c->pool, tenant, arr, now, limit, out)) {
+        free(arr);
+        return AD_E_OK;
+    }
+    int want = limit > 0 ? limit : 0;
+    int64_t until = now;
+    if (pool) {
+        want = limit + PG_POOL_ROWS;
+        until = now + PG_POOL_HORIZON_MS;
+    }
     struct pg_params p = {0};
     param_TEXT(&p, tenant);
     param_TEXT(&p, arr);
+    param_INT64(&p, until);
+    param_INT(&p, want);
+    struct ad_job_list got;
+    ad_err e = fetch_jobs(c, ST_LEASABLE, &p, pool ? &got : out, "leasable jobs");
+    if (e != AD_E_OK || !pool) {
+        free(arr);
+        return e;
+    }
+    struct pg_pool *pl = &c->pool;
+    pool_drop(pl);
+    pl->valid = 1;
+    pl->tenant = ad_strdup(tenant);
+    pl->types = arr;
+    pl->type = ad_calloc(ntypes + 1, sizeof(*pl->type));
+    for (size_t i = 0; i < ntypes; i++)
+        pl->type[i] = ad_strdup(types[i]);
+    pl->ntypes = ntypes;
+    pl->horizon = until;
+    pl->exhaustive = got.n < (size_t)want;
+    if (pl->cap < got.n) {
+        pl->cap = got.n;
+        pl->rows = ad_realloc(pl->rows, pl->cap * sizeof(*pl->rows));
+    }
+    memcpy(pl->rows, got.items, got.n * sizeof(*got.items));
+    pl->n = got.n;
+    got.n = 0;
+    ad_job_list_free(&got);
+    if (pool_take(pl, tenant, pl->types, now, limit, out))
+        return AD_E_OK;
+    /* Jobs due later than now fill the head the pool holds: read just what this lease takes. */
+    pool_drop(pl);
+    arr = text_array(types, ntypes);
+    p = (struct pg_params){0};
+    param_TEXT(&p, tenant);
+    param_TEXT(&p, arr);
     param_INT64(&p, now);
-    param_INT(&p, limit > 0 ? limit : 0);
-    ad_err e = fetch_jobs(c, ST_LEASABLE, &p, out, "leasable jobs");
+    param_INT(&p, limit);
+    e = fetch_jobs(c, ST_LEASABLE, &p, out, "leasable jobs");
     free(arr);
     return e;
 }
@@ -1492,6 +1656,7 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
         return e;
     int tombstoned = 0, deleted = 0;
     prefetch_drop(c, NULL);
+    pool_drop(&c->pool);
     e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
     if (e == AD_E_OK)
         e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");

@@ -455,6 +455,63 @@ static void test_batch_reads_ahead_without_savepoints(void **state)
     ad_job_free(p);
 }
 
+/* Lease what job_leasable gives at now (limit at most), each job written as running; their ids, comma-separated, in
+ * buf. */
+static const char *lease_ids(struct fx *f, int64_t now, int limit, char *buf, size_t size)
+{
+    const char *types[] = {"a"};
+    struct ad_job_list l = {0};
+    assert_int_equal(f->ops->job_leasable(f->c, "t1", types, 1, now, limit, &l), AD_E_OK);
+    buf[0] = '\0';
+    for (size_t i = 0; i < l.n; i++) {
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i > 0 ? "," : "", l.items[i]->id);
+        l.items[i]->status = AD_RUNNING;
+        assert_int_equal(f->ops->job_update(f->c, l.items[i]), AD_E_OK);
+    }
+    ad_job_list_free(&l);
+    return buf;
+}
+
+/* Within a batch, leases after the first are answered from the head of the queue the first one read; what the
+ * batch writes meanwhile (a new job of higher priority, a job released back to the queue, a job that becomes due,
+ * one of another type) is seen exactly as a fresh read would see it, and so is the end of the queue. */
+static void test_batch_leases_in_queue_order(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->ops;
+    char buf[512];
+    insert_new(f, f->c, "q_sched", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 500);
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "q%02d", i);
+        insert_new(f, f->c, id, "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    }
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q00");
+    insert_new(f, f->c, "q_high", "t1", "a", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, f->c, "q_other", "t1", "b", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, f->c, "q_low", "t1", "a", AD_QUEUED, AD_PRIO_LOW, 0);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q_high");
+    assert_string_equal(lease_ids(f, T0 + 600, 1, buf, sizeof(buf)), "q_sched");
+    struct ad_job *r = get(f, f->c, "t1", "q00");
+    r->status = AD_QUEUED; /* released */
+    assert_int_equal(ops->job_update(f->c, r), AD_E_OK);
+    ad_job_free(r);
+    assert_string_equal(lease_ids(f, T0, 2, buf, sizeof(buf)), "q00,q01");
+    assert_string_equal(lease_ids(f, T0, 3, buf, sizeof(buf)), "q02,q03,q04");
+    assert_string_equal(lease_ids(f, T0, 100, buf, sizeof(buf)),
+                        "q05,q06,q07,q08,q09,q10,q11,q12,q13,q14,q15,q16,q17,q18,q19,q20,q21,q22,q23,q24,q25,q26,"
+                        "q27,q28,q29,q30,q31,q32,q33,q34,q35,q36,q37,q38,q39,q_low");
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "");
+    insert_new(f, f->c, "q_last", "t1", "a", AD_QUEUED, AD_PRIO_LOW, 0);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q_last");
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    PGconn *pg = raw_schema(f);
+    assert_string_equal(raw_exec(pg, "SELECT string_agg(id, ',') FROM jobs WHERE status = 0", buf, sizeof(buf)),
+                        "q_other");
+    PQfinish(pg);
+}
+
 /* ---- two nodes ---- */
 
 /* A pending outbox row for endpoint hook, due at next_at. */
@@ -723,6 +780,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_poisons_the_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_reads_ahead_without_savepoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_leases_in_queue_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_is_global_across_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_writer_waits_for_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leasable_skips_locked_rows, setup, teardown),
