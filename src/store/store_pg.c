@@ -13,6 +13,10 @@
  * sends the lock and the counter read: the batch's first read, or its first seq, collects them. A database
  * error anywhere in a batch poisons it: the commit then rolls back and reports the error. Outside a
  * transaction each statement is sent with a sync and awaited, which is plain synchronous execution.
+ * A batch's operations have no savepoints (pg_changes): the store counts the writes it sends, as SQLite counts
+ * rows changed. The reads a batch must wait for are few: the jobs its operations load are read ahead, all in
+ * one go (pg_job_prefetch), and its leases take from the head of the queue that its first lease read (struct
+ * pg_pool), so a batch of submits, completes and leases waits about three times: reads ahead, queue, commit.
  *
  * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
  * acceptd_changes "<node>\n<id>\n<id>\t<tenant>\t<type>..." (tenant and type for the jobs that are queued
@@ -1288,7 +1292,7 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job)
             pl->n--;
             break;
         }
-    if (job->status != AD_QUEUED || job->tombstoned || strcmp(job->tenant, pl->tenant) != 0 ||
+    if (job->status != AD_QUEUED || strcmp(job->tenant, pl->tenant) != 0 ||
         (job->run_at != 0 && job->run_at > pl->horizon))
         return;
     size_t t = 0;
