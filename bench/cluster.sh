@@ -137,6 +137,6 @@ for round in $(seq "$BENCH_ROUNDS"); do
 done
 median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 r=$(median "${ratios[@]}")
-printf '%-12s %8d jobs/s\n' e2e-sqlite "$(median "${e2e_sqlite[@]}")"
-printf '%-12s %8d jobs/s %5.2fx e2e-sqlite  target >= 0.5x: %s  (rounds: %s)\n' e2e-pg1 "$(median "${e2e_pg[@]}")" "$r" \
+printf '%-12s %8.0f jobs/s     (rounds: %s)\n' e2e-sqlite "$(median "${e2e_sqlite[@]}")" "${e2e_sqlite[*]}"
+printf '%-12s %8.0f jobs/s %5.2fx e2e-sqlite  target >= 0.5x: %s  (rounds: %s)\n' e2e-pg1 "$(median "${e2e_pg[@]}")" "$r" \
     "$(awk -v v="$r" 'BEGIN { print v >= 0.5 ? "met" : "MISSED" }')" "${ratios[*]}"
