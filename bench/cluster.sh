@@ -139,4 +139,4 @@ median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print NR % 
 r=$(median "${ratios[@]}")
 printf '%-12s %8.0f jobs/s     (rounds: %s)\n' e2e-sqlite "$(median "${e2e_sqlite[@]}")" "${e2e_sqlite[*]}"
 printf '%-12s %8.0f jobs/s %5.2fx e2e-sqlite  target >= 0.5x: %s  (rounds: %s)\n' e2e-pg1 "$(median "${e2e_pg[@]}")" "$r" \
-    "$(awk -v v="$r" 'BEGIN { print v >= 0.5 ? "met" : "MISSED" }')" "${ratios[*]}"
+    "$(awk -v v="$r" 'BEGIN { print (v >= 0.5 ? "met" : "MISSED") }')" "${ratios[*]}"
