@@ -53,7 +53,12 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
-#define PG_COL_SET(name, kind, n, fixed) #name " = $" #n ", "
+/* An update sets only the columns that can change, as SQLite's does: naming tombstoned queued its trigger on every
+ * update, and naming payload sent it, and stored it again, every time. The fixed columns' parameters are still
+ * bound at their places, unused, so their type is declared (update_param_types). */
+#define PG_COL_SET(name, kind, n, fixed) PG_COL_SET_##fixed(name, n)
+#define PG_COL_SET_0(name, n) #name " = $" #n ", "
+#define PG_COL_SET_1(name, n)
 #define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq"
@@ -351,6 +356,9 @@ static const char *const stmt_sql[ST__COUNT] = {
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,
  * text, bigint, bigint (the OIDs of pg_type). */
 static const Oid list_param_types[6] = {25, 20, 23, 25, 20, 20};
+/* ST_UPDATE's: text for the fixed columns it does not name (but id, in its WHERE), the rest left to the server. */
+#define PG_UPDATE_TYPE(name, kind, n, fixed) (fixed) && (n) != 1 ? 25 : 0,
+static const Oid update_param_types[31] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
 
 struct pg_store {
     struct ad_store base;
@@ -649,7 +657,9 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
     snprintf(name, sizeof(name), "s%d", (int)id);
     if (c->prepared[id] == 0) {
         int list = id >= ST_LIST && id <= ST_LIST_LAST;
-        if (!PQsendPrepare(c->pg, name, stmt_sql[id], list ? 6 : 0, list ? list_param_types : NULL))
+        int ntypes = list ? 6 : id == ST_UPDATE ? 31 : 0;
+        const Oid *types = list ? list_param_types : id == ST_UPDATE ? update_param_types : NULL;
+        if (!PQsendPrepare(c->pg, name, stmt_sql[id], ntypes, types))
             return fail_conn(c, "send prepare");
         pend_push(c, (struct pg_pending){.kind = PEND_PREPARE, .stmt = id, .what = "prepare"});
         c->prepared[id] = 1;

@@ -264,19 +264,24 @@ static void test_migrations_concurrent_and_idempotent(void **state)
 
 /* ---- jobs ---- */
 
-/* cseq is drawn from the seq counter: a job's cseq is the seq of its insert, in a batch too. And an update writes
- * every column, the fixed ones included (tombstoned written back as 0 here), unlike SQLite's (its runner's
- * test_update_leaves_fixed_columns; store_int.h's AD_JOB_COLUMNS says fixed columns are never updated). */
+/* cseq is drawn from the seq counter: a job's cseq is the seq of its insert, in a batch too. And an update leaves
+ * the fixed columns as they were (store_int.h's AD_JOB_COLUMNS), as SQLite's does (its runner's
+ * test_update_leaves_fixed_columns): tombstoned and the payload here. */
 static void test_cseq_is_the_insert_seq(void **state)
 {
     struct fx *f = *state;
     struct ad_job *j = new_full_job();
     assert_int_equal(f->ops->job_insert(f->c, j), AD_E_OK);
     assert_int_equal(j->cseq, j->seq);
-    j->tombstoned = 0;
+    int tombstoned = j->tombstoned;
+    char *payload = ad_strdup(j->payload);
+    j->tombstoned = !tombstoned;
+    ad_job_set(&j->payload, "{\"changed\":true}");
     assert_int_equal(f->ops->job_update(f->c, j), AD_E_OK);
     struct ad_job *g = get(f, f->c, NULL, "job_full");
-    assert_int_equal(g->tombstoned, 0);
+    assert_int_equal(g->tombstoned, tombstoned);
+    assert_string_equal(g->payload, payload);
+    free(payload);
     assert_int_equal(g->cseq, g->created_seq);
     ad_job_free(g);
     ad_job_free(j);
