@@ -8,13 +8,23 @@
 #   handoff         a worker parked on node B gets a job submitted on node A (bench/workers.mjs handoff with
 #                   BENCH_SUBMIT_URL): p50 and p99 over BENCH_HANDOFF_COUNT jobs (target: p99 <= 10 ms);
 #                   measured first, while the server is not busy with the checkpoints the submit runs cause
-# Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_PG_PORT (default 55491) and those of bench/lib.sh.
+#   pickup-pg1      the same on one node with the PostgreSQL store (bench/workers.c handoff, as bench/workers.sh
+#                   does on SQLite): p50 and p99 (target: p99 <= 5 ms)
+#   e2e-sqlite      end to end as bench/workers.sh's e2e (bench/workers.c e2e-h2: BENCH_E2E_JOBS jobs, the
+#                   submitters of BENCH_WRK, 8 HTTP/2 workers of 32 slots completing with "next") on a fresh SQLite
+#                   node, then e2e-pg1 the same on a fresh PostgreSQL node, in BENCH_ROUNDS rounds (default 2)
+#                   alternating: the median jobs/s of each and the median of the rounds' ratios pg1/sqlite
+#                   (target: >= 0.5x)
+# Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_PG_PORT (default 55491), BENCH_E2E_JOBS (default 30000),
+# BENCH_ROUNDS (default 2) and those of bench/lib.sh.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${BENCH_HANDOFF_COUNT:=2000}"
 : "${BENCH_PG_PORT:=55491}"
+: "${BENCH_E2E_JOBS:=30000}"
+: "${BENCH_ROUNDS:=2}"
 NODE_LIMIT=120
 
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
@@ -96,3 +106,37 @@ for n in a b c; do
 done
 wrk_split submit-pg3 "${urls[@]}"
 report submit-pg3 submit-sqlite
+
+# Pickup and end to end on PostgreSQL against SQLite, with the C client of bench/workers.sh.
+WORKERS_C="$BENCH_TMP/workers"
+cc -O2 -Wall -Wextra -Wno-unused-parameter -o "$WORKERS_C" "$BENCH_DIR/workers.c" -lnghttp2 ||
+    bench_die "cannot build bench/workers.c"
+SUBMITTERS=$(sed -n 's/.*-c *\([0-9][0-9]*\).*/\1/p' <<<"$BENCH_WRK")
+# c_run MODE ARGS...: bench/workers.c against ACCEPTD_URL; its "name value" lines in out.
+c_run()
+{
+    local hostport=${ACCEPTD_URL#http://}
+    out=$(timeout -k 5 "$NODE_LIMIT" "$WORKERS_C" "${hostport%:*}" "${hostport##*:}" "$@") ||
+        bench_die "bench/workers.c $1 failed"
+}
+BENCH_NODE=pickup start_acceptd --store "$(fresh_db pickup)" "${KEYS[@]}"
+c_run handoff "$BENCH_HANDOFF_COUNT"
+p99=$(value handoff-p99)
+printf '%-12s %8.2f ms\n' pickup-pg1-p50 "$(value handoff-p50)"
+printf '%-12s %8.2f ms     target <= 5 ms: %s  (max %.2f ms, n %d)\n' pickup-pg1-p99 "$p99" \
+    "$(awk -v v="$p99" 'BEGIN { print v <= 5 ? "met" : "MISSED" }')" "$(value handoff-max)" "$(value handoff-n)"
+e2e_sqlite=() e2e_pg=() ratios=()
+for round in $(seq "$BENCH_ROUNDS"); do
+    BENCH_NODE=e2e-sqlite-$round start_acceptd
+    c_run e2e-h2 "$BENCH_E2E_JOBS" "${SUBMITTERS:-32}" 8 32
+    e2e_sqlite+=("$(value e2e)")
+    BENCH_NODE=e2e-pg-$round start_acceptd --store "$(fresh_db "e2e$round")" "${KEYS[@]}"
+    c_run e2e-h2 "$BENCH_E2E_JOBS" "${SUBMITTERS:-32}" 8 32
+    e2e_pg+=("$(value e2e)")
+    ratios+=("$(awk -v a="${e2e_pg[-1]}" -v b="${e2e_sqlite[-1]}" 'BEGIN { printf "%.3f", a / b }')")
+done
+median() { tr ' ' '\n' <<<"$*" | sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+r=$(median "${ratios[@]}")
+printf '%-12s %8.0f jobs/s     (rounds: %s)\n' e2e-sqlite "$(median "${e2e_sqlite[@]}")" "${e2e_sqlite[*]}"
+printf '%-12s %8.0f jobs/s %5.2fx e2e-sqlite  target >= 0.5x: %s  (rounds: %s)\n' e2e-pg1 "$(median "${e2e_pg[@]}")" "$r" \
+    "$(awk -v v="$r" 'BEGIN { print (v >= 0.5 ? "met" : "MISSED") }')" "${ratios[*]}"

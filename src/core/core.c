@@ -412,6 +412,18 @@ struct ad_batch_op *ad_batch_op_new(size_t n)
     return b;
 }
 
+/* The job an operation on one job by id will load. */
+static void prefetch_id(struct ad_conn *c, const char *id)
+{
+    if (st->job_prefetch != NULL && id != NULL)
+        st->job_prefetch(c, id);
+}
+
+static void cancel_prefetch(struct ad_op *op, struct ad_conn *c)
+{
+    prefetch_id(c, ((struct ad_cancel_op *)op)->id);
+}
+
 static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_cancel_op *x = (struct ad_cancel_op *)op;
@@ -457,6 +469,7 @@ struct ad_cancel_op *ad_cancel_op_new(void)
 {
     struct ad_cancel_op *x = ad_calloc(1, sizeof(*x));
     x->op.apply = cancel_apply;
+    x->op.prefetch = cancel_prefetch;
     x->op.destroy = cancel_destroy;
     return x;
 }
@@ -650,6 +663,11 @@ static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
     return log_event(c, j, &prev, st->job_update(c, j));
 }
 
+static void report_prefetch(struct ad_op *op, struct ad_conn *c)
+{
+    prefetch_id(c, ((struct ad_report_op *)op)->id);
+}
+
 static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_report_op *x = (struct ad_report_op *)op;
@@ -694,9 +712,15 @@ struct ad_report_op *ad_report_op_new(void)
 {
     struct ad_report_op *x = ad_calloc(1, sizeof(*x));
     x->op.apply = report_apply;
+    x->op.prefetch = report_prefetch;
     x->op.destroy = report_destroy;
     x->progress = -1;
     return x;
+}
+
+static void expire_prefetch(struct ad_op *op, struct ad_conn *c)
+{
+    prefetch_id(c, ((struct ad_expire_op *)op)->id);
 }
 
 static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
@@ -746,6 +770,7 @@ struct ad_expire_op *ad_expire_op_new(void)
 {
     struct ad_expire_op *x = ad_calloc(1, sizeof(*x));
     x->op.apply = expire_apply;
+    x->op.prefetch = expire_prefetch;
     x->op.destroy = expire_destroy;
     return x;
 }

@@ -147,6 +147,9 @@ int ad_writer_deliver(void)
  */
 static void apply_ops(struct ad_op *op, ad_err *berr)
 {
+    for (struct ad_op *o = op; o != NULL; o = o->next)
+        if (o->prefetch != NULL)
+            o->prefetch(o, conn);
     for (; op != NULL && *berr == AD_E_OK; op = op->next)
         *berr = ad_writer_apply_nested(store->ops, op, conn);
 }

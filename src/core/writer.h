@@ -33,6 +33,10 @@ struct ad_op {
     /* Writer thread, inside the batch transaction. Return an error before writing anything: an error after a
      * write fails the whole batch (unless the store gives each op a savepoint; see ad_store_ops.changes). */
     ad_err (*apply)(struct ad_op *op, struct ad_conn *c);
+    /* Writer thread, inside the batch transaction, before apply of this op and of the others taken with it: tell
+     * the store what apply will read (ad_store_ops.job_prefetch), so that the reads of a chunk go together.
+     * NULL: nothing. */
+    void (*prefetch)(struct ad_op *op, struct ad_conn *c);
     /* Event loop thread, after the batch committed (or failed: op->err says which). Must end with ad_op_free. */
     void (*done)(struct ad_op *op);
     /* Frees the op and everything it owns; set by the op's constructor. */

@@ -203,6 +203,9 @@ struct ad_store_ops {
     ad_err (*job_update)(struct ad_conn *c, struct ad_job *job);
     /* One job by id; tenant NULL = any tenant. *out NULL and AD_E_NOT_FOUND when absent. Caller frees. */
     ad_err (*job_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out);
+    /* Writer thread, inside its transaction: job id will be asked for (job_get) later in it; a store that talks
+     * to a server may send the read now, with others, instead of waiting for it alone then. NULL: no use. */
+    void (*job_prefetch)(struct ad_conn *c, const char *id);
     /* Newest first (cseq descending), filtered, at most q->limit. */
     ad_err (*job_list)(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out);
     /* Jobs of a tenant (NULL: of every tenant, PostgreSQL only: the cluster's pump) with seq > since, by seq

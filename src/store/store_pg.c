@@ -13,6 +13,10 @@
  * sends the lock and the counter read: the batch's first read, or its first seq, collects them. A database
  * error anywhere in a batch poisons it: the commit then rolls back and reports the error. Outside a
  * transaction each statement is sent with a sync and awaited, which is plain synchronous execution.
+ * A batch's operations have no savepoints (pg_changes): the store counts the writes it sends, as SQLite counts
+ * rows changed. The reads a batch must wait for are few: the jobs its operations load are read ahead, all in
+ * one go (pg_job_prefetch), and its leases take from the head of the queue that its first lease read (struct
+ * pg_pool), so a batch of submits, completes and leases waits about three times: reads ahead, queue, commit.
  *
  * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
  * acceptd_changes "<node>\n<id>\n<id>\t<tenant>\t<type>..." (tenant and type for the jobs that are queued
@@ -50,7 +54,12 @@ _Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
 
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
-#define PG_COL_SET(name, kind, n, fixed) #name " = $" #n ", "
+/* An update sets only the columns that can change, as SQLite's does: naming tombstoned queued its trigger on every
+ * update, and naming payload sent it, and stored it again, every time. The fixed columns' parameters are still
+ * bound at their places, unused, so their type is declared (update_param_types). */
+#define PG_COL_SET(name, kind, n, fixed) PG_COL_SET_##fixed(name, n)
+#define PG_COL_SET_0(name, n) #name " = $" #n ", "
+#define PG_COL_SET_1(name, n)
 #define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq"
@@ -352,6 +361,9 @@ static const char *const stmt_sql[ST__COUNT] = {
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,
  * text, bigint, bigint (the OIDs of pg_type). */
 static const Oid list_param_types[6] = {25, 20, 23, 25, 20, 20};
+/* ST_UPDATE's: text for the fixed columns it does not name (but id, in its WHERE), the rest left to the server. */
+#define PG_UPDATE_TYPE(name, kind, n, fixed) (fixed) && (n) != 1 ? 25 : 0,
+static const Oid update_param_types[31] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
 
 struct pg_store {
     struct ad_store base;
@@ -364,9 +376,10 @@ static int64_t col_INT64(const PGresult *r, int row, int col);
 /* What a pending result is checked for when it is collected. */
 enum pg_check {
     CHECK_NONE,
-    CHECK_ROW,    /* the statement must have touched a row */
-    CHECK_COMMIT, /* the server must have committed, not rolled back */
-    CHECK_SEQ,    /* the counter read at begin: its row sets the batch's seq */
+    CHECK_ROW,      /* the statement must have touched a row */
+    CHECK_COMMIT,   /* the server must have committed, not rolled back */
+    CHECK_SEQ,      /* the counter read at begin: its row sets the batch's seq */
+    CHECK_PREFETCH, /* a job read ahead (pg_job_prefetch): its result goes to prefetch slot stmt */
 };
 
 /* A statement (or sync) sent on the pipeline whose result has not been collected yet. */
@@ -374,9 +387,28 @@ enum pg_pend_kind { PEND_QUERY, PEND_PREPARE, PEND_SYNC };
 struct pg_pending {
     enum pg_pend_kind kind;
     enum pg_check check;
-    int stmt;         /* for PEND_PREPARE: which statement it prepares */
+    int stmt;         /* for PEND_PREPARE: which statement it prepares; for CHECK_PREFETCH: the slot */
     const char *what; /* for the log */
 };
+
+/*
+ * The queued jobs a batch's leases take from (pg_job_leasable): the head of one tenant's queue for one list of
+ * types, in lease order (priority, then cseq), as the first lease of the batch read it, kept exact by every
+ * write of a job in the batch. Leases after the first take from it without a round trip.
+ */
+struct pg_pool {
+    int valid;
+    char *tenant, *types; /* types as the text[] literal (text_array), to compare with */
+    char **type;
+    size_t ntypes;
+    int64_t horizon;      /* holds the jobs due by then; a lease at a later time reads again */
+    int exhaustive;       /* the read found fewer jobs than it asked for: these are all of them */
+    struct ad_job **rows; /* lease order */
+    size_t n, cap;
+};
+/* Jobs read into the pool beyond those the first lease asks for, and how far ahead of its time. */
+#define PG_POOL_ROWS 32
+#define PG_POOL_HORIZON_MS 1000
 
 struct ad_conn {
     struct pg_store *s;
@@ -394,8 +426,26 @@ struct ad_conn {
     int seq_known;     /* begin's counter read has been collected */
     char **ids;        /* jobs inserted or updated in the transaction, to announce at commit */
     size_t nids, ids_cap, ids_savepoint;
+    int64_t writes;          /* statements sent that may write (pg_changes) */
+    struct pg_prefetch *pre; /* jobs read ahead in the open transaction (pg_job_prefetch) */
+    size_t npre, pre_cap;
+    struct pg_pool pool;
     struct ad_hook_cache hooks;
 };
+
+/*
+ * A job read ahead in the open transaction: its row (or no row) as the transaction saw it after every write
+ * sent before the read, good until a write of the job (or a sweep) is sent after it.
+ */
+enum pg_pre_state { PRE_SENT, PRE_READY, PRE_STALE };
+struct pg_prefetch {
+    char *id;
+    PGresult *res; /* PRE_READY: the result */
+    enum pg_pre_state state;
+};
+#define PG_MAX_PREFETCH 1024
+
+static void tx_end(struct ad_conn *c);
 
 /* ---- errors ---- */
 
@@ -561,6 +611,16 @@ static ad_err collect(struct ad_conn *c, PGresult **out)
         }
         if (p.kind == PEND_PREPARE)
             c->prepared[p.stmt] = e == AD_E_OK ? 2 : 0;
+        if (p.check == CHECK_PREFETCH && (size_t)p.stmt < c->npre) {
+            struct pg_prefetch *pf = &c->pre[p.stmt];
+            if (e == AD_E_OK && pf->state == PRE_SENT) {
+                pf->res = r;
+                pf->state = PRE_READY;
+                r = NULL;
+            } else if (pf->state == PRE_SENT) {
+                pf->state = PRE_STALE;
+            }
+        }
         /* Each query's results end with a NULL. */
         PGresult *end = PQgetResult(c->pg);
         if (end != NULL) {
@@ -603,7 +663,9 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
     snprintf(name, sizeof(name), "s%d", (int)id);
     if (c->prepared[id] == 0) {
         int list = id >= ST_LIST && id <= ST_LIST_LAST;
-        if (!PQsendPrepare(c->pg, name, stmt_sql[id], list ? 6 : 0, list ? list_param_types : NULL))
+        int ntypes = list ? 6 : id == ST_UPDATE ? 31 : 0;
+        const Oid *types = list ? list_param_types : id == ST_UPDATE ? update_param_types : NULL;
+        if (!PQsendPrepare(c->pg, name, stmt_sql[id], ntypes, types))
             return fail_conn(c, "send prepare");
         pend_push(c, (struct pg_pending){.kind = PEND_PREPARE, .stmt = id, .what = "prepare"});
         c->prepared[id] = 1;
@@ -611,6 +673,9 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
     if (!PQsendQueryPrepared(c->pg, name, nparams, values, NULL, NULL, 0))
         return fail_conn(c, what);
     pend_push(c, (struct pg_pending){.kind = PEND_QUERY, .check = check, .what = what});
+    /* Every statement but a SELECT may write a row (a SELECT here only reads, locks or notifies). */
+    if (strncmp(stmt_sql[id], "SELECT", 6) != 0)
+        c->writes++;
     return AD_E_OK;
 }
 
@@ -794,6 +859,9 @@ static void pg_disconnect(struct ad_conn *c)
     PQfinish(c->pg);
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
+    tx_end(c);
+    free(c->pool.rows);
+    free(c->pre);
     free(c->ids);
     free(c->pend);
     free(c);
@@ -913,8 +981,40 @@ static void rollback_wire(struct ad_conn *c)
         pend_forget(c);
 }
 
+/* Forget the jobs read ahead: every one (id NULL, a sweep or the transaction's end) or id's, written. */
+static void prefetch_drop(struct ad_conn *c, const char *id)
+{
+    for (size_t i = 0; i < c->npre; i++) {
+        struct pg_prefetch *pf = &c->pre[i];
+        if (pf->state == PRE_STALE || (id != NULL && strcmp(pf->id, id) != 0))
+            continue;
+        PQclear(pf->res);
+        pf->res = NULL;
+        pf->state = PRE_STALE;
+    }
+}
+
+static void pool_drop(struct pg_pool *pl)
+{
+    for (size_t i = 0; i < pl->n; i++)
+        ad_job_free(pl->rows[i]);
+    for (size_t i = 0; i < pl->ntypes; i++)
+        free(pl->type[i]);
+    free(pl->type);
+    free(pl->tenant);
+    free(pl->types);
+    struct ad_job **rows = pl->rows;
+    size_t cap = pl->cap;
+    *pl = (struct pg_pool){.rows = rows, .cap = cap};
+}
+
 static void tx_end(struct ad_conn *c)
 {
+    pool_drop(&c->pool);
+    prefetch_drop(c, NULL);
+    for (size_t i = 0; i < c->npre; i++)
+        free(c->pre[i].id);
+    c->npre = 0;
     c->in_tx = 0;
     c->auto_tx = 0;
     c->poison = AD_E_OK;
@@ -1081,6 +1181,17 @@ static ad_err tx_stmt(struct ad_conn *c, enum pg_stmt id, const char *what)
     return send_write(c, id, &p, CHECK_NONE, what);
 }
 
+/*
+ * The writes sent on c so far, whether or not their results are in. With it the writer needs no savepoint per
+ * operation: an operation that fails before sending a write leaves nothing to undo, and a write's own failure
+ * poisons the whole batch anyway (a pipeline skips everything after an error until its sync), so a savepoint
+ * could undo nothing the batch would keep. It saved two statements and a subtransaction per operation.
+ */
+static int64_t pg_changes(struct ad_conn *c)
+{
+    return c->writes;
+}
+
 static ad_err pg_savepoint(struct ad_conn *c)
 {
     ad_err e = tx_stmt(c, ST_SAVEPOINT, "savepoint");
@@ -1174,6 +1285,51 @@ static ad_err begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
     return e != AD_E_OK ? auto_end(c, *own, e) : AD_E_OK;
 }
 
+/* Whether a ranks before b in lease order: higher priority first, then lower cseq. */
+static int lease_before(const struct ad_job *a, const struct ad_job *b)
+{
+    return a->priority != b->priority ? a->priority > b->priority : a->cseq < b->cseq;
+}
+
+/*
+ * Keep the pool exact after job was written: its old row leaves the pool, and if it is now a queued job the
+ * pool's lease query would find, it goes in at its place, unless it ranks after the pool's last job and the
+ * pool does not hold the whole queue (it is then beyond the head the pool holds, as the rows never read are).
+ */
+static void pool_note(struct ad_conn *c, const struct ad_job *job)
+{
+    struct pg_pool *pl = &c->pool;
+    if (!pl->valid)
+        return;
+    for (size_t i = 0; i < pl->n; i++)
+        if (strcmp(pl->rows[i]->id, job->id) == 0) {
+            ad_job_free(pl->rows[i]);
+            memmove(pl->rows + i, pl->rows + i + 1, (pl->n - i - 1) * sizeof(*pl->rows));
+            pl->n--;
+            break;
+        }
+    if (job->status != AD_QUEUED || strcmp(job->tenant, pl->tenant) != 0 ||
+        (job->run_at != 0 && job->run_at > pl->horizon))
+        return;
+    size_t t = 0;
+    while (t < pl->ntypes && strcmp(pl->type[t], job->type) != 0)
+        t++;
+    if (t == pl->ntypes)
+        return;
+    size_t at = pl->n;
+    while (at > 0 && lease_before(job, pl->rows[at - 1]))
+        at--;
+    if (at == pl->n && !pl->exhaustive)
+        return;
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? pl->cap * 2 : 64;
+        pl->rows = ad_realloc(pl->rows, pl->cap * sizeof(*pl->rows));
+    }
+    memmove(pl->rows + at + 1, pl->rows + at, (pl->n - at) * sizeof(*pl->rows));
+    pl->rows[at] = ad_job_dup(job);
+    pl->n++;
+}
+
 /* Insert (ST_INSERT) or update (ST_UPDATE) every column of job with the batch's next seq, and remember it for
  * the commit's announcement. seq and cseq come from the counter: cseq is the seq of the insert. */
 static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
@@ -1186,6 +1342,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     struct pg_params p = {0};
     param_job(&p, job, seq);
     int insert = id == ST_INSERT;
+    prefetch_drop(c, job->id);
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         param_TIME(&p, started); /* $31 */
@@ -1199,6 +1356,8 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
             job->cseq = job->created_seq = seq;
         else
             job->started_seq = started;
+        if (c->in_tx)
+            pool_note(c, job);
     }
     return e;
 }
@@ -1252,9 +1411,74 @@ static ad_err fetch_jobs(struct ad_conn *c, enum pg_stmt id, const struct pg_par
     return fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_job_slot, what);
 }
 
+/*
+ * Read job id ahead, inside the open batch: the read is only sent, and a job_get of id later in the batch takes
+ * its result, unless the job has been written since. The writer sends the reads of a whole chunk of operations
+ * at once, before applying any of them, so that they cost one round trip instead of one each.
+ */
+static void pg_job_prefetch(struct ad_conn *c, const char *id)
+{
+    if (!c->in_tx || c->poison != AD_E_OK || c->broken || c->npre >= PG_MAX_PREFETCH)
+        return;
+    for (size_t i = c->npre; i-- > 0;)
+        if (c->pre[i].state != PRE_STALE && strcmp(c->pre[i].id, id) == 0)
+            return;
+    if (c->npend >= PG_MAX_PENDING && (send_flush(c) != AD_E_OK || drain(c, 0) != AD_E_OK))
+        return;
+    const char *v[2] = {id, NULL};
+    if (send_stmt(c, ST_GET, 2, v, CHECK_PREFETCH, "read a job ahead") != AD_E_OK) {
+        if (c->poison == AD_E_OK)
+            c->poison = AD_E_UNAVAILABLE;
+        return;
+    }
+    if (c->npre == c->pre_cap) {
+        c->pre_cap = c->pre_cap ? c->pre_cap * 2 : 64;
+        c->pre = ad_realloc(c->pre, c->pre_cap * sizeof(*c->pre));
+    }
+    c->pre[c->npre] = (struct pg_prefetch){.id = ad_strdup(id), .state = PRE_SENT};
+    c->pend[c->head + c->npend - 1].stmt = (int)c->npre++;
+}
+
+/* job_get from a read sent ahead: 1 with *e set when one answers it, 0 when none does. */
+static int prefetched_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out, ad_err *e)
+{
+    struct pg_prefetch *pf = NULL;
+    for (size_t i = c->npre; i-- > 0 && pf == NULL;)
+        if (c->pre[i].state != PRE_STALE && strcmp(c->pre[i].id, id) == 0)
+            pf = &c->pre[i];
+    if (pf == NULL || c->poison != AD_E_OK)
+        return 0;
+    if (pf->state == PRE_SENT) {
+        /* Its result comes after those of everything sent before it: collect up to it. */
+        *e = send_flush(c);
+        while (*e == AD_E_OK && pf->state == PRE_SENT && c->npend > 0)
+            *e = collect(c, NULL);
+        if (*e != AD_E_OK)
+            return 1;
+        if (pf->state != PRE_READY)
+            return 0;
+    }
+    if (PQntuples(pf->res) == 0) {
+        *e = AD_E_NOT_FOUND;
+        return 1;
+    }
+    struct ad_job *j = read_job(pf->res, 0);
+    if (tenant != NULL && strcmp(j->tenant, tenant) != 0) {
+        ad_job_free(j);
+        *e = AD_E_NOT_FOUND;
+        return 1;
+    }
+    *out = j;
+    *e = AD_E_OK;
+    return 1;
+}
+
 static ad_err pg_job_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_job **out)
 {
     *out = NULL;
+    ad_err pe;
+    if (c->in_tx && prefetched_get(c, tenant, id, out, &pe))
+        return pe;
     struct pg_params p = {0};
     param_TEXT(&p, id);
     param_TEXT(&p, tenant);
@@ -1301,16 +1525,97 @@ static ad_err pg_job_changes(struct ad_conn *c, const char *tenant, int64_t sinc
 }
 
 /* One query for all the types; the jobs it returns stay locked until the transaction ends. */
+/*
+ * Serve a lease from the pool when it answers it exactly: it holds the head of the same queue, due by now, and
+ * limit jobs due by now are in it, or it holds the whole queue. 1 with *out filled (the jobs leave the pool),
+ * else 0.
+ */
+static int pool_take(struct pg_pool *pl, const char *tenant, const char *arr, int64_t now, int limit,
+                     struct ad_job_list *out)
+{
+    if (!pl->valid || now > pl->horizon || strcmp(pl->tenant, tenant) != 0 || strcmp(pl->types, arr) != 0)
+        return 0;
+    size_t due = 0;
+    for (size_t i = 0; i < pl->n && due < (size_t)limit; i++)
+        due += pl->rows[i]->run_at == 0 || pl->rows[i]->run_at <= now;
+    if (due < (size_t)limit && !pl->exhaustive)
+        return 0;
+    out->items = ad_calloc(due + 1, sizeof(*out->items));
+    out->n = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < pl->n; i++) {
+        struct ad_job *j = pl->rows[i];
+        if (out->n < due && (j->run_at == 0 || j->run_at <= now))
+            out->items[out->n++] = j;
+        else
+            pl->rows[keep++] = j;
+    }
+    pl->n = keep;
+    return 1;
+}
+
+/*
+ * Inside a batch, the first lease reads the head of the queue, beyond what it takes, into the pool (locked like
+ * the jobs it takes), and the leases after it take from the pool, which every write of a job keeps exact: one
+ * round trip for the batch's leases of one queue instead of one each. Outside a batch, or when the pool cannot
+ * answer, a lease reads what it takes.
+ */
 static ad_err pg_job_leasable(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes,
                               int64_t now, int limit, struct ad_job_list *out)
 {
     char *arr = text_array(types, ntypes);
+    int pool = c->in_tx && limit > 0;
+    if (pool && pool_take(&c->pool, tenant, arr, now, limit, out)) {
+        free(arr);
+        return AD_E_OK;
+    }
+    int want = limit > 0 ? limit : 0;
+    int64_t until = now;
+    if (pool) {
+        want = limit + PG_POOL_ROWS;
+        until = now + PG_POOL_HORIZON_MS;
+    }
     struct pg_params p = {0};
     param_TEXT(&p, tenant);
     param_TEXT(&p, arr);
+    param_INT64(&p, until);
+    param_INT(&p, want);
+    struct ad_job_list got;
+    ad_err e = fetch_jobs(c, ST_LEASABLE, &p, pool ? &got : out, "leasable jobs");
+    if (e != AD_E_OK || !pool) {
+        free(arr);
+        return e;
+    }
+    struct pg_pool *pl = &c->pool;
+    pool_drop(pl);
+    pl->valid = 1;
+    pl->tenant = ad_strdup(tenant);
+    pl->types = arr;
+    pl->type = ad_calloc(ntypes + 1, sizeof(*pl->type));
+    for (size_t i = 0; i < ntypes; i++)
+        pl->type[i] = ad_strdup(types[i]);
+    pl->ntypes = ntypes;
+    pl->horizon = until;
+    pl->exhaustive = got.n < (size_t)want;
+    if (pl->cap < got.n) {
+        pl->cap = got.n;
+        pl->rows = ad_realloc(pl->rows, pl->cap * sizeof(*pl->rows));
+    }
+    memcpy(pl->rows, got.items, got.n * sizeof(*got.items));
+    pl->n = got.n;
+    got.n = 0;
+    ad_job_list_free(&got);
+    if (pool_take(pl, tenant, pl->types, now, limit, out))
+        return AD_E_OK;
+    /* Jobs due later than now fill the head the pool holds: read just what this lease takes. */
+    pool_drop(pl);
+    arr = text_array(types, ntypes);
+    p = (struct pg_params){0};
+    param_TEXT(&p, tenant);
+    param_TEXT(&p, arr);
     param_INT64(&p, now);
-    param_INT(&p, limit > 0 ? limit : 0);
-    ad_err e = fetch_jobs(c, ST_LEASABLE, &p, out, "leasable jobs");
+    param_INT(&p, limit);
+    e = fetch_jobs(c, ST_LEASABLE, &p, out, "leasable jobs");
     free(arr);
     return e;
 }
@@ -1370,6 +1675,8 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     if (e != AD_E_OK)
         return e;
     int tombstoned = 0, deleted = 0;
+    prefetch_drop(c, NULL);
+    pool_drop(&c->pool);
     e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
     if (e == AD_E_OK)
         e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");
@@ -1926,12 +2233,14 @@ static const struct ad_store_ops pg_ops = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
+    .changes = pg_changes,
     .savepoint = pg_savepoint,
     .release = pg_release,
     .rollback_to = pg_rollback_to,
     .job_insert = pg_job_insert,
     .job_update = pg_job_update,
     .job_get = pg_job_get,
+    .job_prefetch = pg_job_prefetch,
     .job_list = pg_job_list,
     .job_changes = pg_job_changes,
     .job_leasable = pg_job_leasable,

@@ -264,19 +264,24 @@ static void test_migrations_concurrent_and_idempotent(void **state)
 
 /* ---- jobs ---- */
 
-/* cseq is drawn from the seq counter: a job's cseq is the seq of its insert, in a batch too. And an update writes
- * every column, the fixed ones included (tombstoned written back as 0 here), unlike SQLite's (its runner's
- * test_update_leaves_fixed_columns; store_int.h's AD_JOB_COLUMNS says fixed columns are never updated). */
+/* cseq is drawn from the seq counter: a job's cseq is the seq of its insert, in a batch too. And an update leaves
+ * the fixed columns as they were (store_int.h's AD_JOB_COLUMNS), as SQLite's does (its runner's
+ * test_update_leaves_fixed_columns): tombstoned and the payload here. */
 static void test_cseq_is_the_insert_seq(void **state)
 {
     struct fx *f = *state;
     struct ad_job *j = new_full_job();
     assert_int_equal(f->ops->job_insert(f->c, j), AD_E_OK);
     assert_int_equal(j->cseq, j->seq);
-    j->tombstoned = 0;
+    int tombstoned = j->tombstoned;
+    char *payload = ad_strdup(j->payload);
+    j->tombstoned = !tombstoned;
+    ad_job_set(&j->payload, "{\"changed\":true}");
     assert_int_equal(f->ops->job_update(f->c, j), AD_E_OK);
     struct ad_job *g = get(f, f->c, NULL, "job_full");
-    assert_int_equal(g->tombstoned, 0);
+    assert_int_equal(g->tombstoned, tombstoned);
+    assert_string_equal(g->payload, payload);
+    free(payload);
     assert_int_equal(g->cseq, g->created_seq);
     ad_job_free(g);
     ad_job_free(j);
@@ -393,6 +398,123 @@ static void test_error_poisons_the_batch(void **state)
     assert_int_equal(ops->commit(f->c), AD_E_OK);
     g = get(f, f->c, "t1", "fine2");
     ad_job_free(g);
+}
+
+/*
+ * A batch as the writer applies it on PostgreSQL: the jobs its operations will load are read ahead, all at once,
+ * and no operation has a savepoint. An operation that fails having written nothing leaves the count of writes
+ * where it was (the writer then lets the batch go on), and the others commit. A job read ahead and written
+ * since is read again: a later load sees the write, never the row as it was; a job read ahead under another
+ * tenant is not found; a job inserted in the batch after its read ahead (which found nothing) is found.
+ */
+static void test_batch_reads_ahead_without_savepoints(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->ops;
+    assert_non_null(ops->changes);
+    assert_non_null(ops->job_prefetch);
+    insert_new(f, f->c, "ra_p", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    ops->job_prefetch(f->c, "ra_p");
+    ops->job_prefetch(f->c, "ra_missing");
+    ops->job_prefetch(f->c, "ra_new");
+    ops->job_prefetch(f->c, "ra_p"); /* asked twice: read once */
+
+    int64_t before = ops->changes(f->c);
+    insert_new(f, f->c, "ra_new", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_true(ops->changes(f->c) != before);
+
+    /* An operation that fails on its load (a stale id) wrote nothing. */
+    before = ops->changes(f->c);
+    assert_not_found(f, f->c, "t1", "ra_missing");
+    assert_int_equal(ops->changes(f->c), before);
+
+    struct ad_job *n = get(f, f->c, "t1", "ra_new");
+    ad_job_free(n);
+    assert_not_found(f, f->c, "t2", "ra_p");
+    struct ad_job *p = get(f, f->c, "t1", "ra_p");
+    assert_int_equal(p->status, AD_QUEUED);
+    p->status = AD_RUNNING;
+    ad_job_set(&p->worker, "w1");
+    assert_int_equal(ops->job_update(f->c, p), AD_E_OK);
+    ad_job_free(p);
+    p = get(f, f->c, "t1", "ra_p");
+    assert_int_equal(p->status, AD_RUNNING);
+    assert_string_equal(p->worker, "w1");
+    ad_job_free(p);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+
+    p = get(f, f->c, NULL, "ra_p");
+    assert_int_equal(p->status, AD_RUNNING);
+    ad_job_free(p);
+    n = get(f, f->c, NULL, "ra_new");
+    ad_job_free(n);
+    PGconn *pg = raw_schema(f);
+    char buf[64];
+    assert_string_equal(raw_exec(pg, "SELECT count(*) FROM jobs", buf, sizeof(buf)), "2");
+    PQfinish(pg);
+
+    /* Outside a batch a read ahead is ignored, and nothing is left of the last batch's. */
+    ops->job_prefetch(f->c, "ra_p");
+    p = get(f, f->c, "t1", "ra_p");
+    ad_job_free(p);
+}
+
+/* Lease what job_leasable gives at now (limit at most), each job written as running; their ids, comma-separated, in
+ * buf. */
+static const char *lease_ids(struct fx *f, int64_t now, int limit, char *buf, size_t size)
+{
+    const char *types[] = {"a"};
+    struct ad_job_list l = {0};
+    assert_int_equal(f->ops->job_leasable(f->c, "t1", types, 1, now, limit, &l), AD_E_OK);
+    buf[0] = '\0';
+    for (size_t i = 0; i < l.n; i++) {
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i > 0 ? "," : "", l.items[i]->id);
+        l.items[i]->status = AD_RUNNING;
+        assert_int_equal(f->ops->job_update(f->c, l.items[i]), AD_E_OK);
+    }
+    ad_job_list_free(&l);
+    return buf;
+}
+
+/* Within a batch, leases after the first are answered from the head of the queue the first one read; what the
+ * batch writes meanwhile (a new job of higher priority, a job released back to the queue, a job that becomes due,
+ * one of another type) is seen exactly as a fresh read would see it, and so is the end of the queue. */
+static void test_batch_leases_in_queue_order(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->ops;
+    char buf[512];
+    insert_new(f, f->c, "q_sched", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, T0 + 500);
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "q%02d", i);
+        insert_new(f, f->c, id, "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    }
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q00");
+    insert_new(f, f->c, "q_high", "t1", "a", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, f->c, "q_other", "t1", "b", AD_QUEUED, AD_PRIO_HIGH, 0);
+    insert_new(f, f->c, "q_low", "t1", "a", AD_QUEUED, AD_PRIO_LOW, 0);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q_high");
+    assert_string_equal(lease_ids(f, T0 + 600, 1, buf, sizeof(buf)), "q_sched");
+    struct ad_job *r = get(f, f->c, "t1", "q00");
+    r->status = AD_QUEUED; /* released */
+    assert_int_equal(ops->job_update(f->c, r), AD_E_OK);
+    ad_job_free(r);
+    assert_string_equal(lease_ids(f, T0, 2, buf, sizeof(buf)), "q00,q01");
+    assert_string_equal(lease_ids(f, T0, 3, buf, sizeof(buf)), "q02,q03,q04");
+    assert_string_equal(lease_ids(f, T0, 100, buf, sizeof(buf)),
+                        "q05,q06,q07,q08,q09,q10,q11,q12,q13,q14,q15,q16,q17,q18,q19,q20,q21,q22,q23,q24,q25,q26,"
+                        "q27,q28,q29,q30,q31,q32,q33,q34,q35,q36,q37,q38,q39,q_low");
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "");
+    insert_new(f, f->c, "q_last", "t1", "a", AD_QUEUED, AD_PRIO_LOW, 0);
+    assert_string_equal(lease_ids(f, T0, 1, buf, sizeof(buf)), "q_last");
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    PGconn *pg = raw_schema(f);
+    assert_string_equal(raw_exec(pg, "SELECT string_agg(id, ',') FROM jobs WHERE status = 0", buf, sizeof(buf)),
+                        "q_other");
+    PQfinish(pg);
 }
 
 /* ---- two nodes ---- */
@@ -662,6 +784,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_absent_fields_are_null_columns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_poisons_the_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_reads_ahead_without_savepoints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_leases_in_queue_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seq_is_global_across_nodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_writer_waits_for_the_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leasable_skips_locked_rows, setup, teardown),
