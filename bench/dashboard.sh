@@ -13,7 +13,7 @@
 # Their own CPU time is printed too.
 # Each of BENCH_ROUNDS rounds (default 3) runs the three phases, in an order rotated from round to round so
 # that a drift of the machine's load does not fall on one phase. In each phase, after BENCH_DASH_SETTLE
-# seconds (5): the daemon's CPU time per second over BENCH_DASH_IDLE seconds (5) with no other client than the
+# seconds (10): the daemon's CPU time per second over BENCH_DASH_IDLE seconds (5) with no other client than the
 # phase's (from /proc/PID/stat; steadier than the rates on a shared machine), and how busy the machine was;
 # then nginx-304, poll-304 and get-200 as bench/http.sh measures them. Printed per phase: each line's median
 # rate and its ratio to nginx-304 (median of the rounds' ratios, lowest-highest), and the CPU figures. The
@@ -28,7 +28,7 @@ set -euo pipefail
 
 : "${BENCH_ROUNDS:=3}"
 : "${BENCH_DASH_RATE:=50}"
-: "${BENCH_DASH_SETTLE:=5}"
+: "${BENCH_DASH_SETTLE:=10}"
 : "${BENCH_DASH_IDLE:=5}"
 LOAD_WORKERS=4
 PHASES=(A B C)
