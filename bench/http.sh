@@ -26,29 +26,7 @@ echo "http: wrk $BENCH_WRK; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: /
 start_nginx
 if [ "$reference_only" = 0 ]; then
     start_acceptd
-    # One job to poll. It has no worker, so it stays queued and its ETag does not move during the run.
-    head=$(http_head POST "$ACCEPTD_URL/v1/jobs" -H 'Content-Type: application/json' \
-        -d '{"type":"bench","payload":{"n":1}}')
-    status=$(awk 'NR == 1 { print $2 }' <<<"$head")
-    location=$(header location <<<"$head")
-    etag=$(header etag <<<"$head")
-    [ "$status" = 202 ] && [ -n "$location" ] && [ -n "$etag" ] || {
-        echo "$head" >&2
-        bench_die "submit: want 202 with Location and ETag"
-    }
-    job_url="$ACCEPTD_URL$location"
-    # Poll with the ETag the job's own GET answers, so the 304 path is what is measured.
-    head=$(http_head GET "$job_url")
-    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 200 ] || {
-        echo "$head" >&2
-        bench_die "GET $location: want 200"
-    }
-    etag=$(header etag <<<"$head")
-    head=$(http_head GET "$job_url" -H "If-None-Match: $etag")
-    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 304 ] || {
-        echo "$head" >&2
-        bench_die "GET $location with If-None-Match: $etag: want 304"
-    }
+    poll_job
 fi
 
 submit_requests=()
@@ -58,9 +36,9 @@ for round in $(seq "$BENCH_ROUNDS"); do
     wrk_rate nginx-200 "$NGINX_URL/200"
     round_keep nginx-200
     [ "$reference_only" = 1 ] && continue
-    wrk_rate poll-304 "$job_url" -H "If-None-Match: $etag"
+    wrk_rate poll-304 "$POLL_URL" -H "If-None-Match: $POLL_ETAG"
     round_keep poll-304
-    wrk_rate get-200 "$job_url"
+    wrk_rate get-200 "$POLL_URL"
     round_keep get-200
     thread_ticks "$ACCEPTD_PID" >"$BENCH_TMP/ticks-before-$round"
     wrk_rate submit "$ACCEPTD_URL/v1/jobs" -s "$BENCH_DIR/submit.lua"

@@ -236,11 +236,16 @@ report_rounds()
     BENCH_RATE[$name]=${median%.*}
     line=$(printf '%-12s %8d req/s' "$name" "${BENCH_RATE[$name]}")
     for ref in "$@"; do
-        read -r median low high < <(paste -d ' ' <(round_list "$name") <(round_list "$ref") |
-            awk '$2 > 0 { print $1 / $2 }' | spread)
+        read -r median low high < <(round_ratio "$name" "$ref")
         line+=$(printf '  %5.2fx %s (%.2f-%.2f)' "$median" "$ref" "$low" "$high")
     done
     echo "$line${ROUND_ERRORS[$name]:-}"
+}
+
+# round_ratio NAME REF: "median lowest highest" of the ratios NAME/REF taken within each round.
+round_ratio()
+{
+    paste -d ' ' <(round_list "$1") <(round_list "$2") | awk '$2 > 0 { print $1 / $2 }' | spread
 }
 
 # round_list NAME: NAME's kept rates, one per line, in round order.
@@ -266,6 +271,34 @@ thread_ticks()
     done
 }
 
+# proc_ticks PID: the user + system CPU time of process PID so far, all its threads, in clock ticks (fields 14
+# and 15 of /proc/PID/stat, counted after the command name, which may hold spaces).
+proc_ticks()
+{
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+# tree_ticks PID: proc_ticks of PID and every process under it (a browser and its renderers), added up.
+tree_ticks()
+{
+    local sum=0 pid
+    for pid in "$1" $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        if [ "$pid" = "$1" ]; then
+            sum=$((sum + $(proc_ticks "$pid" 2>/dev/null || echo 0)))
+        else
+            sum=$((sum + $(tree_ticks "$pid")))
+        fi
+    done
+    echo "$sum"
+}
+
+# machine_ticks: "busy stolen total" clock ticks of all CPUs so far (/proc/stat: busy is user, nice, system, irq
+# and softirq).
+machine_ticks()
+{
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 # cpu_per_request BEFORE AFTER REQUESTS: from two thread_ticks snapshots, the CPU time per request of each
 # thread that used any, busiest first, on one line: "  acceptd 29.2 us  acceptd-writer 22.1 us".
 cpu_per_request()
@@ -289,4 +322,33 @@ http_head()
 header()
 {
     awk -v n="$1:" '$1 == n { sub(/^[^:]*:[ \t]*/, ""); print; exit }'
+}
+
+# poll_job: submit one job to ACCEPTD_URL to be polled, and check that a GET with its ETag answers 304. Sets
+# POLL_URL and POLL_ETAG. Its type (bench) has no worker, so it stays queued and its ETag does not move.
+poll_job()
+{
+    local head status location etag
+    head=$(http_head POST "$ACCEPTD_URL/v1/jobs" -H 'Content-Type: application/json' \
+        -d '{"type":"bench","payload":{"n":1}}')
+    status=$(awk 'NR == 1 { print $2 }' <<<"$head")
+    location=$(header location <<<"$head")
+    etag=$(header etag <<<"$head")
+    [ "$status" = 202 ] && [ -n "$location" ] && [ -n "$etag" ] || {
+        echo "$head" >&2
+        bench_die "submit: want 202 with Location and ETag"
+    }
+    POLL_URL="$ACCEPTD_URL$location"
+    # Poll with the ETag the job's own GET answers, so the 304 path is what is measured.
+    head=$(http_head GET "$POLL_URL")
+    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 200 ] || {
+        echo "$head" >&2
+        bench_die "GET $location: want 200"
+    }
+    POLL_ETAG=$(header etag <<<"$head")
+    head=$(http_head GET "$POLL_URL" -H "If-None-Match: $POLL_ETAG")
+    [ "$(awk 'NR == 1 { print $2 }' <<<"$head")" = 304 ] || {
+        echo "$head" >&2
+        bench_die "GET $location with If-None-Match: $POLL_ETAG: want 304"
+    }
 }

@@ -89,13 +89,6 @@ record()
     fi
 }
 
-# machine_ticks: "busy stolen total" clock ticks of all CPUs so far (/proc/stat: busy is user, nice, system, irq
-# and softirq).
-machine_ticks()
-{
-    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; exit }' /proc/stat
-}
-
 # verdict VALUE OP TARGET: "met" or "MISSED" (OP is <= or >=).
 verdict()
 {
