@@ -21,7 +21,10 @@
 # of C's (a few SSE streams' cost); a ratio above the spread costs nothing.
 # The daemon has no keys (as in bench/http.sh): it serves loopback clients as one tenant with every role, and
 # the dashboard signs in with any key, which it then sends but the daemon does not look up.
-# Settings: BENCH_DASH_RATE, BENCH_DASH_SETTLE, BENCH_DASH_IDLE, BENCH_ROUNDS, and bench/lib.sh's.
+# BENCH_DASH_PIN=1 pins the daemon's threads to CPU 0 and the load, the browser and the curls to CPU 1, so that the
+# daemon's CPU figure is not inflated by Chromium's rendering competing for the same core and its caches (the
+# wrk lines then run with the daemon on one core: compare phases with each other, not with bench/http.sh).
+# Settings: BENCH_DASH_RATE, BENCH_DASH_SETTLE, BENCH_DASH_IDLE, BENCH_DASH_PIN, BENCH_ROUNDS, and bench/lib.sh's.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,6 +33,7 @@ set -euo pipefail
 : "${BENCH_DASH_RATE:=50}"
 : "${BENCH_DASH_SETTLE:=10}"
 : "${BENCH_DASH_IDLE:=5}"
+: "${BENCH_DASH_PIN:=0}"
 LOAD_WORKERS=4
 PHASES=(A B C)
 declare -A PHASE_NAME=([A]="load only" [B]="load + dashboard" [C]="load + SSE streams")
@@ -39,11 +43,16 @@ command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.s
 [ -x /usr/bin/chromium ] || bench_die "/usr/bin/chromium not found (run scripts/deps.sh)"
 bench_init
 echo "dashboard: load $BENCH_DASH_RATE jobs/s ($LOAD_WORKERS workers); $BENCH_ROUNDS rounds of phases" \
-    "${PHASES[*]}; wrk $BENCH_WRK"
+    "${PHASES[*]}; wrk $BENCH_WRK; pinned $BENCH_DASH_PIN"
 
 start_nginx
 start_acceptd
 poll_job
+CLIENTS_CPU=() # the command prefix of the phase's clients and the load
+if [ "$BENCH_DASH_PIN" = 1 ]; then
+    taskset -a -p -c 0 "$ACCEPTD_PID" >/dev/null
+    CLIENTS_CPU=(taskset -c 1)
+fi
 
 # wait_line FILE PATTERN SECONDS: wait until FILE has a line matching PATTERN; print it.
 wait_line()
@@ -60,7 +69,7 @@ wait_line()
     bench_die "no \"$2\" in $1 within $3 s"
 }
 
-node "$BENCH_DIR/dashboard.mjs" "$ACCEPTD_URL" load "$BENCH_DASH_RATE" "$LOAD_WORKERS" >"$BENCH_TMP/load.out" &
+"${CLIENTS_CPU[@]}" node "$BENCH_DIR/dashboard.mjs" "$ACCEPTD_URL" load "$BENCH_DASH_RATE" "$LOAD_WORKERS" >"$BENCH_TMP/load.out" &
 BENCH_PIDS+=("$!")
 LOAD_PID=$!
 wait_line "$BENCH_TMP/load.out" '^load ready' 10 >/dev/null
@@ -75,7 +84,7 @@ phase_start()
     case $1 in
     B)
         out="$BENCH_TMP/browser.out"
-        nice -n 19 node "$BENCH_DIR/dashboard.mjs" "$ACCEPTD_URL" browser bench-key >"$out" 2>>"$BENCH_TMP/browser.err" &
+        "${CLIENTS_CPU[@]}" nice -n 19 node "$BENCH_DIR/dashboard.mjs" "$ACCEPTD_URL" browser bench-key >"$out" 2>>"$BENCH_TMP/browser.err" &
         PHASE_PIDS+=("$!")
         BENCH_PIDS+=("$!")
         STREAMS=$(wait_line "$out" '^browser ready' 60 | awk '{ print $3 }')
@@ -84,7 +93,7 @@ phase_start()
     C)
         [ "$STREAMS" -gt 0 ] || STREAMS=1
         for _ in $(seq "$STREAMS"); do
-            nice -n 19 curl -sN -H 'Accept: text/event-stream' -o /dev/null "$ACCEPTD_URL/v1/events" &
+            "${CLIENTS_CPU[@]}" nice -n 19 curl -sN -H 'Accept: text/event-stream' -o /dev/null "$ACCEPTD_URL/v1/events" &
             PHASE_PIDS+=("$!")
             BENCH_PIDS+=("$!")
         done
