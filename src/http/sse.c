@@ -164,6 +164,8 @@ const char *ad_sse_strdup(struct ad_sse *s, const char *str)
 {
     if (str == NULL)
         return NULL;
+    if (!s->raw) /* the request outlives an HTTP/2 stream */
+        return h2o_strdup(&s->req->pool, str, SIZE_MAX).base;
     size_t len = strlen(str);
     struct ad_sse_kept *k = ad_malloc(sizeof(*k) + len + 1);
     memcpy(k->str, str, len + 1);
@@ -339,9 +341,13 @@ static void on_stop(h2o_generator_t *g, h2o_req_t *req)
     end(s);
 }
 
+/* An HTTP/2 stream lives in its request's pool, next to h2o's own allocations in the pool's first chunk (a page
+ * that is resident anyway), with only a pointer to it in a shared allocation for the dispose callback: the
+ * stream struct on its own would be another malloc per stream. h2o runs the disposers before it frees the
+ * chunks. */
 static void on_dispose(void *p)
 {
-    struct ad_sse *s = p;
+    struct ad_sse *s = *(struct ad_sse **)p;
     s->req = NULL;
     release(s);
 }
@@ -418,8 +424,10 @@ static void start_raw(struct ad_sse *s, h2o_req_t *req, int64_t retry_ms)
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms)
 {
     int raw = ad_http1_socket(req) != NULL;
-    struct ad_sse *s = raw ? ad_malloc(size) : h2o_mem_alloc_shared(&req->pool, size, on_dispose);
+    struct ad_sse *s = raw ? ad_malloc(size) : h2o_mem_alloc_pool(&req->pool, size);
     memset(s, 0, size);
+    if (!raw)
+        *(struct ad_sse **)h2o_mem_alloc_shared(&req->pool, sizeof(s), on_dispose) = s;
     s->gen.proceed = on_proceed;
     s->gen.stop = on_stop;
     s->req = req;

@@ -85,7 +85,8 @@ void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes, int64_t cutoff
  * keeps nothing that lives in the request's pool: copy what the stream needs (ad_sse_strdup). */
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms);
 
-/* A copy of str that lives as long as stream s (freed after its on_close), or NULL for NULL. */
+/* A copy of str that lives as long as stream s (freed after its on_close), or NULL for NULL. Right after
+ * ad_sse_start only: an HTTP/2 stream's copy goes to its request's pool. */
 const char *ad_sse_strdup(struct ad_sse *s, const char *str);
 
 /* A chunk holding a copy of data, with one reference (the caller's): release it when done queueing it. */
