@@ -2,8 +2,8 @@
 # bench/sse.sh - Server-Sent Events fan-out: BENCH_SSE_STREAMS (10000) /v1/events streams held open on one
 # acceptd, measured twice on a fresh daemon each time: over HTTP/1.1 (a connection per stream, as 10,000
 # separate browsers would) and over HTTP/2 (h2c, 100 streams per connection). For each:
-#   memory    daemon RSS growth per open stream                            (target <= 8 KiB)
-#   fan-out   one job update -> the last of the subscribers receiving it   (target p99 <= 100 ms)
+#   memory    daemon RSS growth per open stream                            (target <= 4 KiB)
+#   fan-out   one job update -> the last of the subscribers receiving it   (target p99 <= 50 ms)
 #   poll-304  GET with If-None-Match (wrk) with the streams open / none    (target >= 0.8x)
 # The client is bench/sse_fanout.mjs (one Node process); over HTTP/1.1 it hands the streams to bench/sse_h1.c,
 # built here with cc. Needs ~streams + 1000 file descriptors.

@@ -236,8 +236,8 @@ agent.destroy();
 const f = (x) => x.toFixed(1);
 const how = proto === 'h2' ? `HTTP/2 (h2c), ${socks.length} connections` : `HTTP/1.1, ${N} connections (C client)`;
 console.log(`[${proto}] streams   ${N} open over ${how}, in ${f(openMs / 1000)} s`);
-console.log(`[${proto}] memory    daemon RSS ${rss0} -> ${rss1} KiB: ${f((rss1 - rss0) / N)} KiB per stream  (target <= 8 KiB)`);
-console.log(`[${proto}] fan-out   update -> last of ${N} subscribers: p50 ${f(fan.last50)} ms, p99 ${f(fan.last99)} ms over ${UPDATES} updates  (target p99 <= 100 ms); each delivery: p50 ${f(fan.each50)} ms, p99 ${f(fan.each99)} ms`);
+console.log(`[${proto}] memory    daemon RSS ${rss0} -> ${rss1} KiB: ${f((rss1 - rss0) / N)} KiB per stream  (target <= 4 KiB)`);
+console.log(`[${proto}] fan-out   update -> last of ${N} subscribers: p50 ${f(fan.last50)} ms, p99 ${f(fan.last99)} ms over ${UPDATES} updates  (target p99 <= 50 ms); each delivery: p50 ${f(fan.each50)} ms, p99 ${f(fan.each99)} ms`);
 console.log(`[${proto}] poll-304  ${Math.round(poll0.rps)} req/s with no stream, ${Math.round(poll1.rps)} req/s with ${N} open: ${(poll1.rps / poll0.rps).toFixed(2)}x  (target >= 0.8x)${poll0.bad !== '0' || poll1.bad !== '0' ? `  non-2xx/3xx: ${poll0.bad}/${poll1.bad}` : ''}`);
 if (process.env.BENCH_RESULTS) {
     fs.appendFileSync(process.env.BENCH_RESULTS, `sse-${proto}-rss-per-stream-kib\t${f((rss1 - rss0) / N)}\nsse-${proto}-fanout-p99-ms\t${f(fan.last99)}\nsse-${proto}-poll-ratio\t${(poll1.rps / poll0.rps).toFixed(2)}\n`);

@@ -125,7 +125,7 @@ struct job_stream {
     struct ad_sse sse;
     struct ad_waiter w;
     struct tenant_count *tc;
-    const char *tenant, *id; /* in the request's pool */
+    const char *tenant, *id; /* the stream's copies (ad_sse_strdup) */
     int64_t last;            /* id of the last event queued */
     struct log_read *rd;     /* the read of the log in flight, or NULL */
     int again;               /* woken while reading: pump again once it returns */
@@ -337,8 +337,8 @@ static int job_events_found(struct ad_request *r, ad_err err, struct ad_entry *e
     struct job_stream *js = ad_sse_start(r->req, sizeof(*js), &job_callbacks, conf->retry_ms);
     js->tc = tenant_count(r->tenant);
     js->tc->n++;
-    js->tenant = h2o_strdup(&r->req->pool, r->tenant, SIZE_MAX).base;
-    js->id = r->id;
+    js->tenant = ad_sse_strdup(&js->sse, r->tenant);
+    js->id = ad_sse_strdup(&js->sse, r->id);
     js->last = last > 0 ? last : 0;
     js->w.wake = job_wake;
     ad_cache_watch(e, &js->w);
@@ -357,7 +357,7 @@ struct feed_stream {
     struct ad_sse sse;
     h2o_linklist_t link; /* in feeds */
     struct tenant_count *tc;
-    const char *tenant, *type; /* in the request's pool; type NULL = any */
+    const char *tenant, *type; /* the stream's copies (ad_sse_strdup); type NULL = any */
     int has_status;
     enum ad_status status;
     int64_t last;         /* seq of the last change queued or skipped */
@@ -523,8 +523,8 @@ int ad_api_events(struct ad_request *r)
     struct feed_stream *fs = ad_sse_start(r->req, sizeof(*fs), &feed_callbacks, conf->retry_ms);
     fs->tc = tenant_count(r->tenant);
     fs->tc->n++;
-    fs->tenant = r->tenant;
-    fs->type = ad_http_query(r, "type");
+    fs->tenant = ad_sse_strdup(&fs->sse, r->tenant);
+    fs->type = ad_sse_strdup(&fs->sse, ad_http_query(r, "type"));
     fs->has_status = status != NULL;
     fs->status = st;
     h2o_linklist_insert(&feeds, &fs->link);

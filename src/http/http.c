@@ -354,6 +354,11 @@ static void echo_request_id(h2o_req_t *req)
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, id, strlen(id));
 }
 
+void ad_http_takeover_headers(h2o_req_t *req)
+{
+    echo_request_id(req);
+}
+
 struct access_logger {
     h2o_logger_t super;
     int access_log;

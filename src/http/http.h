@@ -69,6 +69,9 @@ void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
+/* The headers the filters add to every answer (X-Request-Id), for one that does not pass them: an HTTP/1
+ * connection taken over from h2o with h2o_http1_upgrade (sse.c). */
+void ad_http_takeover_headers(h2o_req_t *req);
 /* Refuse an HTTP/1 request whose body framing is ambiguous (two Content-Length fields, Content-Length with
  * Transfer-Encoding, Transfer-Encoding on HTTP/1.0) with 400 and a closed connection: returns 1 when it answered. */
 int ad_http1_refuse_framing(h2o_req_t *req);

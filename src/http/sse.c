@@ -1,5 +1,9 @@
 /*
- * sse.c - SSE streams on h2o's generator interface (sse.h).
+ * sse.c - SSE streams on h2o's generator interface (HTTP/2) or on HTTP/1 connections taken over from h2o
+ * (sse.h).
+ *
+ * HTTP/1: once the headers are out the connection is the stream's own (on_upgraded, below): the request and its
+ * memory go back to h2o, and the stream frames and writes its chunks itself, one write in flight at a time.
  *
  * h2o lets a response have one write in flight: h2o_send() hands it bytes that must stay valid until h2o
  * calls the generator's proceed(). So each stream has two queues of chunks: `sent` (in flight) and `out`
@@ -10,25 +14,27 @@
  * Heartbeats: one timer ticks every quarter period and walks the streams, writing a comment on each that has
  * been silent for three quarters of it, so a write costs a stream nothing but a timestamp. The same walk
  * finds streams whose write has not completed for two periods: their client stopped reading or vanished. On
- * HTTP/1 the socket is shut down, which makes h2o fail the write and dispose of the request. On HTTP/2 the
+ * HTTP/1 the stream is closed with its connection. On HTTP/2 the
  * connection may carry other, healthy streams, so a stalled stream is left to HTTP/2 flow control; its
  * memory is bounded by the backlog cap either way.
  *
  * Fan-out (ad_sse_write_many): with 10,000 HTTP/1.1 streams, one event is 10,000 socket writes, and nearly
  * all of a write's cost is the kernel's. Through h2o each is a writev plus h2o's bookkeeping and a proceed
  * callback in the next loop turn. An idle HTTP/1.1 stream (no write in flight, nothing queued) has no state
- * in h2o's writer, so its chunk can instead go straight to the socket with one send(): the same bytes h2o's
- * chunked encoder would write. From 512 such streams on, a sender thread writes half of them while the loop
- * thread writes the other half; the loop thread waits for it, so h2o never runs while another thread writes
- * to its sockets. A send that takes nothing falls back to the queue; one that takes part of the chunk leaves
- * the rest as the stream's tail, written raw when h2o says the socket is writable, before anything queued.
- * The sends go to the kernel through io_uring, AD_SSE_RING per system call (send() where io_uring is not
- * available or sse.ioUring is off). Measured in bench/sse.sh (10,000 streams, p50 of the last subscriber):
- * 90-98 ms through h2o, 85-87 ms with direct send()s on one thread, 69-74 ms on two, 45-46 ms with io_uring.
+ * in h2o's writer, so its chunk can instead go straight to the socket with one send(), chunked. From 512 such streams
+ * on, a sender thread writes half of them while the loop thread writes the other half; the loop thread waits for it, so
+ * h2o never runs while another thread writes to its sockets. A send that takes nothing falls back to the queue; one
+ * that takes part of the chunk leaves the rest as the stream's tail, written raw when h2o says the socket is writable,
+ * before anything queued. The sends go to the kernel through io_uring, AD_SSE_RING per system call (send() where
+ * io_uring is not available or sse.ioUring is off). Measured in bench/sse.sh (10,000 streams, p50 of the last
+ * subscriber): 90-98 ms through h2o, 85-87 ms with direct send()s on one thread, 69-74 ms on two, 45-46 ms with
+ * io_uring.
  */
 #include "http/sse.h"
 #include "http/http.h"
 #include "common/timer.h"
+
+#include <h2o/http1.h>
 
 #include <errno.h>
 #include <liburing.h>
@@ -50,7 +56,6 @@ static h2o_linklist_t streams = {&streams, &streams}; /* every stream until its 
 static size_t nstreams;
 static struct ad_timer heartbeat_timer;
 static struct ad_sse_chunk heartbeat_chunk = {UINT32_MAX, 3, ":\n\n"};
-static h2o_linklist_t tails = {&tails, &tails}; /* streams with a tail to write */
 
 static void heartbeat_fire(struct ad_timer *t);
 
@@ -150,6 +155,25 @@ static void queue_clear(struct ad_sse_queue *q)
 
 /* ---- streams ---- */
 
+struct ad_sse_kept {
+    struct ad_sse_kept *next;
+    char str[];
+};
+
+const char *ad_sse_strdup(struct ad_sse *s, const char *str)
+{
+    if (str == NULL)
+        return NULL;
+    if (!s->raw) /* the request outlives an HTTP/2 stream */
+        return h2o_strdup(&s->req->pool, str, SIZE_MAX).base;
+    size_t len = strlen(str);
+    struct ad_sse_kept *k = ad_malloc(sizeof(*k) + len + 1);
+    memcpy(k->str, str, len + 1);
+    k->next = s->kept;
+    s->kept = k;
+    return k->str;
+}
+
 static void end(struct ad_sse *s)
 {
     if (s->ended)
@@ -158,11 +182,103 @@ static void end(struct ad_sse *s)
     s->cb->on_close(s);
 }
 
+/* The stream is gone: end it and release what it holds, but not s itself. */
+static void release(struct ad_sse *s)
+{
+    end(s);
+    h2o_linklist_unlink(&s->all);
+    if (s->tail != NULL) {
+        ad_sse_chunk_release(s->tail);
+        s->tail = NULL;
+    }
+    queue_clear(&s->out);
+    queue_clear(&s->sent);
+    free(s->wbuf);
+    s->wbuf = NULL;
+    while (s->kept != NULL) {
+        struct ad_sse_kept *k = s->kept;
+        s->kept = k->next;
+        free(k);
+    }
+    nstreams--;
+}
+
+/* A stream on a connection taken over from h2o (or being taken over) is done: close the socket, free s. */
+static void raw_free(struct ad_sse *s)
+{
+    h2o_socket_t *sock = s->sock;
+    s->sock = NULL;
+    if (sock != NULL)
+        h2o_socket_close(sock);
+    release(s);
+    free(s);
+}
+
+/* No request and no connection: nothing can be written any more. */
+static int gone(const struct ad_sse *s)
+{
+    return s->req == NULL && s->sock == NULL;
+}
+
+/* At most: the hex size of a chunk, CRLF, and CRLF after it. */
+#define AD_SSE_FRAMING 12
+
+/* Copy len bytes of data to dst as HTTP/1.1 chunked framing would carry them (as they are when !chunked);
+ * returns the bytes written, at most len + AD_SSE_FRAMING. */
+static size_t frame_chunk(char *dst, const char *data, size_t len, int chunked)
+{
+    size_t n = chunked ? (size_t)snprintf(dst, AD_SSE_FRAMING, "%zx\r\n", len) : 0;
+    memcpy(dst + n, data, len);
+    n += len;
+    if (chunked) {
+        memcpy(dst + n, "\r\n", 2);
+        n += 2;
+    }
+    return n;
+}
+
+static void on_raw_written(h2o_socket_t *sock, const char *err);
+
+/* flush on a connection of our own: the queued chunks are framed into one buffer (a chunk shared by many
+ * streams cannot carry one stream's framing), then the end of the body when closing. */
+static void raw_flush(struct ad_sse *s)
+{
+    size_t size = 5;
+    for (uint32_t i = 0; i < s->out.n; i++)
+        size += s->out.v[i]->len + AD_SSE_FRAMING;
+    char *buf = ad_malloc(size);
+    size_t len = 0;
+    for (uint32_t i = 0; i < s->out.n; i++)
+        if (s->out.v[i]->len != 0) /* an empty chunk would end the body */
+            len += frame_chunk(buf + len, s->out.v[i]->data, s->out.v[i]->len, s->chunked);
+    queue_clear(&s->out);
+    s->final = s->closing;
+    if (s->final && s->chunked) {
+        memcpy(buf + len, "0\r\n\r\n", 5);
+        len += 5;
+    }
+    if (len == 0) {
+        free(buf);
+        if (s->final)
+            raw_free(s);
+        return;
+    }
+    s->wbuf = buf;
+    s->sending = 1;
+    s->send_at = ad_mono_ms();
+    h2o_iovec_t iov = h2o_iovec_init(buf, len);
+    h2o_socket_write(s->sock, &iov, 1, on_raw_written);
+}
+
 /* Hand the queued chunks to h2o unless a write is in flight. After a final write s may already be freed. */
 static void flush(struct ad_sse *s)
 {
-    if (s->sending || s->req == NULL || (s->out.n == 0 && !s->closing))
+    if (s->sending || gone(s) || (s->out.n == 0 && !s->closing))
         return;
+    if (s->sock != NULL) {
+        raw_flush(s);
+        return;
+    }
     h2o_iovec_t iov[AD_SSE_MAX_IOV];
     uint32_t n = s->out.n < AD_SSE_MAX_IOV ? s->out.n : AD_SSE_MAX_IOV;
     for (uint32_t i = 0; i < n; i++) {
@@ -178,17 +294,44 @@ static void flush(struct ad_sse *s)
     h2o_send(s->req, iov, n, final ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
-static void on_proceed(h2o_generator_t *g, h2o_req_t *req)
+/* The write in flight went: let the owner queue more (on_drain), then write what is queued. */
+static void written(struct ad_sse *s)
 {
-    struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
     s->sending = 0;
-    queue_clear(&s->sent);
     if (!s->closing && s->out.n == 0 && s->cb->on_drain != NULL) {
         s->in_proceed = 1;
         s->cb->on_drain(s);
         s->in_proceed = 0;
     }
     flush(s);
+}
+
+static void on_proceed(h2o_generator_t *g, h2o_req_t *req)
+{
+    struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
+    queue_clear(&s->sent);
+    written(s);
+}
+
+static void on_raw_written(h2o_socket_t *sock, const char *err)
+{
+    struct ad_sse *s = sock->data;
+    free(s->wbuf);
+    s->wbuf = NULL;
+    if (err != NULL || s->final)
+        raw_free(s);
+    else
+        written(s);
+}
+
+/* Nothing is expected from the client of a stream taken over: its bytes are dropped; its leaving ends it. */
+static void on_raw_read(h2o_socket_t *sock, const char *err)
+{
+    struct ad_sse *s = sock->data;
+    if (err != NULL)
+        raw_free(s);
+    else if (sock->input->size != 0)
+        h2o_buffer_consume(&sock->input, sock->input->size);
 }
 
 static void on_stop(h2o_generator_t *g, h2o_req_t *req)
@@ -198,20 +341,15 @@ static void on_stop(h2o_generator_t *g, h2o_req_t *req)
     end(s);
 }
 
+/* An HTTP/2 stream lives in its request's pool, next to h2o's own allocations in the pool's first chunk (a page
+ * that is resident anyway), with only a pointer to it in a shared allocation for the dispose callback: the
+ * stream struct on its own would be another malloc per stream. h2o runs the disposers before it frees the
+ * chunks. */
 static void on_dispose(void *p)
 {
-    struct ad_sse *s = p;
+    struct ad_sse *s = *(struct ad_sse **)p;
     s->req = NULL;
-    end(s);
-    h2o_linklist_unlink(&s->all);
-    if (s->tail != NULL) {
-        h2o_linklist_unlink(&s->tail_link);
-        ad_sse_chunk_release(s->tail);
-        s->tail = NULL;
-    }
-    queue_clear(&s->out);
-    queue_clear(&s->sent);
-    nstreams--;
+    release(s);
 }
 
 static void add_headers(h2o_req_t *req)
@@ -234,23 +372,62 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
     queue_push(&s->out, c);
 }
 
-/* An HTTP/1.x connection keeps the bytes of its request, in an 8 KiB input buffer, until the response ends:
- * 4 KiB of resident memory for each open stream. Once the headers are out nothing reads them any more (the
- * handler copied what it needed into the request's pool), so give the buffer back to h2o's recycler. h2o
- * would consume the request's bytes again when a persistent response ends, so ad_sse_start makes the stream
- * the connection's last answer: a client reconnects for its next request anyway. This took RSS per stream
- * from 9.5 to 5.4 KiB in the 10,000-stream bench. */
-static void release_request_bytes(h2o_req_t *req)
+/*
+ * HTTP/1: the connection is taken over from h2o as soon as the headers are out (h2o_http1_upgrade, h2o's way to
+ * hand a socket to WebSocket code, with our 200 instead of a 101), and the stream writes its chunks itself. An
+ * open request costs h2o its connection struct, with the request in it, and the request's memory pool, whose
+ * first allocation is a 4 KiB chunk: together with the 8 KiB input buffer h2o keeps the request's bytes in,
+ * more than 90% of what a stream cost (bench/sse.sh, 10,000 streams: 5.5 KiB per stream through h2o, 0.7 KiB
+ * on a connection of our own). The socket alone stays, read only to notice the client leaving.
+ *
+ * h2o writes "Connection: upgrade" on such an answer; the "Connection: close" added here says what happens:
+ * the connection ends with the stream, whose client reconnects for its next request.
+ */
+static void on_upgraded(void *data, h2o_socket_t *sock, size_t reqsize)
 {
-    h2o_socket_t *sock = ad_http1_socket(req);
-    if (sock != NULL && sock->input->size != 0)
+    struct ad_sse *s = data;
+    (void)reqsize;
+    s->req = NULL; /* disposed by now, with its pool */
+    s->sending = 0;
+    if (sock == NULL) {
+        raw_free(s);
+        return;
+    }
+    s->sock = sock;
+    sock->data = s;
+    /* The request's bytes, and the input buffer with them, are not needed any more. */
+    if (sock->input->size != 0)
         h2o_buffer_consume(&sock->input, sock->input->size);
+    h2o_socket_dont_read(sock, 0);
+    h2o_socket_read_start(sock, on_raw_read);
+    flush(s);
+}
+
+static void start_raw(struct ad_sse *s, h2o_req_t *req, int64_t retry_ms)
+{
+    s->raw = 1;
+    s->chunked = req->version == 0x101;
+    if (s->chunked)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_TRANSFER_ENCODING, NULL, H2O_STRLIT("chunked"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONNECTION, NULL, H2O_STRLIT("close"));
+    ad_http_takeover_headers(req);
+    char line[48];
+    size_t n = (size_t)retry_line(line, sizeof(line), retry_ms);
+    /* In the pool: h2o keeps the request until this has been written. */
+    h2o_iovec_t first = {h2o_mem_alloc_pool(&req->pool, n + AD_SSE_FRAMING), 0};
+    first.len = frame_chunk(first.base, line, n, s->chunked);
+    s->sending = 1; /* until on_upgraded: what is queued meanwhile waits */
+    s->send_at = ad_mono_ms();
+    h2o_http1_upgrade(req, &first, 1, on_upgraded, s);
 }
 
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms)
 {
-    struct ad_sse *s = h2o_mem_alloc_shared(&req->pool, size, on_dispose);
+    int raw = ad_http1_socket(req) != NULL;
+    struct ad_sse *s = raw ? ad_malloc(size) : h2o_mem_alloc_pool(&req->pool, size);
     memset(s, 0, size);
+    if (!raw)
+        *(struct ad_sse **)h2o_mem_alloc_shared(&req->pool, sizeof(s), on_dispose) = s;
     s->gen.proceed = on_proceed;
     s->gen.stop = on_stop;
     s->req = req;
@@ -267,14 +444,14 @@ void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *c
     req->res.reason = "OK";
     req->res.content_length = SIZE_MAX;
     add_headers(req);
-    /* Over HTTP/1.x the connection ends with the stream (see release_request_bytes below). */
-    if (req->version < 0x200)
-        req->http1_is_persistent = 0;
+    s->last_write = ad_mono_ms();
+    if (raw) {
+        start_raw(s, req, retry_ms);
+        return s;
+    }
     h2o_start_response(req, &s->gen);
     queue_retry(s, retry_ms);
-    s->last_write = ad_mono_ms();
     flush(s);
-    release_request_bytes(req);
     return s;
 }
 
@@ -287,7 +464,7 @@ static void cut_off(struct ad_sse *s)
 
 int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
 {
-    if (s->closing || s->req == NULL)
+    if (s->closing || gone(s))
         return -1;
     /* One chunk always fits, however large: a cap below the biggest event must not cut a stream forever. */
     if (s->out.n != 0 && s->out.bytes + c->len > backlog_max) {
@@ -309,10 +486,9 @@ int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
  * TLS, nothing in flight or queued. */
 static h2o_socket_t *direct_socket(const struct ad_sse *s)
 {
-    if (s->req == NULL || s->req->version != 0x101 || s->sending || s->closing || s->in_proceed || s->out.n != 0)
+    if (s->sock == NULL || !s->chunked || s->sending || s->closing || s->in_proceed || s->out.n != 0)
         return NULL;
-    h2o_socket_t *sock = ad_http1_socket(s->req);
-    return sock != NULL && sock->ssl == NULL ? sock : NULL;
+    return s->sock->ssl == NULL ? s->sock : NULL;
 }
 
 /* Each writing thread's io_uring for direct writes: 0 not set up yet, 1 ready, -1 not used (send() then). */
@@ -446,7 +622,6 @@ static void on_tail_writable(h2o_socket_t *sock, const char *err);
  * queued if nothing else is, so that h2o's write fails too and it disposes of the request. */
 static void tail_end(struct ad_sse *s, int failed)
 {
-    h2o_linklist_unlink(&s->tail_link);
     ad_sse_chunk_release(s->tail);
     s->tail = NULL;
     s->sending = 0;
@@ -458,19 +633,12 @@ static void tail_end(struct ad_sse *s, int failed)
 static void tail_wait(struct ad_sse *s)
 {
     s->send_at = ad_mono_ms();
-    h2o_socket_notify_write(ad_http1_socket(s->req), on_tail_writable);
+    h2o_socket_notify_write(s->sock, on_tail_writable);
 }
 
 static void on_tail_writable(h2o_socket_t *sock, const char *err)
 {
-    struct ad_sse *s = NULL;
-    for (h2o_linklist_t *node = tails.next; node != &tails && s == NULL; node = node->next) {
-        struct ad_sse *t = H2O_STRUCT_FROM_MEMBER(struct ad_sse, tail_link, node);
-        if (ad_http1_socket(t->req) == sock)
-            s = t;
-    }
-    if (s == NULL)
-        return;
+    struct ad_sse *s = sock->data;
     if (err != NULL) {
         tail_end(s, 1);
         return;
@@ -535,7 +703,6 @@ void ad_sse_write_many(struct ad_sse *const *v, size_t n, struct ad_sse_chunk *c
             s->tail_off = 0;
             s->sending = 1;
             s->last_write = now;
-            h2o_linklist_insert(&tails, &s->tail_link);
             tail_wait(s);
         }
     }
@@ -599,6 +766,10 @@ void ad_sse_close_all(int64_t retry_ms)
 /* A client that has not taken a write for this long is not coming back for it. */
 static void kill_stalled(struct ad_sse *s)
 {
+    if (s->sock != NULL) {
+        raw_free(s);
+        return;
+    }
     h2o_socket_t *sock = ad_http1_socket(s->req);
     if (sock != NULL)
         shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);

@@ -50,14 +50,21 @@ struct ad_sse_queue {
 
 struct ad_sse {
     h2o_generator_t gen;
-    h2o_req_t *req; /* NULL once the request is gone */
+    h2o_req_t *req; /* NULL once the request is gone (on HTTP/1, once the connection is taken over: sock) */
+    /* HTTP/1: the connection, taken from h2o once the headers are out (ad_sse_start); NULL before and on
+     * HTTP/2. The stream then frames and writes its bytes itself and is freed when the socket closes. */
+    h2o_socket_t *sock;
     const struct ad_sse_callbacks *cb;
     struct ad_sse_queue out;  /* queued, not yet handed to h2o */
     struct ad_sse_queue sent; /* handed to h2o, must stay valid until proceed */
-    int sending;              /* a write is in flight: wait for proceed before the next */
-    int closing;              /* no more events: the final write follows the backlog */
-    int ended;                /* on_close ran */
-    int in_proceed;
+    char *wbuf;               /* on sock: the framed bytes of the write in flight */
+    uint8_t sending;          /* a write is in flight: wait for proceed before the next */
+    uint8_t closing;          /* no more events: the final write follows the backlog */
+    uint8_t ended;            /* on_close ran */
+    uint8_t in_proceed;
+    uint8_t raw;        /* HTTP/1: the connection is (being) taken over from h2o */
+    uint8_t chunked;    /* on sock: HTTP/1.1, chunked framing (HTTP/1.0 bodies end with the connection) */
+    uint8_t final;      /* on sock: the write in flight is the last */
     int64_t last_write; /* monotonic ms of the last write queued */
     int64_t send_at;    /* monotonic ms when the write in flight was handed to h2o */
     h2o_linklist_t all; /* every stream, for heartbeats and shutdown */
@@ -65,7 +72,7 @@ struct ad_sse {
      * raw, before anything else, when the socket is writable again. NULL when there is none. */
     struct ad_sse_chunk *tail;
     uint32_t tail_off;
-    h2o_linklist_t tail_link; /* in the list of streams waiting to write a tail */
+    struct ad_sse_kept *kept; /* ad_sse_strdup's copies */
 };
 
 /* Settings for every stream: comment heartbeat period, backlog cap in bytes, the retry hint a stream that is
@@ -73,8 +80,14 @@ struct ad_sse {
 void ad_sse_configure(int64_t heartbeat_ms, size_t backlog_bytes, int64_t cutoff_retry_ms, int io_uring);
 
 /* Start a 200 text/event-stream answer on req whose first line is "retry: <retry_ms>". The stream object is
- * size bytes (a caller's struct starting with struct ad_sse), zeroed, owned by the request's pool. */
+ * size bytes (a caller's struct starting with struct ad_sse), zeroed. It outlives the request on HTTP/1 (the
+ * connection is taken over from h2o and the request disposed as soon as the headers are out), so the caller
+ * keeps nothing that lives in the request's pool: copy what the stream needs (ad_sse_strdup). */
 void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *cb, int64_t retry_ms);
+
+/* A copy of str that lives as long as stream s (freed after its on_close), or NULL for NULL. Right after
+ * ad_sse_start only: an HTTP/2 stream's copy goes to its request's pool. */
+const char *ad_sse_strdup(struct ad_sse *s, const char *str);
 
 /* A chunk holding a copy of data, with one reference (the caller's): release it when done queueing it. */
 struct ad_sse_chunk *ad_sse_chunk_new(const char *data, size_t len);

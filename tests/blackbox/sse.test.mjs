@@ -76,8 +76,10 @@ describe('GET /v1/jobs/{id}/events', () => {
         assert.equal(s.status, 200);
         assert.match(s.headers['content-type'], /^text\/event-stream/);
         assert.equal(s.headers['cache-control'], 'no-cache');
-        // The stream is its HTTP/1.1 connection's last answer: the daemon frees the request's input buffer.
-        assert.equal(s.headers.connection, 'close');
+        // The stream is its HTTP/1.1 connection's last answer: the daemon takes the connection over from h2o,
+        // which names it "upgrade" as it hands it over (no Upgrade field follows, so no client switches).
+        assert.deepEqual(s.headers.connection.split(/\s*,\s*/).sort(), ['close', 'upgrade']);
+        assert.equal(s.headers.upgrade, undefined);
         await s.waitEvents(1);
         const l = await leaseOne(w, 'report.export', { expectId: id });
         await s.waitEvents(2);
