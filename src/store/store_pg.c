@@ -1601,7 +1601,8 @@ static ad_err pg_job_leasable(struct ad_conn *c, const char *tenant, const char 
         pl->cap = got.n;
         pl->rows = ad_realloc(pl->rows, pl->cap * sizeof(*pl->rows));
     }
-    memcpy(pl->rows, got.items, got.n * sizeof(*got.items));
+    if (got.n > 0) /* an empty queue: rows and items may both be NULL, which memcpy may not be given */
+        memcpy(pl->rows, got.items, got.n * sizeof(*got.items));
     pl->n = got.n;
     got.n = 0;
     ad_job_list_free(&got);
