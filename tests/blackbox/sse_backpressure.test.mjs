@@ -8,44 +8,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { expectStatus, heartbeat, leaseOne, sleep, submit } from './lib/jobs.mjs';
-import { openSse, sseParser } from './lib/sse.mjs';
+import { dechunk, holdsConnection, openSse, sseParser } from './lib/sse.mjs';
 
 const SANITIZED = process.env.ACCEPTD_SANITIZED === '1';
 
 function rssKiB(pid) {
     const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     return Number(m[1]);
-}
-
-/** Whether process pid still holds the TCP connection from clientPort to serverPort on 127.0.0.1. */
-function holdsConnection(pid, serverPort, clientPort) {
-    const hex = (n) => n.toString(16).toUpperCase().padStart(4, '0');
-    const row = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').map((l) => l.trim().split(/\s+/))
-        .find((f) => f[1]?.endsWith(`:${hex(serverPort)}`) && f[2]?.endsWith(`:${hex(clientPort)}`));
-    if (!row) return false;
-    const want = `socket:[${row[9]}]`;
-    return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
-        try {
-            return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === want;
-        } catch {
-            return false;
-        }
-    });
-}
-
-/** Decode an HTTP/1.1 chunked body as far as it is complete; ended = the last chunk arrived. */
-function dechunk(buf) {
-    let off = 0;
-    const parts = [];
-    for (;;) {
-        const eol = buf.indexOf('\r\n', off);
-        if (eol < 0) return { body: Buffer.concat(parts), ended: false };
-        const size = parseInt(buf.subarray(off, eol).toString('latin1'), 16);
-        if (size === 0) return { body: Buffer.concat(parts), ended: true };
-        if (buf.length < eol + 2 + size + 2) return { body: Buffer.concat(parts), ended: false };
-        parts.push(buf.subarray(eol + 2, eol + 2 + size));
-        off = eol + 2 + size + 2;
-    }
 }
 
 /** A raw HTTP/1.1 client for GET path that can stop reading (pause) and start again. */

@@ -5,43 +5,12 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import net from 'node:net';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { submit, waitUntil } from './lib/jobs.mjs';
+import { dechunk, holdsConnection } from './lib/sse.mjs';
 
 const CONF = 'sse: { heartbeat: 1h, retry: 200ms }\n';
-
-/** Whether process pid still holds the TCP connection from clientPort to serverPort on 127.0.0.1. */
-function holdsConnection(pid, serverPort, clientPort) {
-    const hex = (n) => n.toString(16).toUpperCase().padStart(4, '0');
-    const row = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').map((l) => l.trim().split(/\s+/))
-        .find((f) => f[1]?.endsWith(`:${hex(serverPort)}`) && f[2]?.endsWith(`:${hex(clientPort)}`));
-    if (!row) return false;
-    const want = `socket:[${row[9]}]`;
-    return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
-        try {
-            return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === want;
-        } catch {
-            return false;
-        }
-    });
-}
-
-/** Decode an HTTP/1.1 chunked body as far as it is complete; ended = the last chunk arrived. */
-function dechunk(buf) {
-    let off = 0;
-    const parts = [];
-    for (;;) {
-        const eol = buf.indexOf('\r\n', off);
-        if (eol < 0) return { body: Buffer.concat(parts).toString(), ended: false };
-        const size = parseInt(buf.subarray(off, eol).toString('latin1'), 16);
-        if (size === 0) return { body: Buffer.concat(parts).toString(), ended: true };
-        if (buf.length < eol + 2 + size + 2) return { body: Buffer.concat(parts).toString(), ended: false };
-        parts.push(buf.subarray(eol + 2, eol + 2 + size));
-        off = eol + 2 + size + 2;
-    }
-}
 
 /** GET /v1/events with key over a socket of its own, as HTTP/1.<minor>: {sock, head(), body()}. */
 function rawStream(d, key, minor) {
@@ -63,7 +32,7 @@ function rawStream(d, key, minor) {
         body: () => {
             const s = split();
             if (s === null) return '';
-            return minor === 1 ? dechunk(s.rest).body : s.rest.toString();
+            return minor === 1 ? dechunk(s.rest).body.toString() : s.rest.toString();
         },
     };
 }

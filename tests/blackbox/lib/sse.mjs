@@ -2,6 +2,7 @@
 // field the server sent (ids, event names, retry hints, comment lines), which EventSource implementations
 // hide. Parsing follows the HTML standard's event-stream rules.
 
+import fs from 'node:fs';
 import http from 'node:http';
 import { sleep } from './jobs.mjs';
 import * as openapi from './openapi.mjs';
@@ -228,5 +229,36 @@ export async function eventually(fn, timeoutMs = 5000, what = 'condition') {
         if (v) return v;
         if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
         await sleep(25);
+    }
+}
+
+/** Whether process pid still holds the TCP connection from clientPort to serverPort on 127.0.0.1. */
+export function holdsConnection(pid, serverPort, clientPort) {
+    const hex = (n) => n.toString(16).toUpperCase().padStart(4, '0');
+    const row = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').map((l) => l.trim().split(/\s+/))
+        .find((f) => f[1]?.endsWith(`:${hex(serverPort)}`) && f[2]?.endsWith(`:${hex(clientPort)}`));
+    if (!row) return false;
+    const want = `socket:[${row[9]}]`;
+    return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+            return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === want;
+        } catch {
+            return false;
+        }
+    });
+}
+
+/** Decode an HTTP/1.1 chunked body as far as it is complete; ended = the last chunk arrived. */
+export function dechunk(buf) {
+    let off = 0;
+    const parts = [];
+    for (;;) {
+        const eol = buf.indexOf('\r\n', off);
+        if (eol < 0) return { body: Buffer.concat(parts), ended: false };
+        const size = parseInt(buf.subarray(off, eol).toString('latin1'), 16);
+        if (size === 0) return { body: Buffer.concat(parts), ended: true };
+        if (buf.length < eol + 2 + size + 2) return { body: Buffer.concat(parts), ended: false };
+        parts.push(buf.subarray(eol + 2, eol + 2 + size));
+        off = eol + 2 + size + 2;
     }
 }
