@@ -92,14 +92,18 @@ bench_wait_http()
 BENCH_JSON_BODY='{"id":"job_4dc0GZ0m2bVvOQkn0kC4Wg","type":"video.transcode","status":"running","progress":42,"priority":"normal","payload":{"sourceUrl":"https://media.example.com/uploads/2026/11/30/raw-footage-0001.mov","preset":"1080p"},"attempt":1,"maxAttempts":3,"cancelRequested":false,"createdAt":"2026-11-30T18:00:00.000Z","startedAt":"2026-11-30T18:00:01.250Z","lastUpdatedAt":"2026-11-30T18:00:09.875Z","finishedAt":null,"expiresAt":null,"runAt":null,"retryOf":null,"message":"encoding pass 1 of 2","links":{"self":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg","cancel":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg:cancel","retry":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg:retry","events":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg/events","result":"/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg/result"}}'
 
 # start_nginx: Debian's nginx with a private config (one worker, no access log), in the foreground of a
-# background job. Sets NGINX_URL. Locations: / answers 304, /200 answers 200 with BENCH_JSON_BODY.
+# background job. Sets NGINX_URL. Locations: / answers 304, /200 answers 200 with BENCH_JSON_BODY. A script
+# may add directives to the server block in BENCH_NGINX_SERVER (more locations), and with BENCH_NGINX_H2=1
+# the same server also listens for cleartext HTTP/2 (prior knowledge) on a second port, NGINX_H2_URL.
 start_nginx()
 {
-    local dir="$BENCH_TMP/nginx" port attempt pid user_line=
+    local dir="$BENCH_TMP/nginx" port port2 attempt pid user_line='' h2_line=''
     mkdir -p "$dir/logs" "$dir/tmp"
     [ "$(id -u)" -eq 0 ] && user_line='user root;'
     for attempt in 1 2 3 4 5; do
         port=$(bench_free_port)
+        port2=$(bench_free_port)
+        [ "${BENCH_NGINX_H2:-0}" = 1 ] && h2_line="listen 127.0.0.1:$port2 http2;"
         cat >"$dir/nginx.conf" <<EOF
 $user_line
 daemon off;
@@ -120,8 +124,10 @@ http {
     scgi_temp_path $dir/tmp/scgi;
     server {
         listen 127.0.0.1:$port;
+        $h2_line
         location / { return 304; }
         location /200 { return 200 '$BENCH_JSON_BODY'; }
+        ${BENCH_NGINX_SERVER:-}
     }
 }
 EOF
@@ -130,6 +136,7 @@ EOF
         if bench_wait_http "http://127.0.0.1:$port/" 304 5; then
             BENCH_PIDS+=("$pid")
             NGINX_URL="http://127.0.0.1:$port"
+            NGINX_H2_URL="http://127.0.0.1:$port2"
             return 0
         fi
         kill "$pid" 2>/dev/null || true

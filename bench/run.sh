@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # bench/run.sh - run the benchmarks (`make bench`). Each benchmark is bench/NAME.sh, run in its own process
 # with its own servers and its own nginx reference. To add one, write bench/NAME.sh on top of bench/lib.sh
-# and add NAME to BENCHES.
+# and add NAME to BENCHES (a dash in NAME is an underscore in the file's name: submit-clients is
+# bench/submit_clients.sh).
 # Usage: bench/run.sh [NAME...]   (default: all of BENCHES). Settings: see bench/lib.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-BENCHES=(http batch workers webhooks sse cluster dashboard)
+BENCHES=(http batch workers webhooks sse cluster dashboard submit-clients)
 [ "$#" -gt 0 ] && BENCHES=("$@")
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 failed=()
 for name in "${BENCHES[@]}"; do
-    [ -f "bench/$name.sh" ] || {
-        echo "bench: no bench/$name.sh" >&2
+    script="bench/${name//-/_}.sh"
+    [ -f "$script" ] || {
+        echo "bench: no $script" >&2
         failed+=("$name")
         continue
     }
-    bash "bench/$name.sh" || failed+=("$name")
+    bash "$script" || failed+=("$name")
 done
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "bench: failed: ${failed[*]}" >&2
