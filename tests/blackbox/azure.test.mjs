@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHttpPoller } from '@azure/core-lro';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, fail, heartbeat, hget, leaseOne, sleep, submit } from './lib/jobs.mjs';
+import * as openapi from './lib/openapi.mjs';
 
 const ROUTES = `
   - { method: POST, path: /v1/azure, type: report.export, onPending: accepted, azureAsyncOperation: true }`;
@@ -21,6 +22,10 @@ function lro(d, key, path, body) {
             body: payload === undefined ? undefined : JSON.stringify(payload),
         });
         const text = await res.text();
+        // The poller's answers are checked against docs/openapi.json too, as api()'s are.
+        const target = new URL(url, d.url);
+        const violation = openapi.check({ method, target: target.pathname + target.search, status: res.status, headers: res.headers, text });
+        if (violation) throw new Error(violation);
         const parsed = text.length > 0 ? JSON.parse(text) : undefined;
         const headers = {};
         res.headers.forEach((v, k) => { headers[k] = v; });

@@ -10,6 +10,7 @@ import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     assertProblem, assertStrongEtag, complete, expectStatus, fail, hget, leaseOne, mapLimit, show, submit, submitAndLease,
 } from './lib/jobs.mjs';
+import * as openapi from './lib/openapi.mjs';
 
 const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'node_modules', 'google-proto-files');
 const root = new protobuf.Root();
@@ -202,7 +203,11 @@ describe('operations view (AIP-151)', () => {
         assert.deepEqual(full.json, res.json);
         const { url } = expectStatus(await c.post(`/v1/jobs/${id}:sign`, {}), 200).json;
         const u = new URL(url);
-        const signed = expectStatus(await fetch(`${d.url}/v1/operations/${id}${u.search}`).then(async (r) => ({ status: r.status, json: await r.json(), text: '' })), 200);
+        const signedRes = await fetch(`${d.url}/v1/operations/${id}${u.search}`);
+        const signedText = await signedRes.text();
+        const violation = openapi.check({ method: 'GET', target: `/v1/operations/${id}${u.search}`, status: signedRes.status, headers: signedRes.headers, text: signedText });
+        assert.equal(violation, null);
+        const signed = expectStatus({ status: signedRes.status, json: JSON.parse(signedText), text: signedText }, 200);
         assert.equal(signed.json.name, `operations/${id}`);
     });
 

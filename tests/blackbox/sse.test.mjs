@@ -6,7 +6,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventSource } from 'eventsource';
-import { it, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { api, it, rawRequest, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     assertJobShape, assertProblem, complete, expectStatus, fail, heartbeat, leaseOne, sleep, submit,
 } from './lib/jobs.mjs';
@@ -216,7 +216,7 @@ describe('GET /v1/jobs/{id}/events', () => {
         const t1 = tenant(d);
         const t2 = tenant(d);
         const id = (await submit(t1.c)).json.id;
-        const noKey = await fetch(`${d.url}/v1/jobs/${id}/events`);
+        const noKey = await api(d).get(`/v1/jobs/${id}/events`);
         assert.equal(noKey.status, 401);
         assertProblem(await t2.c.get(`/v1/jobs/${id}/events`), 404, 'not-found');
         assertProblem(await t1.c.get('/v1/jobs/job_AAAAAAAAAAAAAAAAAAAAAA/events'), 404, 'not-found');
