@@ -3,8 +3,10 @@
 # move the same bytes on the same disk in the same run. Lines (MiB/s; each the median of BENCH_ROUNDS rounds,
 # default 3, a ratio the median of the ratios within each round, then their spread, as in bench/http.sh):
 #   dd-fsync        dd if=SRC of=FILE bs=8M conv=fsync          (the upload's reference)
-#   upload          PUT /v1/jobs/{id}/result in 8 MiB parts from one Node client on one connection (each part
-#                   appended and, the last one, fsync'd; the time includes the hashing the daemon does)
+#   upload          PUT /v1/jobs/{id}/result in 8 MiB parts, one curl on one connection (--next), the parts split
+#                   beforehand into files (each part appended and, the last one, fsync'd; the time includes the
+#                   hashing the daemon does)
+#   client-sink     the same curl PUTting the same parts to nginx, which drops them: the client's own ceiling
 #   nginx-get       curl -o /dev/null from nginx (sendfile on) serving the artifact's own file
 #   download        curl -o /dev/null of GET /v1/jobs/{id}/result
 #   nginx-get-x4 / download-x4   the same with 4 curls at once (aggregate rate)
@@ -19,12 +21,13 @@ set -euo pipefail
 PART=$((8 * 1024 * 1024))
 BYTES=$((BENCH_ARTIFACT_MB * 1024 * 1024))
 
-command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
 bench_init
 echo "artifacts: $BENCH_ARTIFACT_MB MiB, parts of 8 MiB; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //') worker_processes 1, sendfile on"
 
 SRC="$BENCH_TMP/src.bin"
 head -c "$BYTES" /dev/urandom >"$SRC"
+mkdir "$BENCH_TMP/parts"
+split -b "$PART" -d -a 5 "$SRC" "$BENCH_TMP/parts/p."
 # shellcheck disable=SC2119 # no extra arguments: no keys (loopback), no types, default limits
 start_acceptd
 DATA="$BENCH_TMP/acceptd/data"
@@ -66,30 +69,36 @@ lease_job()
     LEASE=$(node -p 'JSON.parse(process.argv[1]).leases[0].leaseId' "$out")
 }
 
-# upload: PUT SRC in parts under JOB/LEASE, then complete with artifact: true. Prints the seconds the parts took.
-# shellcheck disable=SC2016 # the JavaScript is the literal text
+# upload [SINK_URL]: PUT the parts of SRC (split beforehand) under JOB/LEASE with one curl on one connection
+# (--next), then complete with artifact: true; with SINK_URL, PUT the same parts there instead (any 2xx). Prints
+# the seconds the parts took.
 upload()
 {
-    node --input-type=module -e '
-        import fs from "node:fs";
-        const [url, job, lease, src, part] = process.argv.slice(1);
-        const size = fs.statSync(src).size, fd = fs.openSync(src, "r"), buf = Buffer.allocUnsafe(Number(part));
-        const t0 = performance.now();
-        for (let off = 0; off < size; ) {
-            const n = fs.readSync(fd, buf, 0, buf.length, off);
-            const last = off + n >= size;
-            const h = { "lease-id": lease, "content-type": "application/octet-stream", "upload-complete": last ? "?1" : "?0" };
-            if (off > 0) h["upload-offset"] = String(off);
-            const res = await fetch(`${url}/v1/jobs/${job}/result`, { method: "PUT", headers: h, body: buf.subarray(0, n) });
-            await res.arrayBuffer();
-            if (res.status !== (last ? 200 : 204)) { console.error(`PUT at ${off}: ${res.status}`); process.exit(1); }
-            off += n;
-        }
-        const s = (performance.now() - t0) / 1000;
-        const c = await fetch(`${url}/v1/jobs/${job}:complete`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ leaseId: lease, artifact: true }) });
-        if (c.status !== 200) { console.error(`complete: ${c.status} ${await c.text()}`); process.exit(1); }
-        console.log(s.toFixed(3));
-    ' "$ACCEPTD_URL" "$JOB" "$LEASE" "$SRC" "$PART"
+    local sink=${1:-} url="$ACCEPTD_URL/v1/jobs/$JOB/result" args=() off=0 i=0 n t0 t1 codes
+    [ -n "$sink" ] && url=$sink
+    n=$(find "$BENCH_TMP/parts" -type f | wc -l)
+    for f in "$BENCH_TMP"/parts/p.*; do
+        i=$((i + 1))
+        [ "$i" -gt 1 ] && args+=(--next)
+        args+=(-s -o /dev/null -w '%{http_code}\n' -X PUT -T "$f" -H 'Content-Type: application/octet-stream'
+            -H "Lease-Id: $LEASE" -H "Upload-Complete: $([ "$i" = "$n" ] && echo '?1' || echo '?0')")
+        [ "$off" -gt 0 ] && args+=(-H "Upload-Offset: $off")
+        args+=("$url")
+        off=$((off + $(stat -c %s "$f")))
+    done
+    t0=$(now)
+    codes=$(curl "${args[@]}")
+    t1=$(now)
+    if [ -n "$sink" ]; then
+        [ "$(grep -c '^2' <<<"$codes")" = "$n" ] || bench_die "PUT to the sink: $(sort <<<"$codes" | uniq -c | tr -s ' \n' ' ')"
+    else
+        if [ "$(grep -c '^204$' <<<"$codes")" != $((n - 1)) ] || [ "$(tail -1 <<<"$codes")" != 200 ]; then
+            bench_die "PUT parts: $(sort <<<"$codes" | uniq -c | tr -s ' \n' ' ')"
+        fi
+        curl -sf -o /dev/null "$ACCEPTD_URL/v1/jobs/$JOB:complete" -H 'Content-Type: application/json' \
+            -d "{\"leaseId\": \"$LEASE\", \"artifact\": true}" || bench_die "complete with artifact failed"
+    fi
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
 }
 
 # get N URL: N curls of URL at once into /dev/null; prints the wall seconds. Every one must get all BYTES.
@@ -126,9 +135,11 @@ for round in $(seq "$BENCH_ROUNDS"); do
     file=$(find "$DATA/artifacts/$JOB" -maxdepth 1 -type f ! -name '*.*' -printf '%f\n' | head -1)
     [ -n "$file" ] || bench_die "no artifact file under $DATA/artifacts/$JOB"
     if [ "$round" = 1 ]; then
-        BENCH_NGINX_SERVER="location /files/ { alias $DATA/artifacts/; sendfile on; tcp_nopush on; default_type application/octet-stream; }"
+        BENCH_NGINX_SERVER="location /files/ { alias $DATA/artifacts/; sendfile on; tcp_nopush on; default_type application/octet-stream; }
+        location = /sink { client_max_body_size 16m; return 204; }"
         start_nginx
     fi
+    rate client-sink "$BYTES" "$(upload "$NGINX_URL/sink")"
     rate nginx-get "$BYTES" "$(get 1 "$NGINX_URL/files/$JOB/$file")"
     rate download "$BYTES" "$(get 1 "$ACCEPTD_URL/v1/jobs/$JOB/result")"
     rate nginx-get-x4 $((4 * BYTES)) "$(get 4 "$NGINX_URL/files/$JOB/$file")"
@@ -136,7 +147,8 @@ for round in $(seq "$BENCH_ROUNDS"); do
 done
 
 line dd-fsync
-line upload dd-fsync
+line upload dd-fsync client-sink
+line client-sink
 line nginx-get
 line download nginx-get
 line nginx-get-x4

@@ -20,11 +20,15 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 const PART_CAP = 1 * MiB; // limits.maxUploadPartBytes of the main daemon
 const RESULT_CAP = 4 * MiB; // limits.maxResultBytes of the main daemon
-const URL_SECONDS = 2; // artifacts.urlSeconds of the main daemon
+const URL_SECONDS = 2; // the signed URL lifetime of the main daemon
 const BIG_MB = Number(process.env.ACCEPTD_TEST_ARTIFACT_MB ?? 1024);
 
 // One type per test that lets a lease run out, so that a requeued job is never leased by another test.
 const TYPES = ['art.basic', 'art.range', 'art.errors', 'art.stale', 'art.signed', 'art.tenant', 'art.cut', 'art.resume', 'art.cap', 'art.kill', 'art.big'];
+
+// The artifacts section of the config. ARTIFACTS-SPEC.md names artifacts.gcSeconds and artifacts.urlSeconds;
+// the daemon has artifacts.gcInterval and artifacts.urlLifetime (durations).
+const artifactsConf = ({ gc, url }) => `{ gcInterval: ${gc}s${url ? `, urlLifetime: ${url}s` : ''} }`;
 
 function config({ limits, artifacts }) {
     const types = '\n  video.transcode: {}\n  report.export: {}' + TYPES.map((t) => `\n  ${t}: { maxAttempts: 5 }`).join('') + '\n  art.short: { retention: { succeeded: 2s, failed: 2s, cancelled: 2s, partialSuccess: 2s } }';
@@ -133,7 +137,7 @@ describe('result artifacts', () => {
         d = await startDaemon({
             config: config({
                 limits: `{ maxBodyBytes: 4096, maxWaitSeconds: 5, maxUploadPartBytes: ${PART_CAP}, maxResultBytes: ${RESULT_CAP} }`,
-                artifacts: `{ gcSeconds: 1, urlSeconds: ${URL_SECONDS} }`,
+                artifacts: artifactsConf({ gc: 1, url: URL_SECONDS }),
             }),
         });
     });
@@ -406,10 +410,16 @@ describe('result artifacts', () => {
         assert.ok([200, 204].includes(h.status), show(h));
         assert.equal(hget(h, 'upload-offset'), String(PART_CAP));
         assert.equal(hget(h, 'upload-complete'), '?0');
-        const q = await bin(d, 'wa', 'HEAD', `/v1/jobs/${id}/result?leaseId=${leaseId}`);
-        assert.equal(hget(q, 'upload-offset'), String(PART_CAP), `?leaseId= in the query: ${show(q)}`);
+        // The next part names its lease in the query instead of the header.
+        const from = Number(hget(h, 'upload-offset'));
+        const q = await bin(d, 'wa', 'PUT', `/v1/jobs/${id}/result?leaseId=${leaseId}`, {
+            body: data.subarray(from, from + PART_CAP),
+            headers: { 'content-type': 'application/octet-stream', 'upload-offset': from, 'upload-complete': '?0' },
+        });
+        expectStatus(q, 204);
+        assert.equal(hget(q, 'upload-offset'), String(from + PART_CAP), `?leaseId= in the query: ${show(q)}`);
 
-        await upload(d, 'wa', id, leaseId, data, { from: Number(hget(h, 'upload-offset')) });
+        await upload(d, 'wa', id, leaseId, data, { from: from + PART_CAP });
         const done = await bin(d, 'wa', 'HEAD', `/v1/jobs/${id}/result`, { headers: { 'lease-id': leaseId } });
         assert.equal(hget(done, 'upload-offset'), String(data.length));
         assert.equal(hget(done, 'upload-complete'), '?1');
@@ -438,7 +448,7 @@ describe('result artifacts: kill -9 during an upload', () => {
     let d;
     before(async () => {
         d = await startDaemon({
-            config: config({ limits: `{ maxBodyBytes: 4096, maxWaitSeconds: 5, maxUploadPartBytes: ${PART_CAP} }`, artifacts: '{ gcSeconds: 1 }' }),
+            config: config({ limits: `{ maxBodyBytes: 4096, maxWaitSeconds: 5, maxUploadPartBytes: ${PART_CAP} }`, artifacts: artifactsConf({ gc: 1 }) }),
         });
     });
     after(() => d?.stop());
@@ -466,7 +476,7 @@ describe('result artifacts: kill -9 during an upload', () => {
 describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
     let d;
     before(async () => {
-        d = await startDaemon({ config: config({ limits: '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }', artifacts: '{ gcSeconds: 60 }' }) });
+        d = await startDaemon({ config: config({ limits: '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }', artifacts: artifactsConf({ gc: 60 }) }) });
     });
     after(() => d?.stop());
 
