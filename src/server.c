@@ -146,8 +146,10 @@ int ad_server_run(struct ad_config *cfg)
 
     h2o_config_init(&srv.h2o);
     srv.h2o.server_name = h2o_iovec_init(H2O_STRLIT("acceptd"));
-    /* h2o itself answers bodies beyond this; below it, our own 413 problem does (api.c). */
-    srv.h2o.max_request_entity_size = cfg->max_body_bytes + 64 * 1024;
+    /* h2o itself answers bodies beyond this; below it, our own 413 problem does (api.c, api_artifacts.c). */
+    srv.h2o.max_request_entity_size =
+        (cfg->max_upload_part_bytes > cfg->max_body_bytes ? cfg->max_upload_part_bytes : cfg->max_body_bytes) +
+        64 * 1024;
     h2o_hostconf_t *host = h2o_config_register_host(&srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
@@ -238,6 +240,7 @@ int ad_server_run(struct ad_config *cfg)
     int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
         loop_turn(loop, 20);
+    ad_api_artifacts_stop();
     ad_webhook_stop();
     ad_cluster_stop();
     ad_reader_stop();

@@ -36,6 +36,7 @@ static const struct ad_route_def routes[] = {
     {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},
     {"DELETE", "/v1/jobs/{id}", ad_api_cancel, CLIENT},
     {"GET", "/v1/jobs/{id}/result", ad_api_get_result, ALL | SIGNED},
+    {"PUT", "/v1/jobs/{id}/result", ad_api_put_result, WORKER},
     {"GET", "/v1/jobs/{id}/status", ad_api_get_status, ALL},
     {"GET", "/v1/jobs/{id}/events", ad_api_job_events, ALL | SIGNED},
     {"POST", "/v1/jobs/{id}:sign", ad_api_sign, CLIENT},
@@ -245,6 +246,8 @@ int ad_api_init(char *err, size_t errlen)
 {
     ad_hub_listen(&api_listener);
     ad_api_stats_init();
+    if (ad_api_artifacts_init(err, errlen) != 0)
+        return -1;
     return ad_api_events_init(err, errlen);
 }
 

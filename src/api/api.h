@@ -119,6 +119,21 @@ int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
 int ad_api_metrics(struct ad_request *r);
+/* Result artifacts (api_artifacts.c). At start (embedded store only): the artifact directory, the thread that
+ * writes uploads and the collector; stop finishes the queued writes and ends the thread. */
+int ad_api_artifacts_init(char *err, size_t errlen);
+void ad_api_artifacts_stop(void);
+/* PUT /v1/jobs/{id}/result: a part of the result artifact, under the worker's lease (Lease-Id). */
+int ad_api_put_result(struct ad_request *r);
+/* GET or HEAD of the result with Lease-Id: how far the upload under that lease got (Upload-Offset). */
+int ad_api_upload_progress(struct ad_request *r);
+/* The artifact finished under lease_id of job_id as the job keeps it (job.h, artifact), for a complete that names
+ * it: AD_E_OK with *out (heap), AD_E_ARTIFACT_INCOMPLETE, or AD_E_NOT_IMPLEMENTED in cluster mode. */
+ad_err ad_api_artifact_ref(const char *job_id, const char *lease_id, char **out);
+/* Answer with job j's artifact (j->artifact set): the bytes, a range of them, or 304. */
+int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j);
+/* Location: a signed URL of j's result, valid for artifacts.urlLifetime. */
+void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j);
 /* GET /openapi.json (api_openapi.c). */
 int ad_api_openapi(struct ad_request *r);
 

@@ -334,6 +334,8 @@ static int send_stored_problem(h2o_req_t *req, const struct ad_job *j)
  * external result. */
 static int send_result(struct ad_request *r, const struct ad_job *j, int created)
 {
+    if (j->artifact != NULL)
+        return ad_api_send_artifact(r, j);
     if (j->result == NULL && j->result_location != NULL) {
         ad_http_header(r->req, H2O_TOKEN_LOCATION, j->result_location);
         return ad_http_empty(r->req, 303);
@@ -948,7 +950,9 @@ static int send_redirect(struct ad_request *r, struct ad_entry *e)
 {
     const struct ad_job *j = e->job;
     /* A signed URL's reader keeps its signature: the result is covered by it too. */
-    if (r->roles == AD_API_SIGNED)
+    if (j->artifact != NULL && r->roles != AD_API_SIGNED)
+        ad_api_artifact_location(r, j); /* a file is fetched by whatever follows the redirect: it needs no key */
+    else if (r->roles == AD_API_SIGNED)
         ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%s&sig=%s", j->id, ad_http_query(r, "exp"),
                         ad_http_query(r, "sig"));
     else
@@ -1107,6 +1111,8 @@ static int answer_final(struct ad_request *r, const struct ad_job *j)
 
 int ad_api_get_result(struct ad_request *r)
 {
+    if (ad_http_get_str(r->req, "lease-id") != NULL)
+        return ad_api_upload_progress(r);
     return ad_api_lookup(r, r->id, get_result_found, NULL);
 }
 

@@ -468,6 +468,7 @@ static int report(struct ad_request *r, enum ad_job_event event)
     struct ad_verr v;
     ad_verr_init(&v);
     struct ad_report_op *x = ad_report_op_new();
+    int artifact = 0; /* "artifact": true: the upload under the lease is the result */
     json_t *lid = json_object_get(body, "leaseId");
     if (ad_api_text(lid, 0, SIZE_MAX) == NULL)
         ad_verr_add(&v, "/leaseId", "leaseId is required: the id this job was leased under");
@@ -495,6 +496,13 @@ static int report(struct ad_request *r, enum ad_job_event event)
         json_t *res = json_object_get(body, "result");
         if (res != NULL)
             x->result = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_t *art = json_object_get(body, "artifact");
+        if (art != NULL && !json_is_boolean(art))
+            ad_verr_add(&v, "/artifact", "artifact must be a boolean");
+        else if (json_is_true(art) && (res != NULL || json_object_get(body, "resultLocation") != NULL))
+            ad_verr_add(&v, "/artifact", "the uploaded artifact is the result: send no result or resultLocation");
+        else if (json_is_true(art))
+            artifact = 1;
         json_t *loc = json_object_get(body, "resultLocation");
         if (loc != NULL && !json_is_null(loc)) {
             const char *u = ad_api_text(loc, 0, SIZE_MAX);
@@ -536,6 +544,17 @@ static int report(struct ad_request *r, enum ad_job_event event)
         return ad_verr_send(&v, r);
     }
     ad_buf_free(&v.b);
+    if (artifact) {
+        ad_err e = ad_api_artifact_ref(r->id, x->lease_id, &x->artifact);
+        if (e != AD_E_OK) {
+            ad_op_free(&x->op);
+            return ad_http_problemf(r->req, e,
+                                    e == AD_E_ARTIFACT_INCOMPLETE
+                                        ? "no finished upload under this lease: PUT the result first, the last part "
+                                          "with Upload-Complete: ?1"
+                                        : "result artifacts need the embedded store in this version");
+        }
+    }
     x->event = event;
     x->tenant = ad_strdup(r->tenant);
     x->id = ad_strdup(r->id);

@@ -15,6 +15,7 @@
     XX(OK, "ok", 200, "OK")                                                                                            \
     XX(INVALID_REQUEST, "invalid-request", 400, "Invalid request")                                                     \
     XX(MALFORMED_JSON, "malformed-json", 400, "Malformed JSON")                                                        \
+    XX(DIGEST_MISMATCH, "digest-mismatch", 400, "Digest does not match the content")                                   \
     XX(IDEMPOTENCY_KEY_MISSING, "idempotency-key-missing", 400, "Idempotency-Key required")                            \
     XX(IDEMPOTENCY_KEY_INVALID, "idempotency-key-invalid", 400, "Invalid Idempotency-Key")                             \
     XX(UNAUTHORIZED, "unauthorized", 401, "Authentication required")                                                   \
@@ -26,10 +27,13 @@
     XX(ILLEGAL_TRANSITION, "illegal-transition", 409, "Illegal state transition")                                      \
     XX(IDEMPOTENCY_IN_FLIGHT, "idempotency-key-in-flight", 409, "A request with this Idempotency-Key is in progress")  \
     XX(STALE_LEASE, "stale-lease", 409, "Lease is not current")                                                        \
+    XX(UPLOAD_OFFSET, "upload-offset-mismatch", 409, "Upload-Offset is not where the upload is")                       \
+    XX(ARTIFACT_INCOMPLETE, "artifact-incomplete", 409, "No finished artifact under this lease")                       \
     XX(JOB_CANCELLED, "job-cancelled", 409, "The job was cancelled")                                                   \
     XX(GONE, "gone", 410, "Expired")                                                                                   \
     XX(PAYLOAD_TOO_LARGE, "payload-too-large", 413, "Request body too large")                                          \
     XX(UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", 415, "Unsupported media type")                                \
+    XX(RANGE_NOT_SATISFIABLE, "range-not-satisfiable", 416, "Range not satisfiable")                                   \
     XX(VALIDATION_FAILED, "validation-failed", 422, "Validation failed")                                               \
     XX(UNKNOWN_TYPE, "unknown-type", 422, "Unknown job type")                                                          \
     XX(IDEMPOTENCY_KEY_REUSED, "idempotency-key-reused", 422, "Idempotency-Key reused with a different request")       \
@@ -37,6 +41,7 @@
     XX(RATE_LIMITED, "rate-limited", 429, "Too many requests")                                                         \
     XX(HEADERS_TOO_LARGE, "headers-too-large", 431, "Request header fields too large")                                 \
     XX(INTERNAL, "internal", 500, "Internal error")                                                                    \
+    XX(NOT_IMPLEMENTED, "not-implemented", 501, "Not implemented")                                                     \
     XX(UNAVAILABLE, "unavailable", 503, "Service unavailable")                                                         \
     XX(STORAGE_FULL, "storage-full", 503, "Storage full")
 

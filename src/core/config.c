@@ -622,6 +622,8 @@ static int limits_rate(struct parse *p, yaml_node_t *v, void *obj)
 
 static const struct field limits_fields[] = {
     {"maxBodyBytes", F_SIZE, offsetof(struct ad_config, max_body_bytes), 1, 1 << 30, NULL, NULL},
+    {"maxUploadPartBytes", F_SIZE, offsetof(struct ad_config, max_upload_part_bytes), 1, 1 << 30, NULL, NULL},
+    {"maxResultBytes", F_SIZE, offsetof(struct ad_config, max_result_bytes), 1, 1LL << 50, NULL, NULL},
     {"maxWaitSeconds", F_INT, offsetof(struct ad_config, max_wait_seconds), 0, 3600, NULL, NULL},
     {"maxConnections", F_INT, offsetof(struct ad_config, max_connections), 1, 1000000, NULL, NULL},
     {"cacheBytes", F_SIZE, offsetof(struct ad_config, cache_bytes), 1 << 20, 1LL << 40, NULL, NULL},
@@ -744,6 +746,13 @@ static const struct field log_fields[] = {
     {NULL},
 };
 
+static const struct field artifacts_fields[] = {
+    {"urlLifetime", F_DURATION, offsetof(struct ad_artifacts_conf, url_lifetime_ms), 1000, 7 * 86400 * (int64_t)1000,
+     NULL, NULL},
+    {"gcInterval", F_DURATION, offsetof(struct ad_artifacts_conf, gc_interval_ms), 100, MAX_DURATION_MS, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL},
+};
+
 static const struct field tls_fields[] = {
     {"cert", F_STR, offsetof(struct ad_tls_conf, cert), 0, 0, NULL, NULL},
     {"key", F_STR, offsetof(struct ad_tls_conf, key), 0, 0, NULL, NULL},
@@ -795,6 +804,7 @@ static const struct field top_fields[] = {
     {"sse", F_MAP, offsetof(struct ad_config, sse), 0, 0, sse_fields, NULL},
     {"tls", F_MAP, offsetof(struct ad_config, tls), 0, 0, tls_fields, NULL},
     {"log", F_MAP, offsetof(struct ad_config, log), 0, 0, log_fields, NULL},
+    {"artifacts", F_MAP, offsetof(struct ad_config, artifacts), 0, 0, artifacts_fields, NULL},
     {"signingKey", F_FN, 0, 0, 0, NULL, top_signing_key},
     {NULL},
 };
@@ -912,6 +922,10 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->idempotency_ttl_ms = day;
     cfg->sweep_interval_ms = 1000;
     cfg->max_body_bytes = 1024 * 1024;
+    cfg->max_upload_part_bytes = 8 * 1024 * 1024;
+    cfg->max_result_bytes = (size_t)4 << 30;
+    cfg->artifacts.url_lifetime_ms = 3600 * 1000;
+    cfg->artifacts.gc_interval_ms = 60 * 1000;
     cfg->max_wait_seconds = 60;
     cfg->default_max_attempts = 3;
     cfg->retry_backoff_ms = 1000;

@@ -86,6 +86,12 @@ struct ad_log_conf {
     int json;       /* format: json (one object per line) instead of text: default false */
 };
 
+/* artifacts: result files uploaded by workers (api_artifacts.c). */
+struct ad_artifacts_conf {
+    int64_t url_lifetime_ms; /* lifetime of the signed URL a 303 to an artifact carries: default 1h, at most 7d */
+    int64_t gc_interval_ms;  /* how often the collector removes the files no job references: default 60s */
+};
+
 /* tls: HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plain HTTP on the listener. */
 struct ad_tls_conf {
     char *cert; /* PEM certificate chain file; NULL = no TLS */
@@ -110,6 +116,8 @@ struct ad_config {
     int64_t idempotency_ttl_ms;    /* how long idempotency keys are kept: default 24h */
     int64_t sweep_interval_ms;     /* retention sweeper period: default 1s */
     size_t max_body_bytes;         /* request body cap: default 1 MiB */
+    size_t max_upload_part_bytes;  /* body cap of one part of a result artifact's upload: default 8 MiB */
+    size_t max_result_bytes;       /* cap on a result artifact: default 4 GiB */
     int max_wait_seconds;          /* cap for wait=N on long polls: default 60 */
     int default_max_attempts;      /* default 3 */
     int64_t retry_backoff_ms;      /* base delay before a failed attempt runs again (doubles each time): 1s */
@@ -122,6 +130,7 @@ struct ad_config {
     struct ad_sse_conf sse;
     struct ad_tls_conf tls;
     struct ad_log_conf log;
+    struct ad_artifacts_conf artifacts;
     char *signing_key; /* HMAC key of signed URLs (at least 32 chars); NULL = a random key kept in the data dir */
 };
 

@@ -240,7 +240,9 @@ static int report_same(const struct ad_job *j, const struct ad_report_op *x)
         return same_json(j->result, x->result) &&
                (j->result_location != NULL
                     ? x->result_location != NULL && strcmp(j->result_location, x->result_location) == 0
-                    : x->result_location == NULL);
+                    : x->result_location == NULL) &&
+               (j->artifact != NULL ? x->artifact != NULL && strcmp(j->artifact, x->artifact) == 0
+                                    : x->artifact == NULL);
     case AD_EV_FAIL:
     case AD_EV_FAIL_FINAL:
         return same_json(j->error, x->error);
@@ -647,6 +649,7 @@ static ad_err report_job(struct ad_conn *c, struct ad_report_op *x)
     case AD_EV_COMPLETE_PARTIAL:
         ad_job_set(&j->result, x->result);
         ad_job_set(&j->result_location, x->result_location);
+        ad_job_set(&j->artifact, x->artifact);
         if (x->event == AD_EV_COMPLETE)
             j->progress = 100;
         break;
@@ -700,6 +703,7 @@ static void report_destroy(struct ad_op *op)
     free(x->message);
     free(x->result);
     free(x->result_location);
+    free(x->artifact);
     free(x->error);
     ad_job_free(x->job);
     ad_job_free(x->shown);

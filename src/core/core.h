@@ -110,7 +110,8 @@ struct ad_report_op {
     int64_t lease_ms; /* 0 = unchanged */
     char *result;     /* compact JSON text */
     char *result_location;
-    char *error; /* compact JSON problem text */
+    char *artifact; /* the result artifact uploaded under the lease, as job.h keeps it, or NULL */
+    char *error;    /* compact JSON problem text */
     int64_t now;
     struct ad_job *job;
     int replayed;             /* a repeated final report: job is unchanged, and next leases nothing */

@@ -140,7 +140,8 @@ void ad_job_set(char **field, const char *v)
     X(retry_of)                                                                                                        \
     X(resource)                                                                                                        \
     X(lease_id)                                                                                                        \
-    X(worker)
+    X(worker)                                                                                                          \
+    X(artifact)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -189,13 +190,18 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     AD_JSON_KEY(b, "payload");
     ad_json_raw(b, j->payload != NULL ? j->payload : "{}");
     if (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL) {
-        if (j->result != NULL || j->result_location == NULL) {
+        if (j->result != NULL || (j->result_location == NULL && j->artifact == NULL)) {
             AD_JSON_KEY(b, "result");
             ad_json_raw(b, j->result);
         }
         if (j->result_location != NULL) {
             AD_JSON_KEY(b, "resultLocation");
             ad_json_str(b, j->result_location);
+        }
+        const char *view = j->artifact != NULL ? strchr(j->artifact, ' ') : NULL;
+        if (view != NULL) {
+            AD_JSON_KEY(b, "artifact");
+            ad_json_raw(b, view + 1);
         }
     }
     if (j->status == AD_FAILED) {

@@ -54,7 +54,10 @@ struct ad_job {
     char *lease_id; /* current lease while running, else NULL */
     int64_t lease_expires_at;
     char *worker;
-    int tombstoned;      /* payload/result dropped at expiry; answers 410 */
+    int tombstoned; /* payload/result dropped at expiry; answers 410 */
+    /* The result artifact (a file a worker uploaded under its lease, api_artifacts.c), or NULL: "<leaseId> " then
+     * its JSON view {"size", "contentType", "digest", "href"}. The lease names the file; the view is rendered as is. */
+    char *artifact;
     int64_t seq;         /* change cursor: assigned by the store on every insert/update */
     int64_t cseq;        /* creation order: assigned by the store on insert */
     int64_t created_seq; /* the seq of the insert, set by the store: the id of the job's first event, which is not

@@ -46,7 +46,8 @@
     XX(lease_id, TEXT, 26, 0)                                                                                          \
     XX(lease_expires_at, TIME, 27, 0)                                                                                  \
     XX(worker, TEXT, 28, 0)                                                                                            \
-    XX(tombstoned, INT, 29, 1)
+    XX(tombstoned, INT, 29, 1)                                                                                         \
+    XX(artifact, TEXT, 30, 0)
 
 /*
  * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the

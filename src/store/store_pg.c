@@ -49,8 +49,8 @@ enum pg_col {
 #define PG_COL_CHECK(name, kind, n, fixed) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
 AD_JOB_COLUMNS(PG_COL_CHECK)
 #undef PG_COL_CHECK
-#define PG_SEQ_PARAM "$30"
-_Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
+#define PG_SEQ_PARAM "$31"
+_Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
 
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
@@ -192,6 +192,8 @@ static const char *const migrations[] = {
     /* 5: scheduled jobs are read past a (run_at, cseq) cursor (hub.c keeps only so many runAt timers). */
     ("DROP INDEX jobs_scheduled;"
      "CREATE INDEX jobs_scheduled ON jobs (run_at, cseq) WHERE status = 0 AND run_at IS NOT NULL;"),
+    /* 6: the job's result artifact, "<leaseId> <JSON>" (job.h; SQLite's migration 10). */
+    "ALTER TABLE jobs ADD COLUMN artifact text;",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -288,7 +290,7 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
     [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $31 WHERE id = $1",
+        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $32 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -307,8 +309,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
                                    " ORDER BY run_at, cseq LIMIT $3",
-    [ST_TOMBSTONE] = "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL"
-                     " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= $1 LIMIT $2)",
+    [ST_TOMBSTONE] =
+        "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
+        " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= $1 LIMIT $2)",
     [ST_DELETE] = "DELETE FROM jobs"
                   " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= $1 LIMIT $2)",
     [ST_MAX_SEQ] = "SELECT seq FROM acceptd_counter WHERE id = 1",
@@ -363,7 +366,7 @@ static const char *const stmt_sql[ST__COUNT] = {
 static const Oid list_param_types[6] = {25, 20, 23, 25, 20, 20};
 /* ST_UPDATE's: text for the fixed columns it does not name (but id, in its WHERE), the rest left to the server. */
 #define PG_UPDATE_TYPE(name, kind, n, fixed) (fixed) && (n) != 1 ? 25 : 0,
-static const Oid update_param_types[31] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
+static const Oid update_param_types[32] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
 
 struct pg_store {
     struct ad_store base;
@@ -663,7 +666,7 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
     snprintf(name, sizeof(name), "s%d", (int)id);
     if (c->prepared[id] == 0) {
         int list = id >= ST_LIST && id <= ST_LIST_LAST;
-        int ntypes = list ? 6 : id == ST_UPDATE ? 31 : 0;
+        int ntypes = list ? 6 : id == ST_UPDATE ? 32 : 0;
         const Oid *types = list ? list_param_types : id == ST_UPDATE ? update_param_types : NULL;
         if (!PQsendPrepare(c->pg, name, stmt_sql[id], ntypes, types))
             return fail_conn(c, "send prepare");
@@ -681,7 +684,7 @@ static ad_err send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const c
 
 /* ---- parameters and rows ---- */
 
-#define PG_MAX_PARAMS 32
+#define PG_MAX_PARAMS 36
 
 /* Parameters in text format; numbers are formatted into num. NULL values are SQL NULLs. */
 struct pg_params {
@@ -723,7 +726,7 @@ static void param_TIME(struct pg_params *p, int64_t v)
         param_TEXT(p, NULL);
 }
 
-/* The job's columns as parameters $1..$29, seq as $30. Text is not copied: the job must outlive the send. */
+/* The job's columns as parameters $1..$30, seq as $31. Text is not copied: the job must outlive the send. */
 static void param_job(struct pg_params *p, const struct ad_job *j, int64_t seq)
 {
 #define PG_PARAM(name, kind, n, fixed) param_##kind(p, j->name);
@@ -1345,7 +1348,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     prefetch_drop(c, job->id);
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
-        param_TIME(&p, started); /* $31 */
+        param_TIME(&p, started); /* $32 */
     e = send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);

@@ -42,16 +42,16 @@ enum sq_col {
 #define SQ_COL_SET(name, kind, n, fixed) SQ_COL_SET_##fixed(name, n)
 #define SQ_COL_SET_0(name, n) #name " = ?" #n ", "
 #define SQ_COL_SET_1(name, n)
-#define SQ_SEQ_PARAM "?30"
-_Static_assert(COL_seq + 1 == 30, "seq is the parameter after the columns");
-#define SQ_CSEQ_PARAM "?31" /* an update's row */
-#define SQ_CSEQ_PARAM_N 31
-#define SQ_STARTED_PARAM "?32" /* an update's started_seq */
-#define SQ_STARTED_PARAM_N 32
-#define SQ_TKEY_PARAM "?33" /* an insert's tkey */
-#define SQ_TKEY_PARAM_N 33
-#define SQ_TTKEY_PARAM "?34" /* an insert's ttkey */
-#define SQ_TTKEY_PARAM_N 34
+#define SQ_SEQ_PARAM "?31"
+_Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
+#define SQ_CSEQ_PARAM "?32" /* an update's row */
+#define SQ_CSEQ_PARAM_N 32
+#define SQ_STARTED_PARAM "?33" /* an update's started_seq */
+#define SQ_STARTED_PARAM_N 33
+#define SQ_TKEY_PARAM "?34" /* an insert's tkey */
+#define SQ_TKEY_PARAM_N 34
+#define SQ_TTKEY_PARAM "?35" /* an insert's ttkey */
+#define SQ_TTKEY_PARAM_N 35
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 
 /*
@@ -289,6 +289,8 @@ static const char *const migrations[] = {
     "CREATE INDEX jobs_tenant_type ON jobs (ttkey, cseq);"
     "CREATE INDEX jobs_tenant_seq ON jobs (tkey, seq);"
     "CREATE INDEX jobs_queue ON jobs (ttkey, priority DESC, cseq) WHERE status = 0;",
+    /* 10: the job's result artifact, "<leaseId> <JSON>" (job.h). */
+    "ALTER TABLE jobs ADD COLUMN artifact TEXT;",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -411,8 +413,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_SCHEDULED] =
         SQ_SELECT_JOB "WHERE status = 0 AND run_at = ?1 AND cseq > ?2"
                       " UNION ALL " SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at, cseq LIMIT ?3",
-    [ST_TOMBSTONE] = "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL"
-                     " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
+    [ST_TOMBSTONE] =
+        "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
+        " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
     [ST_DELETE] = "DELETE FROM jobs"
                   " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= ?1 LIMIT ?2)",
     [ST_SET_SEQ_HW] = "INSERT INTO meta (key, value) VALUES ('seq_hw', ?1)"

@@ -1,0 +1,554 @@
+/*
+ * api_artifacts.c - result artifacts: a file a worker uploads under its lease as the job's result, and the
+ * answers that hand it out (docs/protocol.md "Result artifacts").
+ *
+ * Upload: PUT /v1/jobs/{id}/result in parts, each at most limits.maxUploadPartBytes, with the resumable-upload
+ * headers Upload-Offset and Upload-Complete. Parts, not one streamed body: h2o 2.2 reads a request's whole body
+ * before its handler runs, so a part is what is ever held in memory. A part is written, hashed and (the last one)
+ * fsync'd on a thread of its own (file I/O never stalls the loop), one part at a time, in the order they came.
+ * Completing the job with "artifact": true publishes the finished file (store/artifact.h).
+ *
+ * Download: GET and HEAD of /v1/jobs/{id}/result serve the file with a strong ETag (its SHA-256), Repr-Digest,
+ * single ranges and If-None-Match / If-Range; a redirect goes to a signed URL. The embedded store only: in cluster
+ * mode the files would have to be where every node can read them, which this version does not do (501).
+ */
+#include "api/api.h"
+#include "api/valet.h"
+#include "common/timer.h"
+#include "store/artifact.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ART_CHUNK (256 * 1024) /* bytes read from the file per write to the client */
+
+/* ---- the I/O thread ---- */
+
+static pthread_t io_thread;
+static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t io_cv = PTHREAD_COND_INITIALIZER;
+static struct ad_op *io_head, *io_tail;
+static int io_started, io_stopping;
+static struct ad_timer gc_timer;
+
+static void *io_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&io_mu);
+    for (;;) {
+        while (io_head == NULL && !io_stopping)
+            pthread_cond_wait(&io_cv, &io_mu);
+        if (io_head == NULL)
+            break;
+        struct ad_op *op = io_head;
+        io_head = op->next;
+        if (io_head == NULL)
+            io_tail = NULL;
+        pthread_mutex_unlock(&io_mu);
+        op->err = op->apply(op, NULL);
+        ad_writer_complete(op);
+        pthread_mutex_lock(&io_mu);
+    }
+    pthread_mutex_unlock(&io_mu);
+    return NULL;
+}
+
+static void io_submit(struct ad_op *op)
+{
+    op->next = NULL;
+    pthread_mutex_lock(&io_mu);
+    if (io_tail != NULL)
+        io_tail->next = op;
+    else
+        io_head = op;
+    io_tail = op;
+    pthread_cond_signal(&io_cv);
+    pthread_mutex_unlock(&io_mu);
+}
+
+/* ---- the collector ---- */
+
+/* Keep a job's files of the lease it runs under (an upload in progress) and of the artifact it names. */
+static void gc_keep(void *arg, const char *job_id, char *const *leases, size_t n, int *keep)
+{
+    (void)arg;
+    struct ad_job *j = NULL;
+    ad_err err = ad_hub.store->ops->job_get(ad_hub.rconn, NULL, job_id, &j);
+    if (err != AD_E_OK && err != AD_E_NOT_FOUND) {
+        for (size_t i = 0; i < n; i++)
+            keep[i] = 1; /* the store cannot say: remove nothing */
+        return;
+    }
+    for (size_t i = 0; j != NULL && !j->tombstoned && i < n; i++) {
+        size_t len = strlen(leases[i]);
+        if (j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, leases[i]) == 0)
+            keep[i] = 1;
+        else if (j->artifact != NULL && strncmp(j->artifact, leases[i], len) == 0 && j->artifact[len] == ' ')
+            keep[i] = 1;
+    }
+    ad_job_free(j);
+}
+
+static void gc_run(struct ad_timer *t)
+{
+    int removed = ad_artifact_gc(gc_keep, NULL);
+    if (removed > 0)
+        ad_info("artifacts: removed %d files that no job refers to", removed);
+    ad_timer_arm(t, ad_mono_ms() + ad_hub.cfg->artifacts.gc_interval_ms);
+}
+
+static int cluster_mode(void)
+{
+    return ad_hub.cfg->store != NULL;
+}
+
+int ad_api_artifacts_init(char *err, size_t errlen)
+{
+    if (cluster_mode())
+        return 0;
+    if (ad_artifact_init(ad_hub.cfg->data_dir, err, errlen) != 0)
+        return -1;
+    if (pthread_create(&io_thread, NULL, io_main, NULL) != 0) {
+        snprintf(err, errlen, "start the artifact thread: %s", strerror(errno));
+        return -1;
+    }
+    io_started = 1;
+    gc_timer.cb = gc_run;
+    gc_run(&gc_timer);
+    return 0;
+}
+
+void ad_api_artifacts_stop(void)
+{
+    if (!io_started)
+        return;
+    ad_timer_cancel(&gc_timer);
+    pthread_mutex_lock(&io_mu);
+    io_stopping = 1;
+    pthread_cond_signal(&io_cv);
+    pthread_mutex_unlock(&io_mu);
+    pthread_join(io_thread, NULL);
+    io_started = 0;
+}
+
+/* ---- upload ---- */
+
+struct part_op {
+    struct ad_op op;
+    struct ad_pending *pend;
+    struct ad_artifact_part part;
+    char *job_id, *lease_id, *ctype;
+    void *data;
+    uint64_t offset; /* out */
+    char *view;      /* out */
+};
+
+static ad_err part_apply(struct ad_op *op, struct ad_conn *c)
+{
+    (void)c;
+    struct part_op *x = (struct part_op *)op;
+    return ad_artifact_write(&x->part, &x->offset, &x->view);
+}
+
+static void part_destroy(struct ad_op *op)
+{
+    struct part_op *x = (struct part_op *)op;
+    free(x->job_id);
+    free(x->lease_id);
+    free(x->ctype);
+    free(x->data);
+    free(x->view);
+    free(x);
+}
+
+static void part_done(struct ad_op *op)
+{
+    struct part_op *x = (struct part_op *)op;
+    struct ad_request *r = ad_api_write_take(x->pend);
+    if (r != NULL) {
+        h2o_req_t *req = r->req;
+        char off[24];
+        snprintf(off, sizeof(off), "%llu", (unsigned long long)x->offset);
+        if (op->err == AD_E_OK || op->err == AD_E_UPLOAD_OFFSET)
+            ad_http_header_str(req, "upload-offset", off);
+        if (op->err == AD_E_UPLOAD_OFFSET)
+            ad_http_problemf(req, op->err, "the upload under this lease has %llu bytes; send the part from there",
+                             (unsigned long long)x->offset);
+        else if (op->err == AD_E_DIGEST_MISMATCH)
+            ad_http_problem(req, op->err,
+                            x->part.last && x->part.has_repr_digest && !x->part.has_part_digest
+                                ? "Repr-Digest is not the SHA-256 of the whole artifact; the upload was discarded"
+                                : "a digest sent is not the SHA-256 of what was received; the part was not kept",
+                            NULL);
+        else if (op->err == AD_E_PAYLOAD_TOO_LARGE)
+            ad_http_problemf(req, op->err, "a result artifact may have at most %zu bytes (limits.maxResultBytes)",
+                             ad_hub.cfg->max_result_bytes);
+        else if (op->err == AD_E_STORAGE_FULL)
+            ad_http_problem(req, op->err, "the disk is full; the part was not kept, send it again later", NULL);
+        else if (op->err != AD_E_OK)
+            ad_http_problem(req, op->err, "the part could not be written", NULL);
+        else if (x->view == NULL) {
+            ad_http_header_str(req, "upload-complete", "?0");
+            ad_http_empty(req, 204);
+        } else {
+            const char *d = strstr(x->view, "\"digest\":\"");
+            if (d != NULL) {
+                d += strlen("\"digest\":\"");
+                ad_http_header_str(req, "repr-digest", h2o_strdup(&req->pool, d, strcspn(d, "\"")).base);
+            }
+            ad_http_header_str(req, "upload-complete", "?1");
+            ad_http_json(r, 200, h2o_strdup(&req->pool, x->view, SIZE_MAX).base, strlen(x->view));
+        }
+    }
+    ad_op_free(op);
+}
+
+/* A structured-field boolean (RFC 8941): ?1 or ?0; -1 otherwise. */
+static int sf_bool(const char *v)
+{
+    if (v == NULL)
+        return -1;
+    return strcmp(v, "?1") == 0 ? 1 : strcmp(v, "?0") == 0 ? 0 : -1;
+}
+
+/* A sha-256 digest from a Content-Digest / Repr-Digest field ("sha-256=:<base64>:", among others); 1 when found,
+ * 0 when the field has no sha-256 member, -1 when it is malformed. */
+static int sha_digest(const char *v, uint8_t out[AD_SHA256_LEN])
+{
+    if (v == NULL)
+        return 0;
+    const char *p = strstr(v, "sha-256=:");
+    if (p == NULL)
+        return 0;
+    p += strlen("sha-256=:");
+    size_t n = strcspn(p, ":");
+    if (n != 44 || p[n] != ':')
+        return -1;
+    unsigned char buf[48];
+    if (EVP_DecodeBlock(buf, (const unsigned char *)p, 44) != 33) /* 32 bytes and the padding's zero */
+        return -1;
+    memcpy(out, buf, AD_SHA256_LEN);
+    return 1;
+}
+
+static const char *lease_of(struct ad_request *r)
+{
+    const char *l = ad_http_get_str(r->req, "lease-id");
+    return l != NULL ? l : ad_http_query(r, "leaseId");
+}
+
+/* The job is there: write the part if the job runs under the request's lease. */
+static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
+{
+    (void)arg;
+    if (err != AD_E_OK)
+        return ad_api_fail(r, err);
+    const struct ad_job *j = e->job;
+    const char *lease = lease_of(r);
+    if (j->status != AD_RUNNING || j->lease_id == NULL || strcmp(j->lease_id, lease) != 0)
+        return ad_http_problemf(r->req, AD_E_STALE_LEASE, "job %s is not running under lease %.64s", j->id, lease);
+    h2o_req_t *req = r->req;
+    struct part_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = part_apply;
+    x->op.done = part_done;
+    x->op.destroy = part_destroy;
+    x->job_id = ad_strdup(j->id);
+    x->lease_id = ad_strdup(lease);
+    const char *ct = ad_http_get(req, H2O_TOKEN_CONTENT_TYPE);
+    x->ctype = ad_strdup(ct != NULL && strlen(ct) < 256 ? ct : "application/octet-stream");
+    x->data = ad_malloc(req->entity.len > 0 ? req->entity.len : 1);
+    memcpy(x->data, req->entity.base, req->entity.len);
+    struct ad_artifact_part *p = &x->part;
+    p->job_id = x->job_id;
+    p->lease_id = x->lease_id;
+    p->ctype = x->ctype;
+    p->data = x->data;
+    p->len = req->entity.len;
+    p->max_bytes = ad_hub.cfg->max_result_bytes;
+    const char *off = ad_http_get_str(req, "upload-offset");
+    p->fresh = off == NULL;
+    if (off != NULL) {
+        long long n;
+        if (ad_parse_int(off, strlen(off), 0, INT64_MAX, &n) != 0) {
+            ad_op_free(&x->op);
+            return ad_http_problem(req, AD_E_INVALID_REQUEST, "Upload-Offset must be a non-negative integer", NULL);
+        }
+        p->offset = (uint64_t)n;
+        p->fresh = n == 0 && ad_artifact_progress(j->id, lease, &(uint64_t){0}, &(int){0}) != AD_E_OK;
+    }
+    const char *complete = ad_http_get_str(req, "upload-complete");
+    p->last = complete == NULL ? 1 : sf_bool(complete);
+    int cd = sha_digest(ad_http_get_str(req, "content-digest"), p->part_sha);
+    int rd = sha_digest(ad_http_get_str(req, "repr-digest"), p->repr_sha);
+    if (p->last < 0 || cd < 0 || rd < 0) {
+        ad_op_free(&x->op);
+        return ad_http_problem(req, AD_E_INVALID_REQUEST,
+                               p->last < 0 ? "Upload-Complete must be ?1 or ?0"
+                                           : "a digest field must carry sha-256=:<base64 of 32 bytes>:",
+                               NULL);
+    }
+    p->has_part_digest = cd == 1;
+    p->has_repr_digest = rd == 1 && p->last;
+    x->pend = ad_api_write_begin(r);
+    io_submit(&x->op);
+    return 0;
+}
+
+int ad_api_put_result(struct ad_request *r)
+{
+    if (cluster_mode())
+        return ad_http_problem(r->req, AD_E_NOT_IMPLEMENTED,
+                               "result artifacts need the embedded store in this version (not cluster mode)", NULL);
+    const char *lease = lease_of(r);
+    if (lease == NULL || *lease == '\0' || strlen(lease) > 64)
+        return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "send the job's lease id in Lease-Id", NULL);
+    if (r->req->entity.len > ad_hub.cfg->max_upload_part_bytes)
+        return ad_http_problemf(r->req, AD_E_PAYLOAD_TOO_LARGE,
+                                "a part of an upload may have at most %zu bytes (limits.maxUploadPartBytes); send "
+                                "the artifact in parts with Upload-Offset and Upload-Complete",
+                                ad_hub.cfg->max_upload_part_bytes);
+    return ad_api_lookup(r, r->id, put_job_found, NULL);
+}
+
+/* HEAD or GET of the result with Lease-Id: how far the upload under that lease got. */
+static int progress_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
+{
+    (void)arg;
+    if (err != AD_E_OK)
+        return ad_api_fail(r, err);
+    uint64_t off;
+    int done;
+    if (cluster_mode() || ad_artifact_progress(e->job->id, lease_of(r), &off, &done) != AD_E_OK)
+        return ad_http_problemf(r->req, AD_E_NOT_FOUND, "no upload under lease %.64s", lease_of(r));
+    char n[24];
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)off);
+    ad_http_header_str(r->req, "upload-offset", n);
+    ad_http_header_str(r->req, "upload-complete", done ? "?1" : "?0");
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+    return ad_http_empty(r->req, 204);
+}
+
+int ad_api_upload_progress(struct ad_request *r)
+{
+    if ((r->roles & (AD_ROLE_WORKER | AD_ROLE_ADMIN)) == 0)
+        return ad_http_problem(r->req, AD_E_FORBIDDEN, "only a worker key reads an upload's progress", NULL);
+    return ad_api_lookup(r, r->id, progress_found, NULL);
+}
+
+ad_err ad_api_artifact_ref(const char *job_id, const char *lease_id, char **out)
+{
+    *out = NULL;
+    if (cluster_mode())
+        return AD_E_NOT_IMPLEMENTED;
+    char *view = ad_artifact_view(job_id, lease_id);
+    if (view == NULL)
+        return AD_E_ARTIFACT_INCOMPLETE;
+    size_t n = strlen(lease_id) + 1 + strlen(view) + 1;
+    *out = ad_malloc(n);
+    snprintf(*out, n, "%s %s", lease_id, view);
+    free(view);
+    return AD_E_OK;
+}
+
+/* ---- download ---- */
+
+struct art_gen {
+    h2o_generator_t super;
+    int fd;
+    uint64_t off, left;
+    char *buf;
+};
+
+static void gen_close(struct art_gen *g)
+{
+    if (g->fd >= 0)
+        close(g->fd);
+    g->fd = -1;
+    free(g->buf);
+    g->buf = NULL;
+}
+
+static void gen_dispose(void *p)
+{
+    gen_close(p);
+}
+
+static void gen_proceed(h2o_generator_t *self, h2o_req_t *req)
+{
+    struct art_gen *g = (struct art_gen *)self;
+    size_t want = g->left < ART_CHUNK ? (size_t)g->left : ART_CHUNK;
+    ssize_t n;
+    while ((n = pread(g->fd, g->buf, want, (off_t)g->off)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0) {
+        ad_warn("artifacts: read failed at %llu: %s", (unsigned long long)g->off,
+                n < 0 ? strerror(errno) : "end of file");
+        gen_close(g);
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+        return;
+    }
+    g->off += (uint64_t)n;
+    g->left -= (uint64_t)n;
+    h2o_iovec_t v = h2o_iovec_init(g->buf, (size_t)n);
+    h2o_send(req, &v, 1, g->left == 0 ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+}
+
+static void gen_stop(h2o_generator_t *self, h2o_req_t *req)
+{
+    gen_close((struct art_gen *)self);
+}
+
+/* A single byte range of a file of size bytes: 1 with [*from, *to] when v is one, 0 when it should be ignored
+ * (not bytes, several ranges, malformed: the whole is sent), -1 when it cannot be satisfied. */
+static int parse_range(const char *v, uint64_t size, uint64_t *from, uint64_t *to)
+{
+    if (strncmp(v, "bytes=", 6) != 0 || strchr(v, ',') != NULL)
+        return 0;
+    v += 6;
+    char *end;
+    if (*v == '-') {
+        errno = 0;
+        unsigned long long n = strtoull(v + 1, &end, 10);
+        if (end == v + 1 || *end != '\0' || errno != 0)
+            return 0;
+        if (n == 0 || size == 0)
+            return -1;
+        *from = n >= size ? 0 : size - n;
+        *to = size - 1;
+        return 1;
+    }
+    if (*v < '0' || *v > '9')
+        return 0;
+    errno = 0;
+    unsigned long long a = strtoull(v, &end, 10);
+    if (*end != '-' || errno != 0)
+        return 0;
+    const char *b = end + 1;
+    unsigned long long z = size > 0 ? size - 1 : 0;
+    if (*b != '\0') {
+        z = strtoull(b, &end, 10);
+        if (*end != '\0' || errno != 0 || z < a)
+            return 0;
+        if (size > 0 && z > size - 1)
+            z = size - 1;
+    }
+    if (a >= size)
+        return -1;
+    *from = a;
+    *to = z;
+    return 1;
+}
+
+/* The entity tag of an artifact: its SHA-256 (base64 from the view's digest). */
+static int artifact_etag(const char *digest, char *out, size_t len)
+{
+    const char *p = strstr(digest, "sha-256=:");
+    if (p == NULL)
+        return -1;
+    p += strlen("sha-256=:");
+    size_t n = strcspn(p, ":");
+    return snprintf(out, len, "\"%.*s\"", (int)n, p) < (int)len ? 0 : -1;
+}
+
+static int etag_in(const char *list, const char *etag)
+{
+    if (list == NULL)
+        return 0;
+    if (strcmp(list, "*") == 0)
+        return 1;
+    const char *p = strstr(list, etag);
+    return p != NULL;
+}
+
+int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j)
+{
+    h2o_req_t *req = r->req;
+    const char *space = strchr(j->artifact, ' ');
+    json_t *view = space != NULL ? json_loads(space + 1, 0, NULL) : NULL;
+    const char *ctype = json_string_value(json_object_get(view, "contentType"));
+    const char *digest = json_string_value(json_object_get(view, "digest"));
+    char etag[80], path[4200], lease[128];
+    size_t ll = space != NULL ? (size_t)(space - j->artifact) : 0;
+    int fd = -1;
+    struct stat sb;
+    if (ll > 0 && ll < sizeof(lease)) {
+        memcpy(lease, j->artifact, ll);
+        lease[ll] = '\0';
+        if (ad_artifact_path(j->id, lease, path, sizeof(path)) == 0)
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (ctype == NULL || digest == NULL || artifact_etag(digest, etag, sizeof(etag)) != 0 || fd < 0 ||
+        fstat(fd, &sb) != 0) {
+        if (fd >= 0)
+            close(fd);
+        json_decref(view);
+        ad_error("artifacts: job %s names an artifact that cannot be read", j->id);
+        return ad_http_problem(req, AD_E_INTERNAL, "the job's artifact cannot be read", NULL);
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    ad_http_header(req, H2O_TOKEN_ETAG, etag);
+    ad_http_header_str(req, "repr-digest", digest);
+    ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "private, no-cache");
+    ad_http_header(req, H2O_TOKEN_ACCEPT_RANGES, "bytes");
+    if (etag_in(ad_http_get(req, H2O_TOKEN_IF_NONE_MATCH), etag)) {
+        close(fd);
+        json_decref(view);
+        return ad_http_empty(req, 304);
+    }
+    uint64_t from = 0, to = size > 0 ? size - 1 : 0;
+    int status = 200;
+    const char *range = ad_http_get(req, H2O_TOKEN_RANGE);
+    const char *if_range = ad_http_get_str(req, "if-range");
+    if (range != NULL && (if_range == NULL || strcmp(if_range, etag) == 0)) {
+        int pr = parse_range(range, size, &from, &to);
+        if (pr < 0) {
+            close(fd);
+            json_decref(view);
+            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes */%llu", (unsigned long long)size);
+            return ad_http_problemf(req, AD_E_RANGE_NOT_SATISFIABLE, "the artifact has %llu bytes",
+                                    (unsigned long long)size);
+        }
+        if (pr > 0) {
+            status = 206;
+            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes %llu-%llu/%llu", (unsigned long long)from,
+                            (unsigned long long)to, (unsigned long long)size);
+        }
+    }
+    req->res.status = status;
+    req->res.reason = status == 206 ? "Partial Content" : "OK";
+    ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, ctype);
+    json_decref(view);
+    uint64_t len = size == 0 ? 0 : to - from + 1;
+    req->res.content_length = (size_t)len;
+    struct art_gen *g = h2o_mem_alloc_shared(&req->pool, sizeof(*g), gen_dispose);
+    memset(g, 0, sizeof(*g));
+    g->fd = fd;
+    g->off = from;
+    g->left = len;
+    g->super.proceed = gen_proceed;
+    g->super.stop = gen_stop;
+    h2o_start_response(req, &g->super);
+    if (len == 0 || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
+        gen_close(g);
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
+        return 0;
+    }
+    g->buf = ad_malloc(ART_CHUNK);
+    gen_proceed(&g->super, req);
+    return 0;
+}
+
+void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j)
+{
+    int64_t exp = ad_now_ms() / 1000 + ad_hub.cfg->artifacts.url_lifetime_ms / 1000;
+    char sig[AD_VALET_SIG_LEN + 1];
+    ad_valet_sign(j->id, exp, sig);
+    ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%lld&sig=%s", j->id, (long long)exp, sig);
+}
