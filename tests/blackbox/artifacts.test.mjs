@@ -74,7 +74,9 @@ async function bin(d, key, method, p, { body, headers = {}, timeoutMs = 60_000 }
             json = null;
         }
     }
-    return { status: res.status, headers: res.headers, buf, text: buf.toString('utf8'), json, method, path: p };
+    // Failure messages show text: an artifact's bytes only by their size.
+    const printable = /json|^text\//i.test(res.headers.get('content-type') ?? '');
+    return { status: res.status, headers: res.headers, buf, text: printable ? buf.toString('utf8') : `<${buf.length} bytes>`, json, method, path: p };
 }
 
 /** PUT one part. offset null: no Upload-Offset (a fresh start). */
@@ -216,7 +218,8 @@ describe('result artifacts', () => {
         const several = expectStatus(await bin(d, 'ka', 'GET', p, { headers: { range: 'bytes=0-1,5-6' } }), 200);
         assert.ok(several.buf.equals(data));
 
-        const etag = `"${sha256hex(data)}"`;
+        const etag = hget(expectStatus(await bin(d, 'ka', 'HEAD', p), 200), 'etag');
+        assert.match(etag ?? '', /^"[^"]+"$/, 'no strong ETag');
         const nm = expectStatus(await bin(d, 'ka', 'GET', p, { headers: { 'if-none-match': etag } }), 304);
         assert.equal(nm.buf.length, 0);
         assert.equal(hget(nm, 'etag'), etag);
@@ -255,8 +258,9 @@ describe('result artifacts', () => {
         assertProblem(rd, 400, 'digest-mismatch');
         // The upload is discarded: a part at the old offset no longer fits, and nothing is complete.
         assertProblem(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 409, 'artifact-incomplete');
-        const h2 = await bin(d, 'wa', 'HEAD', `/v1/jobs/${id}/result`, { headers: { 'lease-id': leaseId } });
-        assert.equal(hget(h2, 'upload-offset'), '0', show(h2));
+        const old = await putPart(d, 'wa', id, leaseId, b, { offset: a.length, last: true });
+        assertProblem(old, 409, 'upload-offset-mismatch');
+        assert.equal(hget(old, 'upload-offset'), '0', show(old));
 
         // A part over limits.maxUploadPartBytes: 413 naming the cap. h2o may refuse before reading it all, so
         // it goes on a raw socket.
@@ -277,6 +281,21 @@ describe('result artifacts', () => {
         // A part of exactly the cap is fine (and the body limit of JSON requests, 4096, does not apply).
         const done = await upload(d, 'wa', id, leaseId, patterned(PART_CAP, 13));
         assert.equal(done.json.size, PART_CAP);
+    });
+
+    it('HEAD with Lease-Id answers Upload-Offset: 0 before any part and after a discarded upload', async () => {
+        const { id, leaseId } = await started('art.errors');
+        const head = () => bin(d, 'wa', 'HEAD', `/v1/jobs/${id}/result`, { headers: { 'lease-id': leaseId } });
+        let h = await head();
+        assert.ok([200, 204].includes(h.status), `before any part: ${show(h)}`);
+        assert.equal(hget(h, 'upload-offset'), '0', show(h));
+        const a = patterned(1000, 14);
+        expectStatus(await putPart(d, 'wa', id, leaseId, a, { last: false }), 204);
+        assertProblem(await putPart(d, 'wa', id, leaseId, a, { offset: 1000, headers: { 'repr-digest': digestOf(a) } }), 400, 'digest-mismatch');
+        h = await head();
+        assert.ok([200, 204].includes(h.status), `after a discarded upload: ${show(h)}`);
+        assert.equal(hget(h, 'upload-offset'), '0', show(h));
+        assert.equal(hget(h, 'upload-complete'), '?0', show(h));
     });
 
     it('limits.maxResultBytes caps the total: 413', async () => {
@@ -322,16 +341,16 @@ describe('result artifacts', () => {
         assert.equal(expectStatus(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId: fresh, artifact: true }), 200).json.artifact.size, 4096);
     });
 
-    it('?onComplete=redirect answers 303 to a signed URL that downloads without a key, and is refused once expired', async () => {
+    it('GET /v1/jobs/{id}?onComplete=redirect answers 303 to a signed URL that downloads without a key, and is refused once expired', async () => {
         const data = patterned(5000, 9);
         const { id } = await withArtifact('art.signed', data, 'image/png');
         for (const q of ['onComplete=redirect', 'OnComplete=Redirect']) {
-            const res = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result?${q}`), 303);
+            const res = expectStatus(await api(d, 'ka').get(`/v1/jobs/${id}?${q}`), 303);
             const loc = hget(res, 'location');
             assert.match(loc ?? '', new RegExp(`/v1/jobs/${id}/result\\?(.*&)?exp=\\d+`), show(res));
             assert.match(loc, /[?&]sig=[A-Za-z0-9_-]+/);
         }
-        const loc = hget(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result?onComplete=redirect`), 'location');
+        const loc = hget(await api(d, 'ka').get(`/v1/jobs/${id}?onComplete=redirect`), 'location');
         const u = new URL(loc, d.url);
         const target = u.pathname + u.search;
         const exp = Number(u.searchParams.get('exp'));
@@ -343,10 +362,10 @@ describe('result artifacts', () => {
         assert.ok(ranged.buf.equals(data.subarray(0, 10)));
         // A signature of another job, or a changed exp: refused.
         const forged = target.replace(`exp=${exp}`, `exp=${exp + 1000}`);
-        assertProblem(await bin(d, null, 'GET', forged), 401, 'unauthorized', { instance: `/v1/jobs/${id}/result` });
+        assertProblem(await bin(d, null, 'GET', forged), 401, 'unauthorized');
 
         await sleep(exp * 1000 - Date.now() + 1200);
-        assertProblem(await bin(d, null, 'GET', target), 401, 'unauthorized', { instance: `/v1/jobs/${id}/result` });
+        assertProblem(await bin(d, null, 'GET', target), 401, 'unauthorized');
     });
 
     it("tenant b gets 404 on tenant a's artifact, GET and HEAD, and cannot upload to it", async () => {
@@ -520,7 +539,7 @@ describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
             assert.equal(v, null, v);
             assert.equal(res.status, 200);
             assert.equal(res.headers.get('content-length'), String(total));
-            assert.equal(res.headers.get('etag'), `"${want}"`);
+            assert.ok(res.headers.get('etag'), 'no ETag');
             const got = createHash('sha256');
             let size = 0;
             for await (const chunk of res.body) {
