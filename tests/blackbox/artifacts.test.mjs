@@ -463,96 +463,106 @@ describe('result artifacts', () => {
     });
 });
 
+// These two suites start and stop their daemon inside their one test: with a suite-level after() hook, Node 20's
+// runner now and then ran the hook (stopping the daemon) while that suite's only test was still running.
 describe('result artifacts: kill -9 during an upload', () => {
-    let d;
-    before(async () => {
-        d = await startDaemon({
+    it('after a restart the job shows no artifact, its result is not the partial bytes, and once the lease expired no file is left', async () => {
+        const d = await startDaemon({
             config: config({ limits: `{ maxBodyBytes: 4096, maxWaitSeconds: 5, maxUploadPartBytes: ${PART_CAP} }`, artifacts: artifactsConf({ gc: 1 }) }),
         });
-    });
-    after(() => d?.stop());
-
-    it('after a restart the job shows no artifact, its result is not the partial bytes, and once the lease expired no file is left', async () => {
-        const id = (await submit(api(d, 'ka'), { type: 'art.kill', payload: {} })).json.id;
-        const { leaseId } = await leaseOne(api(d, 'wa'), 'art.kill', { expectId: id, leaseSeconds: 3 });
-        const partial = patterned(2 * PART_CAP, 61);
-        expectStatus(await putPart(d, 'wa', id, leaseId, partial.subarray(0, PART_CAP), { last: false }), 204);
-        expectStatus(await putPart(d, 'wa', id, leaseId, partial.subarray(PART_CAP), { offset: PART_CAP, last: false }), 204);
-        await d.kill9();
-        await d.restart();
-
-        const job = await getJob(api(d, 'ka'), id);
-        assert.equal(job.artifact, undefined, JSON.stringify(job));
-        const res = await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`);
-        assert.notEqual(res.status, 200, show(res));
-        assert.ok(!res.buf.equals(partial.subarray(0, res.buf.length)) || res.buf.length === 0, 'the partial bytes were served');
-        // The lease may still be live (then the upload is unfinished) or already expired.
-        assertProblem(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 409, ['artifact-incomplete', 'stale-lease']);
-        await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 20_000, what: `artifacts/${id} to be emptied after the lease expired` });
+        try {
+            await killDuringUpload(d);
+        } finally {
+            await d.stop();
+        }
     });
 });
+
+/** Two parts of an upload, kill -9, restart: nothing of it shows, and the collector removes it. */
+async function killDuringUpload(d) {
+    const id = (await submit(api(d, 'ka'), { type: 'art.kill', payload: {} })).json.id;
+    const { leaseId } = await leaseOne(api(d, 'wa'), 'art.kill', { expectId: id, leaseSeconds: 3 });
+    const partial = patterned(2 * PART_CAP, 61);
+    expectStatus(await putPart(d, 'wa', id, leaseId, partial.subarray(0, PART_CAP), { last: false }), 204);
+    expectStatus(await putPart(d, 'wa', id, leaseId, partial.subarray(PART_CAP), { offset: PART_CAP, last: false }), 204);
+    await d.kill9();
+    await d.restart();
+
+    const job = await getJob(api(d, 'ka'), id);
+    assert.equal(job.artifact, undefined, JSON.stringify(job));
+    const res = await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`);
+    assert.notEqual(res.status, 200, show(res));
+    assert.ok(!res.buf.equals(partial.subarray(0, res.buf.length)) || res.buf.length === 0, 'the partial bytes were served');
+    // The lease may still be live (then the upload is unfinished) or already expired.
+    assertProblem(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 409, ['artifact-incomplete', 'stale-lease']);
+    await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 20_000, what: `artifacts/${id} to be emptied after the lease expired` });
+}
 
 describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
-    let d;
-    before(async () => {
-        d = await startDaemon({ config: config({ limits: '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }', artifacts: artifactsConf({ gc: 60 }) }) });
-    });
-    after(() => d?.stop());
-
     it('uploads and downloads with the same sha-256 while the daemon RSS grows by less than 32 MiB', { timeout: 15 * 60_000 }, async (t) => {
-        const part = 8 * MiB;
-        const total = BIG_MB * MiB;
-        const base = patterned(part, 99);
-        const buf = Buffer.allocUnsafe(part);
-        const partBytes = (i) => {
-            base.copy(buf);
-            buf.writeUInt32LE(i, 0); // every part differs
-            return buf.subarray(0, Math.min(part, total - i * part));
-        };
-        const pid = d.proc.pid;
-        const id = (await submit(api(d, 'ka'), { type: 'art.big', payload: {} })).json.id;
-        const { leaseId } = await leaseOne(api(d, 'wa'), 'art.big', { expectId: id, leaseSeconds: 600 });
-        const rss0 = rssKiB(pid);
-        let peak = rss0;
-        const sampler = setInterval(() => {
-            peak = Math.max(peak, rssKiB(pid));
-        }, 25);
+        const d = await startDaemon({ config: config({ limits: '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }', artifacts: artifactsConf({ gc: 60 }) }) });
         try {
-            const t0 = Date.now();
-            const hash = createHash('sha256');
-            const n = Math.ceil(total / part);
-            for (let i = 0; i < n; i++) {
-                const b = partBytes(i);
-                hash.update(b);
-                const last = i === n - 1;
-                const res = await putPart(d, 'wa', id, leaseId, b, { offset: i === 0 ? null : i * part, last });
-                expectStatus(res, last ? 200 : 204);
-                peak = Math.max(peak, rssKiB(pid));
-            }
-            const want = hash.digest('hex');
-            const up = Date.now() - t0;
-            expectStatus(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 200);
-
-            const t1 = Date.now();
-            const res = await fetch(`${d.url}/v1/jobs/${id}/result`, { headers: { authorization: 'Bearer ka' } });
-            const v = openapi.check({ method: 'GET', target: `/v1/jobs/${id}/result`, status: res.status, headers: res.headers, bodyRead: false });
-            assert.equal(v, null, v);
-            assert.equal(res.status, 200);
-            assert.equal(res.headers.get('content-length'), String(total));
-            assert.ok(res.headers.get('etag'), 'no ETag');
-            const got = createHash('sha256');
-            let size = 0;
-            for await (const chunk of res.body) {
-                got.update(chunk);
-                size += chunk.length;
-            }
-            const down = Date.now() - t1;
-            assert.equal(size, total);
-            assert.equal(got.digest('hex'), want, 'downloaded bytes differ');
-            t.diagnostic(`${BIG_MB} MiB: upload ${up} ms, download ${down} ms; RSS ${rss0} KiB at start, peak ${peak} KiB (+${peak - rss0} KiB)`);
+            await bigTransfer(d, t);
         } finally {
-            clearInterval(sampler);
+            await d.stop();
         }
-        assert.ok(peak - rss0 < 32 * 1024, `daemon RSS grew by ${peak - rss0} KiB (from ${rss0} KiB) during the transfer`);
     });
 });
+
+/** BIG_MB MiB up in 8 MiB parts and down, hashed on the fly, with the daemon's RSS sampled throughout. */
+async function bigTransfer(d, t) {
+    const part = 8 * MiB;
+    const total = BIG_MB * MiB;
+    const base = patterned(part, 99);
+    const buf = Buffer.allocUnsafe(part);
+    const partBytes = (i) => {
+        base.copy(buf);
+        buf.writeUInt32LE(i, 0); // every part differs
+        return buf.subarray(0, Math.min(part, total - i * part));
+    };
+    const pid = d.proc.pid;
+    const id = (await submit(api(d, 'ka'), { type: 'art.big', payload: {} })).json.id;
+    const { leaseId } = await leaseOne(api(d, 'wa'), 'art.big', { expectId: id, leaseSeconds: 600 });
+    const rss0 = rssKiB(pid);
+    let peak = rss0;
+    const sampler = setInterval(() => {
+        peak = Math.max(peak, rssKiB(pid));
+    }, 25);
+    try {
+        const t0 = Date.now();
+        const hash = createHash('sha256');
+        const n = Math.ceil(total / part);
+        for (let i = 0; i < n; i++) {
+            const b = partBytes(i);
+            hash.update(b);
+            const last = i === n - 1;
+            const res = await putPart(d, 'wa', id, leaseId, b, { offset: i === 0 ? null : i * part, last });
+            expectStatus(res, last ? 200 : 204);
+            peak = Math.max(peak, rssKiB(pid));
+        }
+        const want = hash.digest('hex');
+        const up = Date.now() - t0;
+        expectStatus(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 200);
+
+        const t1 = Date.now();
+        const res = await fetch(`${d.url}/v1/jobs/${id}/result`, { headers: { authorization: 'Bearer ka' } });
+        const v = openapi.check({ method: 'GET', target: `/v1/jobs/${id}/result`, status: res.status, headers: res.headers, bodyRead: false });
+        assert.equal(v, null, v);
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('content-length'), String(total));
+        assert.ok(res.headers.get('etag'), 'no ETag');
+        const got = createHash('sha256');
+        let size = 0;
+        for await (const chunk of res.body) {
+            got.update(chunk);
+            size += chunk.length;
+        }
+        const down = Date.now() - t1;
+        assert.equal(size, total);
+        assert.equal(got.digest('hex'), want, 'downloaded bytes differ');
+        t.diagnostic(`${BIG_MB} MiB: upload ${up} ms, download ${down} ms; RSS ${rss0} KiB at start, peak ${peak} KiB (+${peak - rss0} KiB)`);
+    } finally {
+        clearInterval(sampler);
+    }
+    assert.ok(peak - rss0 < 32 * 1024, `daemon RSS grew by ${peak - rss0} KiB (from ${rss0} KiB) during the transfer`);
+}
