@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include "http/http.h"
 #include "common/metrics.h"
+#include "core/core.h"
 #include "core/writer.h"
 #include "hub/hub.h"
 
@@ -127,9 +128,9 @@ void ad_api_artifacts_stop(void);
 int ad_api_put_result(struct ad_request *r);
 /* GET or HEAD of the result with Lease-Id: how far the upload under that lease got (Upload-Offset). */
 int ad_api_upload_progress(struct ad_request *r);
-/* The artifact finished under lease_id of job_id as the job keeps it (job.h, artifact), for a complete that names
- * it: AD_E_OK with *out (heap), AD_E_ARTIFACT_INCOMPLETE, or AD_E_NOT_IMPLEMENTED in cluster mode. */
-ad_err ad_api_artifact_ref(const char *job_id, const char *lease_id, char **out);
+/* A complete with "artifact": true (x ready but for its artifact): read the view of the finished upload under
+ * x's lease, then hand x to the writer, or answer 409 artifact-incomplete. Takes x. Returns 0. */
+int ad_api_complete_artifact(struct ad_request *r, struct ad_report_op *x);
 /* Answer with job j's artifact (j->artifact set): the bytes, a range of them, or 304. */
 int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j);
 /* Location: a signed URL of j's result, valid for artifacts.urlLifetime. */

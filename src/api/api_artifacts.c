@@ -9,13 +9,12 @@
  * Completing the job with "artifact": true publishes the finished file (store/artifact.h).
  *
  * Download: GET and HEAD of /v1/jobs/{id}/result serve the file with a strong ETag (its SHA-256), Repr-Digest,
- * single ranges and If-None-Match / If-Range; a redirect goes to a signed URL. The embedded store only: in cluster
- * mode the files would have to be where every node can read them, which this version does not do (501).
+ * single ranges and If-None-Match / If-Range; a redirect goes to a signed URL. Where the bytes live is the store's
+ * (ad_store_ops.artifact_*): files next to SQLite's database, rows in PostgreSQL that every node reads.
  */
 #include "api/api.h"
 #include "api/valet.h"
 #include "common/timer.h"
-#include "store/artifact.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +35,7 @@ static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t io_cv = PTHREAD_COND_INITIALIZER;
 static struct ad_op *io_head, *io_tail;
 static int io_started, io_stopping;
+static struct ad_conn *io_conn; /* the thread's own store connection */
 static struct ad_timer gc_timer;
 
 static void *io_main(void *arg)
@@ -52,7 +52,7 @@ static void *io_main(void *arg)
         if (io_head == NULL)
             io_tail = NULL;
         pthread_mutex_unlock(&io_mu);
-        op->err = op->apply(op, NULL);
+        op->err = op->apply(op, io_conn);
         ad_writer_complete(op);
         pthread_mutex_lock(&io_mu);
     }
@@ -75,45 +75,46 @@ static void io_submit(struct ad_op *op)
 
 /* ---- the collector ---- */
 
-/* Keep a job's files of the lease it runs under (an upload in progress) and of the artifact it names. */
-static void gc_keep(void *arg, const char *job_id, char *const *leases, size_t n, int *keep)
+struct gc_op {
+    struct ad_op op;
+    int removed;
+};
+
+static ad_err gc_apply(struct ad_op *op, struct ad_conn *c)
 {
-    (void)arg;
-    struct ad_job *j = NULL;
-    ad_err err = ad_hub.store->ops->job_get(ad_hub.rconn, NULL, job_id, &j);
-    if (err != AD_E_OK && err != AD_E_NOT_FOUND) {
-        for (size_t i = 0; i < n; i++)
-            keep[i] = 1; /* the store cannot say: remove nothing */
-        return;
-    }
-    for (size_t i = 0; j != NULL && !j->tombstoned && i < n; i++) {
-        size_t len = strlen(leases[i]);
-        if (j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, leases[i]) == 0)
-            keep[i] = 1;
-        else if (j->artifact != NULL && strncmp(j->artifact, leases[i], len) == 0 && j->artifact[len] == ' ')
-            keep[i] = 1;
-    }
-    ad_job_free(j);
+    return ad_hub.store->ops->artifact_gc(c, &((struct gc_op *)op)->removed);
+}
+
+static void gc_done(struct ad_op *op)
+{
+    struct gc_op *x = (struct gc_op *)op;
+    if (op->err != AD_E_OK)
+        ad_warn("artifacts: the collector failed: %s", ad_err_code(op->err));
+    else if (x->removed > 0)
+        ad_info("artifacts: removed %d uploads that no job refers to", x->removed);
+    if (io_started && !io_stopping)
+        ad_timer_arm(&gc_timer, ad_mono_ms() + ad_hub.cfg->artifacts.gc_interval_ms);
+    ad_op_free(op);
+}
+
+static void gc_destroy(struct ad_op *op)
+{
+    free(op);
 }
 
 static void gc_run(struct ad_timer *t)
 {
-    int removed = ad_artifact_gc(gc_keep, NULL);
-    if (removed > 0)
-        ad_info("artifacts: removed %d files that no job refers to", removed);
-    ad_timer_arm(t, ad_mono_ms() + ad_hub.cfg->artifacts.gc_interval_ms);
-}
-
-static int cluster_mode(void)
-{
-    return ad_hub.cfg->store != NULL;
+    struct gc_op *x = ad_calloc(1, sizeof(*x));
+    x->op.apply = gc_apply;
+    x->op.done = gc_done;
+    x->op.destroy = gc_destroy;
+    io_submit(&x->op);
 }
 
 int ad_api_artifacts_init(char *err, size_t errlen)
 {
-    if (cluster_mode())
-        return 0;
-    if (ad_artifact_init(ad_hub.cfg->data_dir, err, errlen) != 0)
+    io_conn = ad_hub.store->ops->connect(ad_hub.store, err, errlen);
+    if (io_conn == NULL)
         return -1;
     if (pthread_create(&io_thread, NULL, io_main, NULL) != 0) {
         snprintf(err, errlen, "start the artifact thread: %s", strerror(errno));
@@ -136,6 +137,8 @@ void ad_api_artifacts_stop(void)
     pthread_mutex_unlock(&io_mu);
     pthread_join(io_thread, NULL);
     io_started = 0;
+    ad_hub.store->ops->disconnect(io_conn);
+    io_conn = NULL;
 }
 
 /* ---- upload ---- */
@@ -152,9 +155,8 @@ struct part_op {
 
 static ad_err part_apply(struct ad_op *op, struct ad_conn *c)
 {
-    (void)c;
     struct part_op *x = (struct part_op *)op;
-    return ad_artifact_write(&x->part, &x->offset, &x->view);
+    return ad_hub.store->ops->artifact_write(c, &x->part, &x->offset, &x->view);
 }
 
 static void part_destroy(struct ad_op *op)
@@ -281,7 +283,6 @@ static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
             return ad_http_problem(req, AD_E_INVALID_REQUEST, "Upload-Offset must be a non-negative integer", NULL);
         }
         p->offset = (uint64_t)n;
-        p->fresh = n == 0 && ad_artifact_progress(j->id, lease, &(uint64_t){0}, &(int){0}) != AD_E_OK;
     }
     const char *complete = ad_http_get_str(req, "upload-complete");
     p->last = complete == NULL ? 1 : sf_bool(complete);
@@ -303,9 +304,6 @@ static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
 
 int ad_api_put_result(struct ad_request *r)
 {
-    if (cluster_mode())
-        return ad_http_problem(r->req, AD_E_NOT_IMPLEMENTED,
-                               "result artifacts need the embedded store in this version (not cluster mode)", NULL);
     const char *lease = lease_of(r);
     if (lease == NULL || *lease == '\0' || strlen(lease) > 64)
         return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "send the job's lease id in Lease-Id", NULL);
@@ -318,21 +316,49 @@ int ad_api_put_result(struct ad_request *r)
 }
 
 /* HEAD or GET of the result with Lease-Id: how far the upload under that lease got. */
+struct progress_read {
+    struct ad_api_read rd;
+    char *job_id, *lease_id;
+    uint64_t offset;
+    int done;
+};
+
+static ad_err progress_apply(struct ad_op *op, struct ad_conn *c)
+{
+    struct progress_read *x = (struct progress_read *)op;
+    return ad_hub.store->ops->artifact_progress(c, x->job_id, x->lease_id, &x->offset, &x->done);
+}
+
+static void progress_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct progress_read *x = (struct progress_read *)rd;
+    if (r != NULL && rd->op.err == AD_E_NOT_FOUND) {
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no upload under lease %.64s", x->lease_id);
+    } else if (r != NULL && rd->op.err != AD_E_OK) {
+        ad_api_fail(r, rd->op.err);
+    } else if (r != NULL) {
+        char n[24];
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)x->offset);
+        ad_http_header_str(r->req, "upload-offset", n);
+        ad_http_header_str(r->req, "upload-complete", x->done ? "?1" : "?0");
+        ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
+        ad_http_empty(r->req, 204);
+    }
+    free(x->job_id);
+    free(x->lease_id);
+}
+
 static int progress_found(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg)
 {
     (void)arg;
     if (err != AD_E_OK)
         return ad_api_fail(r, err);
-    uint64_t off;
-    int done;
-    if (cluster_mode() || ad_artifact_progress(e->job->id, lease_of(r), &off, &done) != AD_E_OK)
-        return ad_http_problemf(r->req, AD_E_NOT_FOUND, "no upload under lease %.64s", lease_of(r));
-    char n[24];
-    snprintf(n, sizeof(n), "%llu", (unsigned long long)off);
-    ad_http_header_str(r->req, "upload-offset", n);
-    ad_http_header_str(r->req, "upload-complete", done ? "?1" : "?0");
-    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-store");
-    return ad_http_empty(r->req, 204);
+    struct progress_read *x = ad_calloc(1, sizeof(*x));
+    x->job_id = ad_strdup(e->job->id);
+    x->lease_id = ad_strdup(lease_of(r));
+    x->rd.op.apply = progress_apply;
+    x->rd.answer = progress_answer;
+    return ad_api_read(r, &x->rd);
 }
 
 int ad_api_upload_progress(struct ad_request *r)
@@ -342,67 +368,128 @@ int ad_api_upload_progress(struct ad_request *r)
     return ad_api_lookup(r, r->id, progress_found, NULL);
 }
 
-ad_err ad_api_artifact_ref(const char *job_id, const char *lease_id, char **out)
+/* A complete with "artifact": true: the view of the finished upload under its lease, then the report. */
+struct complete_read {
+    struct ad_api_read rd;
+    struct ad_report_op *x;
+    char *view;
+};
+
+static ad_err complete_apply(struct ad_op *op, struct ad_conn *c)
 {
-    *out = NULL;
-    if (cluster_mode())
-        return AD_E_NOT_IMPLEMENTED;
-    char *view = ad_artifact_view(job_id, lease_id);
-    if (view == NULL)
-        return AD_E_ARTIFACT_INCOMPLETE;
-    size_t n = strlen(lease_id) + 1 + strlen(view) + 1;
-    *out = ad_malloc(n);
-    snprintf(*out, n, "%s %s", lease_id, view);
-    free(view);
-    return AD_E_OK;
+    struct complete_read *cr = (struct complete_read *)op;
+    return ad_hub.store->ops->artifact_view(c, cr->x->id, cr->x->lease_id, &cr->view);
+}
+
+static void complete_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct complete_read *cr = (struct complete_read *)rd;
+    struct ad_report_op *x = cr->x;
+    ad_err err = rd->op.err;
+    if (r != NULL && err == AD_E_OK) {
+        x->artifact = ad_asprintf("%s %s", x->lease_id, cr->view);
+        x->ctx = ad_api_write_begin(r);
+        ad_writer_submit(&x->op);
+        x = NULL;
+    } else if (r != NULL && err == AD_E_NOT_FOUND) {
+        ad_http_problem(r->req, AD_E_ARTIFACT_INCOMPLETE,
+                        "no finished upload under this lease: PUT the result first, its last part with "
+                        "Upload-Complete: ?1",
+                        NULL);
+    } else if (r != NULL) {
+        ad_api_fail(r, err);
+    }
+    if (x != NULL)
+        ad_op_free(&x->op);
+    free(cr->view);
+}
+
+int ad_api_complete_artifact(struct ad_request *r, struct ad_report_op *x)
+{
+    struct complete_read *cr = ad_calloc(1, sizeof(*cr));
+    cr->x = x;
+    cr->rd.op.apply = complete_apply;
+    cr->rd.answer = complete_answer;
+    return ad_api_read(r, &cr->rd);
 }
 
 /* ---- download ---- */
 
+/* An artifact being sent: a chunk is read (a store read, ad_api_read), sent, and the next read when h2o asks. */
 struct art_gen {
     h2o_generator_t super;
-    int fd;
+    struct ad_request *r;
+    char *job_id, *lease_id;
     uint64_t off, left;
     char *buf;
 };
 
-static void gen_close(struct art_gen *g)
+struct chunk_read {
+    struct ad_api_read rd;
+    struct art_gen *g; /* valid while the request is (answer's r not NULL) */
+    char *job_id, *lease_id;
+    uint64_t off;
+    size_t len, n;
+    char *buf; /* the generator's, lent for the read */
+};
+
+static void gen_free(void *p)
 {
-    if (g->fd >= 0)
-        close(g->fd);
-    g->fd = -1;
+    struct art_gen *g = p;
+    free(g->job_id);
+    free(g->lease_id);
     free(g->buf);
-    g->buf = NULL;
+    g->job_id = g->lease_id = g->buf = NULL;
 }
 
-static void gen_dispose(void *p)
+static ad_err chunk_apply(struct ad_op *op, struct ad_conn *c)
 {
-    gen_close(p);
+    struct chunk_read *x = (struct chunk_read *)op;
+    return ad_hub.store->ops->artifact_read(c, x->job_id, x->lease_id, x->off, x->buf, x->len, &x->n);
+}
+
+static void chunk_answer(struct ad_api_read *rd, struct ad_request *r)
+{
+    struct chunk_read *x = (struct chunk_read *)rd;
+    if (r != NULL) {
+        struct art_gen *g = x->g;
+        if (rd->op.err != AD_E_OK || x->n == 0) {
+            ad_warn("artifacts: reading job %s's artifact at %llu failed: %s", g->job_id, (unsigned long long)g->off,
+                    rd->op.err != AD_E_OK ? ad_err_code(rd->op.err) : "it ends early");
+            g->buf = x->buf;
+            h2o_send(r->req, NULL, 0, H2O_SEND_STATE_ERROR);
+        } else {
+            g->buf = x->buf;
+            g->off += x->n;
+            g->left -= x->n;
+            h2o_iovec_t v = h2o_iovec_init(g->buf, x->n);
+            h2o_send(r->req, &v, 1, g->left == 0 ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+        }
+    } else {
+        free(x->buf); /* the request went first: the buffer is the read's now */
+    }
+    free(x->job_id);
+    free(x->lease_id);
 }
 
 static void gen_proceed(h2o_generator_t *self, h2o_req_t *req)
 {
     struct art_gen *g = (struct art_gen *)self;
-    size_t want = g->left < ART_CHUNK ? (size_t)g->left : ART_CHUNK;
-    ssize_t n;
-    while ((n = pread(g->fd, g->buf, want, (off_t)g->off)) < 0 && errno == EINTR)
-        ;
-    if (n <= 0) {
-        ad_warn("artifacts: read failed at %llu: %s", (unsigned long long)g->off,
-                n < 0 ? strerror(errno) : "end of file");
-        gen_close(g);
-        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
-        return;
-    }
-    g->off += (uint64_t)n;
-    g->left -= (uint64_t)n;
-    h2o_iovec_t v = h2o_iovec_init(g->buf, (size_t)n);
-    h2o_send(req, &v, 1, g->left == 0 ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
+    struct chunk_read *x = ad_calloc(1, sizeof(*x));
+    x->g = g;
+    x->job_id = ad_strdup(g->job_id);
+    x->lease_id = ad_strdup(g->lease_id);
+    x->off = g->off;
+    x->len = g->left < ART_CHUNK ? (size_t)g->left : ART_CHUNK;
+    x->buf = g->buf; /* the read's while it runs: the request may go meanwhile, and its pool with it */
+    g->buf = NULL;
+    x->rd.op.apply = chunk_apply;
+    x->rd.answer = chunk_answer;
+    ad_api_read(g->r, &x->rd);
 }
 
 static void gen_stop(h2o_generator_t *self, h2o_req_t *req)
 {
-    gen_close((struct art_gen *)self);
 }
 
 /* A single byte range of a file of size bytes: 1 with [*from, *to] when v is one, 0 when it should be ignored
@@ -474,51 +561,36 @@ int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j)
     json_t *view = space != NULL ? json_loads(space + 1, 0, NULL) : NULL;
     const char *ctype = json_string_value(json_object_get(view, "contentType"));
     const char *digest = json_string_value(json_object_get(view, "digest"));
-    char etag[80], path[4200], lease[128];
-    size_t ll = space != NULL ? (size_t)(space - j->artifact) : 0;
-    int fd = -1;
-    struct stat sb;
-    if (ll > 0 && ll < sizeof(lease)) {
-        memcpy(lease, j->artifact, ll);
-        lease[ll] = '\0';
-        if (ad_artifact_path(j->id, lease, path, sizeof(path)) == 0)
-            fd = open(path, O_RDONLY | O_CLOEXEC);
-    }
-    if (ctype == NULL || digest == NULL || artifact_etag(digest, etag, sizeof(etag)) != 0 || fd < 0 ||
-        fstat(fd, &sb) != 0) {
-        if (fd >= 0)
-            close(fd);
+    json_int_t size = json_integer_value(json_object_get(view, "size"));
+    char etag[80];
+    if (ctype == NULL || digest == NULL || size < 0 || artifact_etag(digest, etag, sizeof(etag)) != 0) {
         json_decref(view);
         ad_error("artifacts: job %s names an artifact that cannot be read", j->id);
         return ad_http_problem(req, AD_E_INTERNAL, "the job's artifact cannot be read", NULL);
     }
-    uint64_t size = (uint64_t)sb.st_size;
     ad_http_header(req, H2O_TOKEN_ETAG, etag);
     ad_http_header_str(req, "repr-digest", digest);
     ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "private, no-cache");
     ad_http_header(req, H2O_TOKEN_ACCEPT_RANGES, "bytes");
     if (etag_in(ad_http_get(req, H2O_TOKEN_IF_NONE_MATCH), etag)) {
-        close(fd);
         json_decref(view);
         return ad_http_empty(req, 304);
     }
-    uint64_t from = 0, to = size > 0 ? size - 1 : 0;
+    uint64_t from = 0, to = size > 0 ? (uint64_t)size - 1 : 0;
     int status = 200;
     const char *range = ad_http_get(req, H2O_TOKEN_RANGE);
     const char *if_range = ad_http_get_str(req, "if-range");
     if (range != NULL && (if_range == NULL || strcmp(if_range, etag) == 0)) {
-        int pr = parse_range(range, size, &from, &to);
+        int pr = parse_range(range, (uint64_t)size, &from, &to);
         if (pr < 0) {
-            close(fd);
             json_decref(view);
-            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes */%llu", (unsigned long long)size);
-            return ad_http_problemf(req, AD_E_RANGE_NOT_SATISFIABLE, "the artifact has %llu bytes",
-                                    (unsigned long long)size);
+            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes */%lld", (long long)size);
+            return ad_http_problemf(req, AD_E_RANGE_NOT_SATISFIABLE, "the artifact has %lld bytes", (long long)size);
         }
         if (pr > 0) {
             status = 206;
-            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes %llu-%llu/%llu", (unsigned long long)from,
-                            (unsigned long long)to, (unsigned long long)size);
+            ad_http_headerf(req, H2O_TOKEN_CONTENT_RANGE, "bytes %llu-%llu/%lld", (unsigned long long)from,
+                            (unsigned long long)to, (long long)size);
         }
     }
     req->res.status = status;
@@ -527,19 +599,20 @@ int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j)
     json_decref(view);
     uint64_t len = size == 0 ? 0 : to - from + 1;
     req->res.content_length = (size_t)len;
-    struct art_gen *g = h2o_mem_alloc_shared(&req->pool, sizeof(*g), gen_dispose);
+    struct art_gen *g = h2o_mem_alloc_shared(&req->pool, sizeof(*g), gen_free);
     memset(g, 0, sizeof(*g));
-    g->fd = fd;
+    g->r = r;
     g->off = from;
     g->left = len;
     g->super.proceed = gen_proceed;
     g->super.stop = gen_stop;
     h2o_start_response(req, &g->super);
     if (len == 0 || h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
-        gen_close(g);
         h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
         return 0;
     }
+    g->job_id = ad_strdup(j->id);
+    g->lease_id = ad_strndup(j->artifact, (size_t)(space - j->artifact));
     g->buf = ad_malloc(ART_CHUNK);
     gen_proceed(&g->super, req);
     return 0;

@@ -544,23 +544,14 @@ static int report(struct ad_request *r, enum ad_job_event event)
         return ad_verr_send(&v, r);
     }
     ad_buf_free(&v.b);
-    if (artifact) {
-        ad_err e = ad_api_artifact_ref(r->id, x->lease_id, &x->artifact);
-        if (e != AD_E_OK) {
-            ad_op_free(&x->op);
-            return ad_http_problemf(r->req, e,
-                                    e == AD_E_ARTIFACT_INCOMPLETE
-                                        ? "no finished upload under this lease: PUT the result first, the last part "
-                                          "with Upload-Complete: ?1"
-                                        : "result artifacts need the embedded store in this version");
-        }
-    }
     x->event = event;
     x->tenant = ad_strdup(r->tenant);
     x->id = ad_strdup(r->id);
     x->now = ad_now_ms();
-    x->ctx = ad_api_write_begin(r);
     x->op.done = report_done;
+    if (artifact)
+        return ad_api_complete_artifact(r, x);
+    x->ctx = ad_api_write_begin(r);
     ad_writer_submit(&x->op);
     return 0;
 }

@@ -1,6 +1,7 @@
 /*
- * artifact.c - the files of result artifacts (artifact.h): parts appended and hashed as they come, the finished
- * file fsync'd with its view, and the collector of files no job names.
+ * artifact.c - result artifacts (artifact.h): the state and view every backend shares, and the files backend:
+ * parts appended and hashed as they come, the finished file fsync'd with its view, the collector of files no job
+ * names.
  *
  * The running SHA-256 is kept in <lease>.state after every part, so an upload resumes where it stopped even
  * across a restart, without reading back what it already received. The low-level SHA256_CTX is used because it
@@ -21,19 +22,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ART_CTYPE_MAX 256
 #define ART_STATE_MAGIC 0x61637464617274UL /* "acdart" */
 #define ART_MAX_LEASES 64                  /* lease files per job directory the collector looks at */
 
+_Static_assert(sizeof(SHA256_CTX) <= sizeof(((struct ad_artifact_state *)0)->sha), "a SHA256_CTX fits the state");
+
 static char root[4096];
 
-/* What <lease>.state holds: written whole after every part. */
-struct art_state {
-    uint64_t magic;
-    uint64_t offset;
-    SHA256_CTX sha;
-    char ctype[ART_CTYPE_MAX];
-};
+void ad_artifact_state_init(struct ad_artifact_state *st, const char *ctype)
+{
+    memset(st, 0, sizeof(*st));
+    st->magic = ART_STATE_MAGIC;
+    SHA256_Init((SHA256_CTX *)st->sha);
+    snprintf(st->ctype, sizeof(st->ctype), "%s", ctype);
+}
+
+int ad_artifact_state_valid(const struct ad_artifact_state *st)
+{
+    return st->magic == ART_STATE_MAGIC;
+}
+
+void ad_artifact_state_update(struct ad_artifact_state *st, const void *data, size_t len)
+{
+    SHA256_Update((SHA256_CTX *)st->sha, data, len);
+    st->offset += len;
+}
+
+void ad_artifact_state_final(struct ad_artifact_state *st, uint8_t md[AD_SHA256_LEN])
+{
+    SHA256_Final(md, (SHA256_CTX *)st->sha);
+}
+
+char *ad_artifact_render_view(const char *job_id, uint64_t size, const char *ctype, const uint8_t md[AD_SHA256_LEN])
+{
+    char b64[64];
+    EVP_EncodeBlock((unsigned char *)b64, md, AD_SHA256_LEN); /* RFC 9530 digests are sf-binary: base64 */
+    struct ad_buf b;
+    ad_buf_init(&b, 1024);
+    ad_buf_printf(&b, "{\"size\":%llu,\"contentType\":", (unsigned long long)size);
+    ad_json_str(&b, ctype);
+    ad_buf_printf(&b, ",\"digest\":\"sha-256=:%s:\",\"href\":\"/v1/jobs/%s/result\"}", b64, job_id);
+    char *view = ad_strndup(b.data, b.len);
+    ad_buf_free(&b);
+    return view;
+}
+
+ad_err ad_artifact_check_part(const struct ad_artifact_part *p)
+{
+    if (!p->has_part_digest)
+        return AD_E_OK;
+    uint8_t md[AD_SHA256_LEN];
+    ad_sha256(p->data, p->len, md);
+    return memcmp(md, p->part_sha, sizeof(md)) == 0 ? AD_E_OK : AD_E_DIGEST_MISMATCH;
+}
+
+int ad_artifact_kept(const struct ad_job *j, const char *lease_id)
+{
+    if (j == NULL || j->tombstoned)
+        return 0;
+    if (j->status == AD_RUNNING && j->lease_id != NULL && strcmp(j->lease_id, lease_id) == 0)
+        return 1;
+    size_t n = strlen(lease_id);
+    return j->artifact != NULL && strncmp(j->artifact, lease_id, n) == 0 && j->artifact[n] == ' ';
+}
 
 int ad_artifact_init(const char *data_dir, char *err, size_t errlen)
 {
@@ -89,7 +140,7 @@ static int sync_dir(const char *dir)
     return rc;
 }
 
-static int state_load(const char *job, const char *lease, struct art_state *st)
+static int state_load(const char *job, const char *lease, struct ad_artifact_state *st)
 {
     char path[4200];
     if (art_path(path, sizeof(path), job, lease, ".state") != 0)
@@ -99,10 +150,10 @@ static int state_load(const char *job, const char *lease, struct art_state *st)
         return -1;
     ssize_t n = pread(fd, st, sizeof(*st), 0);
     close(fd);
-    return n == (ssize_t)sizeof(*st) && st->magic == ART_STATE_MAGIC ? 0 : -1;
+    return n == (ssize_t)sizeof(*st) && ad_artifact_state_valid(st) ? 0 : -1;
 }
 
-static int state_save(const char *job, const char *lease, const struct art_state *st)
+static int state_save(const char *job, const char *lease, const struct ad_artifact_state *st)
 {
     char path[4200];
     if (art_path(path, sizeof(path), job, lease, ".state") != 0)
@@ -127,18 +178,12 @@ static void art_drop(const char *job, const char *lease)
             unlink(path);
 }
 
-/* Standard base64 (RFC 9530 digests are sf-binary), NUL-terminated into out (>= 45 bytes for a SHA-256). */
-static void b64_sha(const uint8_t *md, char *out)
-{
-    EVP_EncodeBlock((unsigned char *)out, md, AD_SHA256_LEN);
-}
-
 /* The finished upload: the file fsync'd under its final name, then its view, then the directory. */
-static ad_err art_finish(const char *job, const char *lease, int fd, struct art_state *st,
+static ad_err art_finish(const char *job, const char *lease, int fd, struct ad_artifact_state *st,
                          const struct ad_artifact_part *p, char **view)
 {
     uint8_t md[AD_SHA256_LEN];
-    SHA256_Final(md, &st->sha);
+    ad_artifact_state_final(st, md);
     if (p->has_repr_digest && memcmp(md, p->repr_sha, sizeof(md)) != 0) {
         art_drop(job, lease);
         return AD_E_DIGEST_MISMATCH;
@@ -149,27 +194,20 @@ static ad_err art_finish(const char *job, const char *lease, int fd, struct art_
     if (art_path(part, sizeof(part), job, lease, ".part") != 0 || art_path(done, sizeof(done), job, lease, "") != 0 ||
         art_path(meta, sizeof(meta), job, lease, ".meta") != 0 || art_path(dir, sizeof(dir), job, NULL, NULL) != 0)
         return AD_E_INTERNAL;
-    char b64[64];
-    b64_sha(md, b64);
-    struct ad_buf b;
-    ad_buf_init(&b, 512);
-    ad_buf_printf(&b, "{\"size\":%llu,\"contentType\":", (unsigned long long)st->offset);
-    ad_json_str(&b, st->ctype);
-    ad_buf_printf(&b, ",\"digest\":\"sha-256=:%s:\",\"href\":\"/v1/jobs/%s/result\"}", b64, job);
+    char *v = ad_artifact_render_view(job, st->offset, st->ctype, md);
     int fd2 = open(meta, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int rc = fd2 < 0 || pwrite_all(fd2, b.data, b.len, 0) != 0 || fsync(fd2) != 0 ? -1 : 0;
+    int rc = fd2 < 0 || pwrite_all(fd2, v, strlen(v), 0) != 0 || fsync(fd2) != 0 ? -1 : 0;
     int e = errno;
     if (fd2 >= 0)
         close(fd2);
     if (rc != 0 || rename(part, done) != 0 || sync_dir(dir) != 0) {
-        ad_buf_free(&b);
+        free(v);
         return errno_err(rc != 0 ? e : errno);
     }
     char state[4200];
     if (art_path(state, sizeof(state), job, lease, ".state") == 0)
         unlink(state);
-    *view = ad_strndup(b.data, b.len);
-    ad_buf_free(&b);
+    *view = v;
     return AD_E_OK;
 }
 
@@ -180,22 +218,13 @@ ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, cha
     if (art_path(dir, sizeof(dir), p->job_id, NULL, NULL) != 0 ||
         art_path(part, sizeof(part), p->job_id, p->lease_id, ".part") != 0)
         return AD_E_INTERNAL;
-    if (p->has_part_digest) {
-        uint8_t md[AD_SHA256_LEN];
-        ad_sha256(p->data, p->len, md);
-        if (memcmp(md, p->part_sha, sizeof(md)) != 0) {
-            if (p->fresh)
-                art_drop(p->job_id, p->lease_id);
-            return AD_E_DIGEST_MISMATCH;
-        }
-    }
-    struct art_state st;
+    ad_err err = ad_artifact_check_part(p);
+    if (err != AD_E_OK)
+        return err;
+    struct ad_artifact_state st;
     if (p->fresh) {
         art_drop(p->job_id, p->lease_id);
-        memset(&st, 0, sizeof(st));
-        st.magic = ART_STATE_MAGIC;
-        SHA256_Init(&st.sha);
-        snprintf(st.ctype, sizeof(st.ctype), "%s", p->ctype);
+        ad_artifact_state_init(&st, p->ctype);
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return errno_err(errno);
     } else if (state_load(p->job_id, p->lease_id, &st) != 0) {
@@ -218,9 +247,7 @@ ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, cha
         close(fd);
         return errno_err(e);
     }
-    SHA256_Update(&st.sha, p->data, p->len);
-    st.offset += p->len;
-    ad_err err = AD_E_OK;
+    ad_artifact_state_update(&st, p->data, p->len);
     if (p->last)
         err = art_finish(p->job_id, p->lease_id, fd, &st, p, view);
     else if (state_save(p->job_id, p->lease_id, &st) != 0) {
@@ -243,7 +270,7 @@ ad_err ad_artifact_progress(const char *job_id, const char *lease_id, uint64_t *
         *done = 1;
         return AD_E_OK;
     }
-    struct art_state st;
+    struct ad_artifact_state st;
     if (state_load(job_id, lease_id, &st) != 0)
         return AD_E_NOT_FOUND;
     *offset = st.offset;
@@ -251,25 +278,41 @@ ad_err ad_artifact_progress(const char *job_id, const char *lease_id, uint64_t *
     return AD_E_OK;
 }
 
-char *ad_artifact_view(const char *job_id, const char *lease_id)
+ad_err ad_artifact_view(const char *job_id, const char *lease_id, char **view)
 {
+    *view = NULL;
     char path[4200];
     if (art_path(path, sizeof(path), job_id, lease_id, ".meta") != 0)
-        return NULL;
+        return AD_E_NOT_FOUND;
     int fd = open(path, O_RDONLY);
     if (fd < 0)
-        return NULL;
+        return errno == ENOENT ? AD_E_NOT_FOUND : AD_E_INTERNAL;
     char buf[1024];
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0 || n == (ssize_t)sizeof(buf) - 1)
-        return NULL;
-    return ad_strndup(buf, (size_t)n);
+        return AD_E_INTERNAL;
+    *view = ad_strndup(buf, (size_t)n);
+    return AD_E_OK;
 }
 
-int ad_artifact_path(const char *job_id, const char *lease_id, char *out, size_t len)
+ad_err ad_artifact_read(const char *job_id, const char *lease_id, uint64_t off, void *buf, size_t len, size_t *n)
 {
-    return art_path(out, len, job_id, lease_id, "");
+    *n = 0;
+    char path[4200];
+    if (art_path(path, sizeof(path), job_id, lease_id, "") != 0)
+        return AD_E_NOT_FOUND;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? AD_E_NOT_FOUND : AD_E_INTERNAL;
+    ssize_t got;
+    while ((got = pread(fd, buf, len, (off_t)off)) < 0 && errno == EINTR)
+        ;
+    close(fd);
+    if (got < 0)
+        return AD_E_INTERNAL;
+    *n = (size_t)got;
+    return AD_E_OK;
 }
 
 /* The lease id a file of the job directory belongs to (its name up to the first dot), into out. */
@@ -307,10 +350,10 @@ static int gc_job(const char *job, ad_artifact_keep_fn keep, void *arg)
     }
     closedir(d);
     int kept[ART_MAX_LEASES] = {0};
-    keep(arg, job, leases, n, kept);
+    int unsure = keep(arg, job, leases, n, kept) != 0;
     int removed = 0, left = 0;
     for (size_t i = 0; i < n; i++) {
-        if (kept[i])
+        if (kept[i] || unsure)
             left++;
         else {
             art_drop(job, leases[i]);

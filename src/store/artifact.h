@@ -17,49 +17,46 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common/error.h"
-#include "common/util.h"
-
-/* Set the data directory and create <data>/artifacts. 0, or -1 with err filled. */
-int ad_artifact_init(const char *data_dir, char *err, size_t errlen);
-
-/* One part of an upload. */
-struct ad_artifact_part {
-    const char *job_id, *lease_id;
-    int fresh;         /* no offset given: start afresh, dropping what an earlier upload under the lease left */
-    uint64_t offset;   /* where the part goes: must be the bytes received so far */
-    const char *ctype; /* the content type, kept from the first part */
-    const void *data;
-    size_t len;
-    int last;            /* the upload is complete with this part */
-    uint64_t max_bytes;  /* cap on the whole artifact */
-    int has_part_digest; /* Content-Digest: the part's SHA-256 must be part_sha */
-    uint8_t part_sha[AD_SHA256_LEN];
-    int has_repr_digest; /* Repr-Digest (last part): the whole artifact's SHA-256 must be repr_sha */
-    uint8_t repr_sha[AD_SHA256_LEN];
-};
-
-/* Write a part. AD_E_OK with *offset the bytes received now, and, for the last part, *view the artifact's JSON view
- * (heap, caller frees). AD_E_UPLOAD_OFFSET (*offset: the bytes received so far), AD_E_DIGEST_MISMATCH (nothing kept
- * of the part; of the whole upload when the artifact's digest is wrong), AD_E_PAYLOAD_TOO_LARGE, AD_E_STORAGE_FULL
- * (the part is undone), AD_E_INTERNAL. */
-ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, char **view);
-
-/* How far the upload under lease_id got: *offset, and *done 1 once it is finished. AD_E_NOT_FOUND when there is
- * none. */
-ad_err ad_artifact_progress(const char *job_id, const char *lease_id, uint64_t *offset, int *done);
-
-/* The JSON view of the finished upload under lease_id (heap), or NULL when it is not finished. */
-char *ad_artifact_view(const char *job_id, const char *lease_id);
-
-/* The path of the finished artifact under lease_id, into out. -1 when it does not fit. */
-int ad_artifact_path(const char *job_id, const char *lease_id, char *out, size_t len);
+#include "store/store.h"
 
 /*
- * The collector: for each job directory, keep(arg, job id, lease ids, n) says which of its leases' files stay
- * (it sets keep[i] for each); the others, and a directory left empty, are removed. Returns how many files went.
+ * What every backend shares: an upload's state between parts (the offset, the running SHA-256, saved as plain bytes
+ * so that an upload resumes across a restart without reading back what it received) and the artifact's view.
  */
-typedef void (*ad_artifact_keep_fn)(void *arg, const char *job_id, char *const *leases, size_t n, int *keep);
+#define AD_ARTIFACT_CTYPE_MAX 256
+struct ad_artifact_state {
+    uint64_t magic;
+    uint64_t offset;
+    unsigned char sha[128]; /* a SHA256_CTX */
+    char ctype[AD_ARTIFACT_CTYPE_MAX];
+};
+void ad_artifact_state_init(struct ad_artifact_state *st, const char *ctype);
+/* 1 when st holds a saved state (what ad_artifact_state_init made, updated). */
+int ad_artifact_state_valid(const struct ad_artifact_state *st);
+void ad_artifact_state_update(struct ad_artifact_state *st, const void *data, size_t len);
+void ad_artifact_state_final(struct ad_artifact_state *st, uint8_t md[32]);
+/* The JSON view of a finished artifact (heap): {"size", "contentType", "digest", "href"}. */
+char *ad_artifact_render_view(const char *job_id, uint64_t size, const char *ctype, const uint8_t md[32]);
+/* 0 when p carries no Content-Digest or its data matches it, else AD_E_DIGEST_MISMATCH. */
+ad_err ad_artifact_check_part(const struct ad_artifact_part *p);
+
+/* 1 when job j (NULL: there is none) keeps the files of the upload under lease_id: its live lease's (an upload in
+ * progress) or its artifact's. */
+int ad_artifact_kept(const struct ad_job *j, const char *lease_id);
+
+/* The files backend (SQLite). Set the data directory and create <data>/artifacts: 0, or -1 with err filled. */
+int ad_artifact_init(const char *data_dir, char *err, size_t errlen);
+/* ad_store_ops.artifact_write, _progress, _view and _read over the files. */
+ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, char **view);
+ad_err ad_artifact_progress(const char *job_id, const char *lease_id, uint64_t *offset, int *done);
+ad_err ad_artifact_view(const char *job_id, const char *lease_id, char **view);
+ad_err ad_artifact_read(const char *job_id, const char *lease_id, uint64_t off, void *buf, size_t len, size_t *n);
+/*
+ * The collector: for each job directory, keep(arg, job id, lease ids, n, keep) says which of its leases' files stay
+ * (it sets keep[i] for each; it returns -1 when it cannot say, and nothing of that job goes); the others, and a
+ * directory left empty, are removed. Returns how many leases' files went.
+ */
+typedef int (*ad_artifact_keep_fn)(void *arg, const char *job_id, char *const *leases, size_t n, int *keep);
 int ad_artifact_gc(ad_artifact_keep_fn keep, void *arg);
 
 #endif

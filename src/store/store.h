@@ -156,6 +156,22 @@ struct ad_feed_change {
     const char *tenant, *type; /* NULL unless queued */
 };
 
+/* One part of a result artifact's upload (ops->artifact_write). */
+struct ad_artifact_part {
+    const char *job_id, *lease_id;
+    int fresh;         /* no offset given: start afresh, dropping what an earlier upload under the lease left */
+    uint64_t offset;   /* where the part goes: must be the bytes received so far */
+    const char *ctype; /* the content type, kept from the first part */
+    const void *data;
+    size_t len;
+    int last;            /* the upload is complete with this part */
+    uint64_t max_bytes;  /* cap on the whole artifact */
+    int has_part_digest; /* Content-Digest: the part's SHA-256 must be part_sha */
+    uint8_t part_sha[32];
+    int has_repr_digest; /* Repr-Digest (last part): the whole artifact's SHA-256 must be repr_sha */
+    uint8_t repr_sha[32];
+};
+
 /* A list of jobs returned by a query; free with ad_job_list_free. */
 struct ad_job_list {
     struct ad_job **items;
@@ -283,6 +299,31 @@ struct ad_store_ops {
     ad_err (*delivery_claim)(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner);
     /* Every pending delivery claimed by owner is due again at now (its transfers were cut: a stop, a crash). */
     ad_err (*delivery_release)(struct ad_conn *c, const char *owner, int64_t now);
+
+    /*
+     * Result artifacts: the bytes a worker uploads under its lease as a job's result, kept where every node of
+     * the store can read them (SQLite: files in the data directory, store/artifact.h; PostgreSQL: rows). An
+     * upload is visible only once the job names it (job.h, artifact); what no job names is artifact_gc's.
+     * These run outside the writer's transactions, on connections of their own (api_artifacts.c).
+     *
+     * artifact_write: a part. AD_E_OK with *offset the bytes received now, and for the last part *view, the
+     * artifact's JSON view (heap). AD_E_UPLOAD_OFFSET (*offset: the bytes received so far), AD_E_DIGEST_MISMATCH
+     * (the part is not kept; the whole upload is dropped when the artifact's digest is wrong),
+     * AD_E_PAYLOAD_TOO_LARGE, AD_E_STORAGE_FULL (the part is not kept), or the store's error. The last part is
+     * durable when it returns.
+     */
+    ad_err (*artifact_write)(struct ad_conn *c, const struct ad_artifact_part *p, uint64_t *offset, char **view);
+    /* How far the upload under lease_id got: *offset, and *done 1 once finished. AD_E_NOT_FOUND when none. */
+    ad_err (*artifact_progress)(struct ad_conn *c, const char *job_id, const char *lease_id, uint64_t *offset,
+                                int *done);
+    /* The JSON view of the finished upload under lease_id (heap). AD_E_NOT_FOUND when it is not finished. */
+    ad_err (*artifact_view)(struct ad_conn *c, const char *job_id, const char *lease_id, char **view);
+    /* Up to len bytes of the finished artifact from off into buf; *n how many (0 only past its end). */
+    ad_err (*artifact_read)(struct ad_conn *c, const char *job_id, const char *lease_id, uint64_t off, void *buf,
+                            size_t len, size_t *n);
+    /* Remove the uploads no job names: neither the live lease of a running job nor its artifact. *removed: how
+     * many. */
+    ad_err (*artifact_gc)(struct ad_conn *c, int *removed);
 
     /*
      * Changes committed by other nodes sharing the store (cluster backends; NULL for single-node ones). Every

@@ -8,6 +8,7 @@
  * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
  */
 #include "store/store_int.h"
+#include "store/artifact.h"
 #include "store/walbuf.h"
 #include "common/metrics.h"
 
@@ -1754,6 +1755,48 @@ static void sq_close(struct ad_store *s)
     free(ss);
 }
 
+/* ---- result artifacts: files in the data directory (store/artifact.h) ---- */
+
+static ad_err sq_artifact_write(struct ad_conn *c, const struct ad_artifact_part *p, uint64_t *offset, char **view)
+{
+    return ad_artifact_write(p, offset, view);
+}
+
+static ad_err sq_artifact_progress(struct ad_conn *c, const char *job_id, const char *lease_id, uint64_t *offset,
+                                   int *done)
+{
+    return ad_artifact_progress(job_id, lease_id, offset, done);
+}
+
+static ad_err sq_artifact_view(struct ad_conn *c, const char *job_id, const char *lease_id, char **view)
+{
+    return ad_artifact_view(job_id, lease_id, view);
+}
+
+static ad_err sq_artifact_read(struct ad_conn *c, const char *job_id, const char *lease_id, uint64_t off, void *buf,
+                               size_t len, size_t *n)
+{
+    return ad_artifact_read(job_id, lease_id, off, buf, len, n);
+}
+
+static int sq_artifact_keep(void *arg, const char *job_id, char *const *leases, size_t n, int *keep)
+{
+    struct ad_job *j = NULL;
+    ad_err err = sq_job_get(arg, NULL, job_id, &j);
+    if (err != AD_E_OK && err != AD_E_NOT_FOUND)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        keep[i] = ad_artifact_kept(j, leases[i]);
+    ad_job_free(j);
+    return 0;
+}
+
+static ad_err sq_artifact_gc(struct ad_conn *c, int *removed)
+{
+    *removed = ad_artifact_gc(sq_artifact_keep, c);
+    return AD_E_OK;
+}
+
 static const struct ad_store_ops sq_ops = {
     .name = "sqlite",
     .connect = sq_connect,
@@ -1778,6 +1821,11 @@ static const struct ad_store_ops sq_ops = {
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
     .job_counts = sq_job_counts,
+    .artifact_write = sq_artifact_write,
+    .artifact_progress = sq_artifact_progress,
+    .artifact_view = sq_artifact_view,
+    .artifact_read = sq_artifact_read,
+    .artifact_gc = sq_artifact_gc,
     .attempt_add = sq_attempt_add,
     .attempt_list = sq_attempt_list,
     .idem_get = sq_idem_get,
@@ -1864,6 +1912,8 @@ struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "create data directory %s: %s", dir, strerror(errno));
         return NULL;
     }
+    if (ad_artifact_init(dir, err, errlen) != 0)
+        return NULL;
     struct sq_store *s = ad_calloc(1, sizeof(*s));
     s->base.ops = &sq_ops;
     s->path = ad_asprintf("%s/acceptd.db", dir);
