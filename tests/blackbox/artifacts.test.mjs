@@ -12,7 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, api, rawRequest } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, api, rawRequest, backend } from './lib/daemon.mjs';
 import * as openapi from './lib/openapi.mjs';
 import { assertProblem, expectStatus, getJob, hget, leaseOne, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
 
@@ -117,6 +117,10 @@ async function upload(d, key, id, leaseId, data, { partSize = PART_CAP, contentT
     return last;
 }
 
+// The files of an artifact are on the node's disk with the SQLite store; with PostgreSQL (cluster mode) they are
+// rows of the database, and the checks of <dataDir>/artifacts are left out.
+const ON_DISK = backend === 'sqlite';
+
 /** Files under <dataDir>/artifacts/<id> ([] when the directory is not there). */
 function artifactFiles(d, id) {
     try {
@@ -197,8 +201,10 @@ describe('result artifacts', () => {
             assert.equal(hget(head, h), hget(got, h), `HEAD ${h}`);
         }
         // The files on disk: the done artifact of that lease, nothing left receiving.
-        assert.deepEqual(artifactFiles(d, id).filter((f) => f.endsWith('.part')), []);
-        assert.ok(artifactFiles(d, id).includes(leaseId), `artifacts/${id}: ${artifactFiles(d, id)}`);
+        if (ON_DISK) {
+            assert.deepEqual(artifactFiles(d, id).filter((f) => f.endsWith('.part')), []);
+            assert.ok(artifactFiles(d, id).includes(leaseId), `artifacts/${id}: ${artifactFiles(d, id)}`);
+        }
     });
 
     it('ranges: a-b, -n, a- answer 206 with Content-Range and those bytes; unsatisfiable 416; If-None-Match 304; If-Range', async () => {
@@ -385,7 +391,7 @@ describe('result artifacts', () => {
         const { id, leaseId } = await started('art.cut', { leaseSeconds: 2 });
         const first = patterned(256 * KiB, 31);
         expectStatus(await putPart(d, 'wa', id, leaseId, first, { last: false }), 204);
-        assert.ok(artifactFiles(d, id).length > 0, 'the first part left no file: is it stored where the spec says?');
+        if (ON_DISK) assert.ok(artifactFiles(d, id).length > 0, 'the first part left no file: is it stored where the spec says?');
 
         const n = 512 * KiB;
         await new Promise((resolve) => {
@@ -412,7 +418,8 @@ describe('result artifacts', () => {
         assertProblem(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 404, 'result-not-ready');
 
         // The lease runs out (2 s) and the collector (every second) removes the files.
-        await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 15_000, what: `artifacts/${id} to be emptied` });
+        if (ON_DISK) await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 15_000, what: `artifacts/${id} to be emptied` });
+        else await sleep(2500); // the lease runs out
         assertProblem(await putPart(d, 'wa', id, leaseId, first, { offset: first.length }), 409, 'stale-lease');
     });
 
@@ -451,11 +458,11 @@ describe('result artifacts', () => {
         const data = patterned(100 * KiB, 51);
         const { id, job } = await withArtifact('art.short', data);
         expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 200);
-        assert.ok(artifactFiles(d, id).length > 0);
+        if (ON_DISK) assert.ok(artifactFiles(d, id).length > 0);
         await sleep(Math.max(0, Date.parse(job.expiresAt) - Date.now()) + 300);
         const gone = await waitUntil(() => bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), (r) => r.status !== 200, { what: '410' });
         assertProblem(gone, 410, 'gone');
-        await waitUntil(
+        if (ON_DISK) await waitUntil(
             async () => fs.existsSync(path.join(d.dataDir, 'artifacts', id)),
             (x) => x === false,
             { timeoutMs: 10_000, what: `artifacts/${id} to be removed` },
@@ -495,7 +502,7 @@ async function killDuringUpload(d) {
     assert.ok(!res.buf.equals(partial.subarray(0, res.buf.length)) || res.buf.length === 0, 'the partial bytes were served');
     // The lease may still be live (then the upload is unfinished) or already expired.
     assertProblem(await api(d, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 409, ['artifact-incomplete', 'stale-lease']);
-    await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 20_000, what: `artifacts/${id} to be emptied after the lease expired` });
+    if (ON_DISK) await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 20_000, what: `artifacts/${id} to be emptied after the lease expired` });
 }
 
 describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
