@@ -131,6 +131,14 @@ function artifactFiles(d, id) {
     }
 }
 
+/** Stop d and check that it exited cleanly, with no sanitizer report (under ACCEPTD_SANITIZED). */
+async function stopClean(d) {
+    const { code, signal } = await d.stop();
+    assert.equal(signal, null, `acceptd died of ${signal}`);
+    assert.equal(code, 0, `acceptd exited with ${code}:\n${d.stderr.slice(-4000)}`);
+    assert.ok(!/Sanitizer|runtime error:/.test(d.stderr), d.stderr.slice(-4000));
+}
+
 function rssKiB(pid) {
     const m = /VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) : 0;
@@ -147,7 +155,7 @@ describe('result artifacts', () => {
             }),
         });
     });
-    after(() => d?.stop());
+    after(() => d && stopClean(d));
 
     async function started(type, { leaseSeconds = 30 } = {}) {
         const c = api(d, 'ka');
@@ -480,7 +488,7 @@ describe('result artifacts: kill -9 during an upload', () => {
         try {
             await killDuringUpload(d);
         } finally {
-            await d.stop();
+            await stopClean(d);
         }
     });
 });
@@ -511,7 +519,7 @@ describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
         try {
             await bigTransfer(d, t);
         } finally {
-            await d.stop();
+            await stopClean(d);
         }
     });
 });
@@ -571,5 +579,6 @@ async function bigTransfer(d, t) {
     } finally {
         clearInterval(sampler);
     }
-    assert.ok(peak - rss0 < 32 * 1024, `daemon RSS grew by ${peak - rss0} KiB (from ${rss0} KiB) during the transfer`);
+    // ASan's quarantine keeps freed parts mapped: the figure means nothing there.
+    if (!process.env.ACCEPTD_SANITIZED) assert.ok(peak - rss0 < 32 * 1024, `daemon RSS grew by ${peak - rss0} KiB (from ${rss0} KiB) during the transfer`);
 }
