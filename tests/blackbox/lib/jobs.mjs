@@ -138,7 +138,7 @@ export function assertJobShape(job) {
     });
     const hasResult = job.status === 'succeeded' || job.status === 'partialSuccess';
     if (!hasResult) assert.ok(!('result' in job), `result present while ${job.status}: ${ctx}`);
-    else assert.ok('result' in job || typeof job.resultLocation === 'string', `neither result nor resultLocation: ${ctx}`);
+    else assert.ok('result' in job || typeof job.resultLocation === 'string' || typeof job.artifact === 'object', `neither result, resultLocation nor artifact: ${ctx}`);
     if (job.status === 'failed') assert.ok(job.error && typeof job.error === 'object', `failed without error: ${ctx}`);
     else assert.ok(!('error' in job), `error present while ${job.status}: ${ctx}`);
     if (TERMINAL.includes(job.status)) {

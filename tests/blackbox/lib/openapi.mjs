@@ -166,12 +166,15 @@ function checkBody(s, response, responsePointer, { contentType, text, bodyRead, 
     }
     if (!hasBody && !contentType) return; // an empty answer (a redirect to a result elsewhere)
     const media = (contentType ?? '').split(';')[0].trim().toLowerCase();
-    const key = Object.keys(content).find((k) => k.toLowerCase() === media);
+    // The exact media type, else a range (`image/*`, `*/*`: a result artifact has its worker's type).
+    const keys = Object.keys(content);
+    const key =
+        keys.find((k) => k.toLowerCase() === media) ?? keys.find((k) => k.toLowerCase() === `${media.split('/')[0]}/*`) ?? keys.find((k) => k === '*/*');
     if (!key) {
-        problems.push(`media type ${JSON.stringify(media)} is not documented (${Object.keys(content).join(', ')})`);
+        problems.push(`media type ${JSON.stringify(media)} is not documented (${keys.join(', ')})`);
         return;
     }
-    if (!/(^application\/json$|\+json$)/.test(media)) return; // SSE streams, Prometheus text: not JSON Schema's
+    if (!/(^application\/json$|\+json$)/.test(key.toLowerCase())) return; // SSE streams, Prometheus text, bytes: not JSON Schema's
     if (!content[key].schema) return;
     let body;
     try {

@@ -119,6 +119,12 @@ static void test_documented_problems(void **state)
         {AD_E_UNAVAILABLE, "unavailable", 503},
         {AD_E_STORAGE_FULL, "storage-full", 503},
         {AD_E_INTERNAL, "internal", 500},
+        /* "Result artifacts" */
+        {AD_E_DIGEST_MISMATCH, "digest-mismatch", 400},
+        {AD_E_UPLOAD_OFFSET, "upload-offset-mismatch", 409},
+        {AD_E_ARTIFACT_INCOMPLETE, "artifact-incomplete", 409},
+        {AD_E_RANGE_NOT_SATISFIABLE, "range-not-satisfiable", 416},
+        {AD_E_NOT_IMPLEMENTED, "not-implemented", 501},
     };
     for (size_t i = 0; i < sizeof(doc) / sizeof(doc[0]); i++) {
         assert_string_equal(ad_err_code(doc[i].e), doc[i].code);
