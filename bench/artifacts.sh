@@ -2,8 +2,8 @@
 # bench/artifacts.sh - result artifacts (issue 42): moving a big file through acceptd against the tools that
 # move the same bytes on the same disk in the same run. Lines (MiB/s; each the median of BENCH_ROUNDS rounds,
 # default 3, a ratio the median of the ratios within each round, then their spread, as in bench/http.sh):
-#   dd-fsync        dd if=SRC of=FILE bs=8M conv=fsync          (the upload's reference)
-#   upload          PUT /v1/jobs/{id}/result in 8 MiB parts, one curl on one connection (--next), the parts split
+#   dd-fsync        dd if=SRC of=FILE bs=4M conv=fsync          (the upload's reference)
+#   upload          PUT /v1/jobs/{id}/result in 4 MiB parts, one curl on one connection (--next), the parts split
 #                   beforehand into files (each part appended and, the last one, fsync'd; the time includes the
 #                   hashing the daemon does)
 #   client-sink     the same curl PUTting the same parts to nginx, which drops them: the client's own ceiling
@@ -18,11 +18,11 @@ set -euo pipefail
 
 : "${BENCH_ROUNDS:=3}"
 : "${BENCH_ARTIFACT_MB:=1024}"
-PART=$((8 * 1024 * 1024))
+PART=$((4 * 1024 * 1024))
 BYTES=$((BENCH_ARTIFACT_MB * 1024 * 1024))
 
 bench_init
-echo "artifacts: $BENCH_ARTIFACT_MB MiB, parts of 8 MiB; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //') worker_processes 1, sendfile on"
+echo "artifacts: $BENCH_ARTIFACT_MB MiB, parts of 4 MiB; $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //') worker_processes 1, sendfile on"
 
 SRC="$BENCH_TMP/src.bin"
 head -c "$BYTES" /dev/urandom >"$SRC"
@@ -119,7 +119,7 @@ get()
 
 for round in $(seq "$BENCH_ROUNDS"); do
     t0=$(now)
-    dd if="$SRC" of="$BENCH_TMP/dd.out" bs=8M conv=fsync status=none
+    dd if="$SRC" of="$BENCH_TMP/dd.out" bs=4M conv=fsync status=none
     t1=$(now)
     rm -f "$BENCH_TMP/dd.out"
     rate dd-fsync "$BYTES" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ART_CHUNK (256 * 1024) /* bytes read from the file per write to the client */
@@ -159,7 +160,6 @@ void ad_api_artifacts_stop(void)
 }
 
 /* ---- upload ---- */
-
 
 struct part_op {
     struct ad_op op;
@@ -354,9 +354,8 @@ static ad_err progress_apply(struct ad_op *op, struct ad_conn *c)
 static void progress_answer(struct ad_api_read *rd, struct ad_request *r)
 {
     struct progress_read *x = (struct progress_read *)rd;
-    if (r != NULL && rd->op.err == AD_E_NOT_FOUND) {
-        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no upload under lease %.64s", x->lease_id);
-    } else if (r != NULL && rd->op.err != AD_E_OK) {
+    /* No upload under the lease (none yet, or one discarded) answers as one at 0: send from the start. */
+    if (r != NULL && rd->op.err != AD_E_OK && rd->op.err != AD_E_NOT_FOUND) {
         ad_api_fail(r, rd->op.err);
     } else if (r != NULL) {
         char n[24];
@@ -555,15 +554,20 @@ static int parse_range(const char *v, uint64_t size, uint64_t *from, uint64_t *t
     return 1;
 }
 
-/* The entity tag of an artifact: its SHA-256 (base64 from the view's digest). */
+/* The entity tag of an artifact: its SHA-256 in hex, from the view's digest (base64). */
 static int artifact_etag(const char *digest, char *out, size_t len)
 {
     const char *p = strstr(digest, "sha-256=:");
-    if (p == NULL)
+    if (p == NULL || len < 2 * AD_SHA256_LEN + 3)
         return -1;
     p += strlen("sha-256=:");
-    size_t n = strcspn(p, ":");
-    return snprintf(out, len, "\"%.*s\"", (int)n, p) < (int)len ? 0 : -1;
+    unsigned char md[48];
+    if (strcspn(p, ":") != 44 || EVP_DecodeBlock(md, (const unsigned char *)p, 44) != 33)
+        return -1;
+    out[0] = '"';
+    ad_hex_encode(md, AD_SHA256_LEN, out + 1);
+    memcpy(out + 1 + 2 * AD_SHA256_LEN, "\"", 2);
+    return 0;
 }
 
 static int etag_in(const char *list, const char *etag)
@@ -592,6 +596,12 @@ int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j)
     }
     ad_http_header(req, H2O_TOKEN_ETAG, etag);
     ad_http_header_str(req, "repr-digest", digest);
+    time_t finished = (time_t)(j->finished_at / 1000);
+    struct tm gmt;
+    char date[H2O_TIMESTR_RFC1123_LEN + 1];
+    gmtime_r(&finished, &gmt);
+    h2o_time2str_rfc1123(date, &gmt);
+    ad_http_header(req, H2O_TOKEN_LAST_MODIFIED, date);
     ad_http_header(req, H2O_TOKEN_CACHE_CONTROL, "private, no-cache");
     ad_http_header(req, H2O_TOKEN_ACCEPT_RANGES, "bytes");
     if (etag_in(ad_http_get(req, H2O_TOKEN_IF_NONE_MATCH), etag)) {
@@ -642,7 +652,7 @@ int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j)
 
 void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j)
 {
-    int64_t exp = ad_now_ms() / 1000 + ad_hub.cfg->artifacts.url_lifetime_ms / 1000;
+    int64_t exp = (ad_now_ms() + ad_hub.cfg->artifacts.url_lifetime_ms + 999) / 1000; /* at least the lifetime */
     char sig[AD_VALET_SIG_LEN + 1];
     ad_valet_sign(j->id, exp, sig);
     ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/jobs/%s/result?exp=%lld&sig=%s", j->id, (long long)exp, sig);

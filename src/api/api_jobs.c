@@ -1111,7 +1111,7 @@ static int answer_final(struct ad_request *r, const struct ad_job *j)
 
 int ad_api_get_result(struct ad_request *r)
 {
-    if (ad_http_get_str(r->req, "lease-id") != NULL)
+    if (ad_http_get_str(r->req, "lease-id") != NULL || ad_http_query(r, "leaseId") != NULL)
         return ad_api_upload_progress(r);
     return ad_api_lookup(r, r->id, get_result_found, NULL);
 }

@@ -922,7 +922,7 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->idempotency_ttl_ms = day;
     cfg->sweep_interval_ms = 1000;
     cfg->max_body_bytes = 1024 * 1024;
-    cfg->max_upload_part_bytes = 8 * 1024 * 1024;
+    cfg->max_upload_part_bytes = 4 * 1024 * 1024;
     cfg->max_result_bytes = (size_t)4 << 30;
     cfg->artifacts.url_lifetime_ms = 3600 * 1000;
     cfg->artifacts.gc_interval_ms = 60 * 1000;

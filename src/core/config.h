@@ -116,7 +116,7 @@ struct ad_config {
     int64_t idempotency_ttl_ms;    /* how long idempotency keys are kept: default 24h */
     int64_t sweep_interval_ms;     /* retention sweeper period: default 1s */
     size_t max_body_bytes;         /* request body cap: default 1 MiB */
-    size_t max_upload_part_bytes;  /* body cap of one part of a result artifact's upload: default 8 MiB */
+    size_t max_upload_part_bytes;  /* body cap of one part of a result artifact's upload: default 4 MiB */
     size_t max_result_bytes;       /* cap on a result artifact: default 4 GiB */
     int max_wait_seconds;          /* cap for wait=N on long polls: default 60 */
     int default_max_attempts;      /* default 3 */

@@ -4,7 +4,7 @@
 // that never complete (cut off, lease lost, daemon killed) are never visible and the collector removes their
 // files; retention removes the bytes of an expired job.
 //
-//   ACCEPTD_TEST_ARTIFACT_MB  size of the big artifact (default 1024: 1 GiB in 8 MiB parts)
+//   ACCEPTD_TEST_ARTIFACT_MB  size of the big artifact (default 1024: 1 GiB in 4 MiB parts)
 
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -520,7 +520,7 @@ async function killDuringUpload(d) {
     if (ON_DISK) await waitUntil(async () => artifactFiles(d, id), (f) => f.length === 0, { timeoutMs: 20_000, what: `artifacts/${id} to be emptied after the lease expired` });
 }
 
-describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
+describe(`result artifacts: ${BIG_MB} MiB in 4 MiB parts`, () => {
     it('uploads and downloads with the same sha-256 while the daemon RSS grows by less than 32 MiB', { timeout: 15 * 60_000 }, async (t) => {
         const d = await startDaemon({ config: config({ limits: '{ maxBodyBytes: 4096, maxWaitSeconds: 5 }', artifacts: artifactsConf({ gc: 60 }) }) });
         try {
@@ -531,9 +531,9 @@ describe(`result artifacts: ${BIG_MB} MiB in 8 MiB parts`, () => {
     });
 });
 
-/** BIG_MB MiB up in 8 MiB parts and down, hashed on the fly, with the daemon's RSS sampled throughout. */
+/** BIG_MB MiB up in 4 MiB parts and down, hashed on the fly, with the daemon's RSS sampled throughout. */
 async function bigTransfer(d, t) {
-    const part = 8 * MiB;
+    const part = 4 * MiB;
     const total = BIG_MB * MiB;
     const base = patterned(part, 99);
     const buf = Buffer.allocUnsafe(part);
