@@ -450,9 +450,17 @@ static ad_err result_apply(struct ad_op *op, struct ad_conn *c)
 static void result_done(struct ad_op *op)
 {
     struct result_op *x = (struct result_op *)op;
-    for (size_t i = 0; i < x->n; i++)
+    int retry = 0;
+    for (size_t i = 0; i < x->n; i++) {
         busy_remove(x->d[i]->seq);
-    wake();
+        retry |= x->d[i]->state == AD_DLV_PENDING;
+    }
+    /* A delivery that ended frees nothing to start; one to retry is due later, which the thread must learn; and
+     * outcomes not recorded leave their deliveries due in the store, sooner than the rows the thread kept. */
+    if (op->err != AD_E_OK)
+        wake_reread();
+    else if (retry)
+        wake();
     ad_op_free(op);
 }
 
@@ -1077,20 +1085,22 @@ static void wait_events(int64_t wait_ms)
 static void *delivery_main(void *arg)
 {
     size_t conc = (size_t)eng.cfg->webhooks.concurrency, room_at = (conc + 3) / 4;
+    /* A quarter of one endpoint's share: with a single busy endpoint, the slots that matter are its own. */
+    size_t per_at = ((size_t)eng.cfg->webhooks.per_endpoint + 3) / 4, need = per_at < room_at ? per_at : room_at;
     int64_t next_sweep = ad_mono_ms() + 1000;
-    int room = 0; /* transfers ended since the last scan */
+    size_t room = 0; /* transfers ended since the last scan */
     while (!atomic_load(&eng.stopping)) {
         int64_t now = ad_now_ms();
-        /* Ended transfers alone bring a scan only once a quarter of the slots are free: a scan per
-         * transfer would read the whole busy window each time. */
-        int roomy = room && conc - eng.inflight >= room_at;
+        /* Ended transfers alone bring a scan only once a quarter of the slots are free and a quarter of an
+         * endpoint's share has ended (or little is left in flight): each scan is a new snapshot, and after
+         * the writer's last commit that means reading the store's pages again. */
+        int roomy = room > 0 && conc - eng.inflight >= room_at && (room >= need || eng.inflight < need);
         if (atomic_exchange(&eng.dirty, 0) || now >= eng.next_due || roomy) {
             room = 0;
             scan(now, atomic_exchange(&eng.reread, 0) || now >= eng.next_due);
         }
         curl_timeout(); /* a transfer just added is started by its timeout of 0 */
-        if (reap() > 0)
-            room = 1;
+        room += (size_t)reap();
         flush_results();
         if (ad_mono_ms() >= next_sweep) {
             struct sweep_op *x = ad_calloc(1, sizeof(*x));
@@ -1104,11 +1114,11 @@ static void *delivery_main(void *arg)
         int64_t wait = next_sweep - ad_mono_ms();
         if (eng.next_due != INT64_MAX && eng.next_due - ad_now_ms() < wait)
             wait = eng.next_due - ad_now_ms();
-        if (atomic_load(&eng.dirty) || (room && conc - eng.inflight >= room_at) || wait < 0)
+        if (atomic_load(&eng.dirty) || wait < 0 ||
+            (room > 0 && conc - eng.inflight >= room_at && (room >= need || eng.inflight < need)))
             wait = 0;
         wait_events(wait);
-        if (reap() > 0)
-            room = 1;
+        room += (size_t)reap();
         flush_results();
     }
     return NULL;
