@@ -1033,8 +1033,12 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         .events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0),
         .data.fd = s,
     };
-    if (epoll_ctl(eng.epfd, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT)
-        epoll_ctl(eng.epfd, EPOLL_CTL_ADD, s, &ev);
+    /* socketp is what we assigned when we added s; curl forgets it with the socket's REMOVE. */
+    if (socketp != NULL && epoll_ctl(eng.epfd, EPOLL_CTL_MOD, s, &ev) == 0)
+        return 0;
+    if (epoll_ctl(eng.epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
+        epoll_ctl(eng.epfd, EPOLL_CTL_MOD, s, &ev);
+    curl_multi_assign(eng.multi, s, &eng);
     return 0;
 }
 
