@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define SWEEP_BATCH 5000
@@ -297,11 +299,15 @@ static struct {
     struct ad_store *store;
     struct ad_conn *conn; /* delivery thread's read connection */
     CURLM *multi;         /* NULL once stopped; read by other threads under mu */
+    int epfd;             /* the sockets curl asks us to watch, and wakefd */
+    int wakefd;           /* eventfd: wake() writes it; -1 once stopped; read by other threads under mu */
+    int64_t curl_at;      /* monotonic ms when curl wants its timeout handled; INT64_MAX = never */
     struct ad_resolver *resolver;
     pthread_t thread;
     int started;
     atomic_int stopping;
-    atomic_int dirty; /* new work may be due: scan on the next turn */
+    atomic_int dirty;  /* new work may be due: scan on the next turn */
+    atomic_int reread; /* and rows sooner than those in due may be in the store: read it again */
     struct flight *flights;
     size_t inflight;
     CURL **idle; /* easy handles kept for reuse, up to the concurrency */
@@ -310,8 +316,12 @@ static struct {
     pthread_mutex_t mu;
     int64_t *busy; /* seqs; under mu */
     size_t nbusy, capbusy;
+    /* The soonest due rows read from the store and not started yet, soonest first: the next scans start from
+     * them and read the store again only once they are used up (scan). */
+    struct ad_due *due;
+    size_t ndue, capdue;
     char node[33]; /* this node's name on the deliveries it claims (cluster stores); kept in the data dir */
-} eng = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakefd = -1};
 
 /* Any thread. Only the wake that sets the flag needs to interrupt the poll: the thread looks at the flag
  * before it sleeps. */
@@ -320,14 +330,25 @@ static void wake(void)
     if (atomic_exchange(&eng.dirty, 1))
         return;
     pthread_mutex_lock(&eng.mu);
-    if (eng.multi != NULL)
-        curl_multi_wakeup(eng.multi);
+    if (eng.wakefd >= 0) {
+        uint64_t one = 1;
+        if (write(eng.wakefd, &one, sizeof(one)) < 0) { /* EAGAIN: the counter is full, a wake is pending anyway */
+        }
+    }
     pthread_mutex_unlock(&eng.mu);
 }
 
+/* Any thread: wake, and have the next scan read the store instead of starting what it read before. */
+static void wake_reread(void)
+{
+    atomic_store(&eng.reread, 1);
+    wake();
+}
+
+/* A name was resolved: the deliveries that waited for it were dropped from the due rows. */
 static void resolver_wake(void *arg)
 {
-    wake();
+    wake_reread();
 }
 
 /* Writer thread, after each batch. */
@@ -429,9 +450,17 @@ static ad_err result_apply(struct ad_op *op, struct ad_conn *c)
 static void result_done(struct ad_op *op)
 {
     struct result_op *x = (struct result_op *)op;
-    for (size_t i = 0; i < x->n; i++)
+    int retry = 0;
+    for (size_t i = 0; i < x->n; i++) {
         busy_remove(x->d[i]->seq);
-    wake();
+        retry |= x->d[i]->state == AD_DLV_PENDING;
+    }
+    /* A delivery that ended frees nothing to start; one to retry is due later, which the thread must learn; and
+     * outcomes not recorded leave their deliveries due in the store, sooner than the rows the thread kept. */
+    if (op->err != AD_E_OK)
+        wake_reread();
+    else if (retry)
+        wake();
     ad_op_free(op);
 }
 
@@ -563,8 +592,8 @@ struct signer {
 
 struct scan_state {
     int64_t now;
-    int64_t *busy; /* sorted copy taken before the snapshot */
-    size_t nbusy;
+    int64_t *busy; /* sorted copy taken before the snapshot, and the deliveries this scan started */
+    size_t nbusy, capbusy;
     struct signer signers[SIGNERS_MAX];
     size_t nsigners;
 };
@@ -730,6 +759,19 @@ static int64_t claim_ms(void)
     return (int64_t)eng.cfg->webhooks.timeout_seconds * 1000 + CLAIM_MARGIN_MS;
 }
 
+/* A delivery this scan started: the snapshot still shows it due, so a later read in the scan must skip it. */
+static void scan_busy_add(struct scan_state *ss, int64_t seq)
+{
+    if (ss->nbusy == ss->capbusy) {
+        ss->capbusy = ss->capbusy * 2 + 16;
+        ss->busy = ad_realloc(ss->busy, ss->capbusy * sizeof(*ss->busy));
+    }
+    size_t i = ss->nbusy++;
+    for (; i > 0 && ss->busy[i - 1] > seq; i--)
+        ss->busy[i] = ss->busy[i - 1];
+    ss->busy[i] = seq;
+}
+
 /* Send the delivery with this seq if it is still due. */
 static void start(struct scan_state *ss, int64_t seq)
 {
@@ -747,6 +789,7 @@ static void start(struct scan_state *ss, int64_t seq)
     }
     if (s->disabled) { /* left pending by a race with the 410 that disabled it: a dead letter, never sent */
         busy_add(seq);
+        scan_busy_add(ss, seq);
         d->state = AD_DLV_DEAD;
         free(d->last_error);
         d->last_error = ad_strdup("not sent: the endpoint is disabled");
@@ -768,6 +811,7 @@ static void start(struct scan_state *ss, int64_t seq)
         return;
     }
     busy_add(seq);
+    scan_busy_add(ss, seq);
     if (r == AD_RESOLVE_OK && s->unshown)
         snprintf(why, sizeof(why),
                  "not sent: the callback secret was never shown; POST /v1/webhooks/callback:rotate shows a new one");
@@ -864,23 +908,35 @@ static size_t full_endpoints(size_t per, const char **out)
 }
 
 /* Start the due deliveries among the n in due that are not in flight, while there is room, skipping those of
- * endpoints that have their share in flight. Returns whether it skipped any for that reason. */
-static int start_due(struct scan_state *ss, const struct ad_due *due, size_t n)
+ * endpoints that have their share in flight. Returns whether it skipped any for that reason. With kept, the rows
+ * that may still be started (skipped for their endpoint's share, or not reached for want of room) are moved to
+ * the front of due, soonest first, and *kept says how many; the others are dropped. */
+static int start_due(struct scan_state *ss, struct ad_due *due, size_t n, size_t *kept)
 {
     size_t conc = (size_t)eng.cfg->webhooks.concurrency, per = (size_t)eng.cfg->webhooks.per_endpoint;
     int skipped = 0;
-    for (size_t i = 0; i < n && eng.inflight < conc; i++) {
+    size_t i, k = 0;
+    for (i = 0; i < n && eng.inflight < conc; i++) {
         if (due[i].next_at > ss->now) {
             if (due[i].next_at < eng.next_due)
                 eng.next_due = due[i].next_at;
+            n = i; /* these and the later ones are read again once due */
             break;
         }
         if (bsearch(&due[i].seq, ss->busy, ss->nbusy, sizeof(*ss->busy), seq_cmp) != NULL)
             continue;
-        if (endpoint_inflight(due[i].webhook_id) >= per)
+        if (endpoint_inflight(due[i].webhook_id) >= per) {
             skipped = 1;
-        else
+            if (kept != NULL)
+                due[k++] = due[i];
+        } else {
             start(ss, due[i].seq);
+        }
+    }
+    if (kept != NULL) {
+        for (; i < n; i++)
+            due[k++] = due[i];
+        *kept = k;
     }
     return skipped;
 }
@@ -890,39 +946,66 @@ static int start_due(struct scan_state *ss, const struct ad_due *due, size_t n)
  * before the snapshot is taken: a delivery that left it later had its outcome committed after the snapshot,
  * so it is still in the copy and skipped, and every other row the snapshot shows is current.
  *
+ * The due rows read are kept (eng.due) and started over the next scans: reading them again each time would
+ * read the whole busy window (the rows in flight or with their outcome not committed) for the few that a
+ * turn has room for, which was most of this thread's store time. The kept rows are the soonest due, so rows
+ * written later (new events, retries, redeliveries: due now or later) come after them, and start() reads each
+ * row again before sending it. The store is read again when they are used up, when something may have put a
+ * sooner row there (reread: a name resolved, the start), and when a known due time comes (next_due).
+ *
  * Fairness: an endpoint has at most perEndpoint transfers in flight, so a slow one cannot take every slot
  * from the others. The soonest due rows are read as they come, skipping endpoints at their share. When that
  * skipped some and left room, the others' rows may lie behind a long backlog of those endpoints; reading
  * past it walks the whole backlog, so that second read, without them, runs at most every FAIR_SCAN_MS.
  */
-static void scan(int64_t now)
+static void scan(int64_t now, int reread)
 {
     static int64_t next_fair;
     size_t conc = (size_t)eng.cfg->webhooks.concurrency;
-    eng.next_due = INT64_MAX;
+    if (reread) {
+        eng.ndue = 0;
+        eng.next_due = INT64_MAX;
+    }
     if (eng.inflight >= conc)
         return; /* a transfer ending makes room and brings us back */
     struct scan_state ss = {.now = now};
     pthread_mutex_lock(&eng.mu);
     ss.nbusy = eng.nbusy;
-    ss.busy = ad_malloc((ss.nbusy + 1) * sizeof(*ss.busy));
+    ss.capbusy = ss.nbusy + conc - eng.inflight; /* a scan starts at most that many */
+    ss.busy = ad_malloc(ss.capbusy * sizeof(*ss.busy));
     if (ss.nbusy > 0)
         memcpy(ss.busy, eng.busy, ss.nbusy * sizeof(*ss.busy));
     pthread_mutex_unlock(&eng.mu);
     qsort(ss.busy, ss.nbusy, sizeof(*ss.busy), seq_cmp);
-    size_t limit = ss.nbusy + conc - eng.inflight, n = 0;
-    struct ad_due *due = ad_malloc(limit * sizeof(*due));
     const struct ad_store_ops *st = setup.st;
-    if (st->snapshot_begin(eng.conn) != AD_E_OK ||
-        st->delivery_due(eng.conn, NULL, 0, (int)limit, due, &n) != AD_E_OK) {
+    int skipped = 0, ok = st->snapshot_begin(eng.conn) == AD_E_OK;
+    if (ok && eng.ndue > 0)
+        skipped = start_due(&ss, eng.due, eng.ndue, &eng.ndue);
+    if (ok && eng.ndue == 0 && eng.inflight < conc) {
+        /* Enough for a few turns past the busy window. */
+        size_t limit = ss.nbusy + 4 * conc, n = 0;
+        if (limit > eng.capdue) {
+            eng.capdue = limit;
+            eng.due = ad_realloc(eng.due, eng.capdue * sizeof(*eng.due));
+        }
+        eng.next_due = INT64_MAX;
+        ok = st->delivery_due(eng.conn, NULL, 0, (int)limit, eng.due, &n) == AD_E_OK;
+        if (ok)
+            skipped = start_due(&ss, eng.due, n, &eng.ndue);
+    }
+    if (!ok) {
+        eng.ndue = 0;
         eng.next_due = now + 1000; /* the store is in trouble (logged): look again in a second */
-    } else if (start_due(&ss, due, n) && eng.inflight < conc) {
+    } else if (skipped && eng.inflight < conc) {
         if (now >= next_fair || next_fair - now > FAIR_SCAN_MS) { /* (the clock may have been set back) */
             next_fair = now + FAIR_SCAN_MS;
             const char *full[AD_DUE_EXCLUDE_MAX];
-            size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full);
+            size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full), n = 0;
+            size_t limit = ss.nbusy + conc - eng.inflight;
+            struct ad_due *due = ad_malloc(limit * sizeof(*due));
             if (st->delivery_due(eng.conn, full, nfull, (int)limit, due, &n) == AD_E_OK)
-                start_due(&ss, due, n);
+                start_due(&ss, due, n, NULL);
+            free(due);
         } else if (next_fair < eng.next_due) {
             eng.next_due = next_fair;
         }
@@ -933,27 +1016,95 @@ static void scan(int64_t now)
     for (size_t i = 0; i < ss.nsigners; i++)
         signer_clear(&ss.signers[i]);
     free(ss.busy);
-    free(due);
+}
+
+/*
+ * Curl's socket interface: we watch the sockets it names with epoll and tell it which one is ready, so a turn
+ * costs what the ready transfers cost. curl_multi_perform walks every transfer in flight and polls each socket
+ * once per call, which was most of this thread's time with a busy receiver.
+ */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(eng.epfd, EPOLL_CTL_DEL, s, NULL); /* (fails harmlessly when curl closed it already) */
+        return 0;
+    }
+    struct epoll_event ev = {
+        .events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0),
+        .data.fd = s,
+    };
+    /* socketp is what we assigned when we added s; curl forgets it with the socket's REMOVE. */
+    if (socketp != NULL && epoll_ctl(eng.epfd, EPOLL_CTL_MOD, s, &ev) == 0)
+        return 0;
+    if (epoll_ctl(eng.epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
+        epoll_ctl(eng.epfd, EPOLL_CTL_MOD, s, &ev);
+    curl_multi_assign(eng.multi, s, &eng);
+    return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    eng.curl_at = timeout_ms < 0 ? INT64_MAX : ad_mono_ms() + timeout_ms;
+    return 0;
+}
+
+/* Let curl handle its timeout when it is due. */
+static void curl_timeout(void)
+{
+    if (eng.curl_at > ad_mono_ms())
+        return;
+    int running;
+    eng.curl_at = INT64_MAX; /* set again by on_timer when curl wants another */
+    curl_multi_socket_action(eng.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+}
+
+#define EVENTS_MAX 64
+
+/* Wait up to wait_ms for a socket, a wake or curl's timer, and hand the ready sockets to curl. */
+static void wait_events(int64_t wait_ms)
+{
+    struct epoll_event evs[EVENTS_MAX];
+    int64_t curl_wait = eng.curl_at == INT64_MAX ? INT64_MAX : eng.curl_at - ad_mono_ms();
+    if (curl_wait < wait_ms)
+        wait_ms = curl_wait;
+    if (wait_ms < 0)
+        wait_ms = 0;
+    int n = epoll_wait(eng.epfd, evs, EVENTS_MAX, wait_ms > INT32_MAX ? INT32_MAX : (int)wait_ms);
+    for (int i = 0; i < n; i++) {
+        if (evs[i].data.fd == eng.wakefd) {
+            uint64_t v;
+            if (read(eng.wakefd, &v, sizeof(v)) < 0) { /* EAGAIN: drained by an earlier event */
+            }
+            continue;
+        }
+        int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                    (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                    (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+        int running;
+        curl_multi_socket_action(eng.multi, evs[i].data.fd, flags, &running);
+    }
+    curl_timeout();
 }
 
 static void *delivery_main(void *arg)
 {
     size_t conc = (size_t)eng.cfg->webhooks.concurrency, room_at = (conc + 3) / 4;
+    /* A quarter of one endpoint's share: with a single busy endpoint, the slots that matter are its own. */
+    size_t per_at = ((size_t)eng.cfg->webhooks.per_endpoint + 3) / 4, need = per_at < room_at ? per_at : room_at;
     int64_t next_sweep = ad_mono_ms() + 1000;
-    int room = 0; /* transfers ended since the last scan */
+    size_t room = 0; /* transfers ended since the last scan */
     while (!atomic_load(&eng.stopping)) {
         int64_t now = ad_now_ms();
-        /* Ended transfers alone bring a scan only once a quarter of the slots are free: a scan per
-         * transfer would read the whole busy window each time. */
-        int roomy = room && conc - eng.inflight >= room_at;
+        /* Ended transfers alone bring a scan only once a quarter of the slots are free and a quarter of an
+         * endpoint's share has ended (or little is left in flight): each scan is a new snapshot, and after
+         * the writer's last commit that means reading the store's pages again. */
+        int roomy = room > 0 && conc - eng.inflight >= room_at && (room >= need || eng.inflight < need);
         if (atomic_exchange(&eng.dirty, 0) || now >= eng.next_due || roomy) {
             room = 0;
-            scan(now);
+            scan(now, atomic_exchange(&eng.reread, 0) || now >= eng.next_due);
         }
-        int running = 0;
-        curl_multi_perform(eng.multi, &running);
-        if (reap() > 0)
-            room = 1;
+        curl_timeout(); /* a transfer just added is started by its timeout of 0 */
+        room += (size_t)reap();
         flush_results();
         if (ad_mono_ms() >= next_sweep) {
             struct sweep_op *x = ad_calloc(1, sizeof(*x));
@@ -964,16 +1115,15 @@ static void *delivery_main(void *arg)
             ad_writer_submit(&x->op);
             next_sweep = ad_mono_ms() + (atomic_load(&sweep_full) ? 1000 : SWEEP_PERIOD_MS);
         }
-        long curl_ms = -1;
-        curl_multi_timeout(eng.multi, &curl_ms);
         int64_t wait = next_sweep - ad_mono_ms();
-        if (curl_ms >= 0 && curl_ms < wait)
-            wait = curl_ms;
         if (eng.next_due != INT64_MAX && eng.next_due - ad_now_ms() < wait)
             wait = eng.next_due - ad_now_ms();
-        if (atomic_load(&eng.dirty) || (room && conc - eng.inflight >= room_at) || wait < 0)
+        if (atomic_load(&eng.dirty) || wait < 0 ||
+            (room > 0 && conc - eng.inflight >= room_at && (room >= need || eng.inflight < need)))
             wait = 0;
-        curl_multi_poll(eng.multi, NULL, 0, (int)wait, NULL);
+        wait_events(wait);
+        room += (size_t)reap();
+        flush_results();
     }
     return NULL;
 }
@@ -1032,11 +1182,23 @@ int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const 
         snprintf(err, errlen, "cannot initialise libcurl");
         return -1;
     }
+    eng.epfd = epoll_create1(EPOLL_CLOEXEC);
+    eng.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event wev = {.events = EPOLLIN, .data.fd = eng.wakefd};
+    if (eng.epfd < 0 || eng.wakefd < 0 || epoll_ctl(eng.epfd, EPOLL_CTL_ADD, eng.wakefd, &wev) != 0) {
+        snprintf(err, errlen, "webhook delivery thread: epoll: %s", strerror(errno));
+        return -1;
+    }
+    eng.curl_at = INT64_MAX;
+    curl_multi_setopt(eng.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(eng.multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(eng.multi, CURLMOPT_MAXCONNECTS, (long)cfg->webhooks.concurrency * 2);
     eng.idle = ad_calloc((size_t)cfg->webhooks.concurrency, sizeof(*eng.idle));
     eng.next_due = INT64_MAX;
     atomic_store(&eng.stopping, 0);
     atomic_store(&eng.dirty, 1); /* whatever was pending before a restart */
+    atomic_store(&eng.reread, 1);
+    eng.ndue = 0;
     eng.resolver = ad_resolver_new(&setup.guard, resolver_wake, NULL);
     ad_writer_set_batch_hook(batch_hook);
     if (pthread_create(&eng.thread, NULL, delivery_main, NULL) != 0) {
@@ -1055,7 +1217,8 @@ void ad_webhook_stop(void)
     eng.started = 0;
     ad_writer_set_batch_hook(NULL);
     atomic_store(&eng.stopping, 1);
-    curl_multi_wakeup(eng.multi);
+    atomic_store(&eng.dirty, 0); /* so that wake() writes the event fd */
+    wake();
     pthread_join(eng.thread, NULL);
     while (eng.flights != NULL) {
         ad_delivery_free(eng.flights->d);
@@ -1071,11 +1234,18 @@ void ad_webhook_stop(void)
     pthread_mutex_lock(&eng.mu);
     CURLM *m = eng.multi;
     eng.multi = NULL;
+    close(eng.wakefd);
+    eng.wakefd = -1;
     free(eng.busy);
     eng.busy = NULL;
     eng.nbusy = eng.capbusy = 0;
+    free(eng.due);
+    eng.due = NULL;
+    eng.ndue = eng.capdue = 0;
     pthread_mutex_unlock(&eng.mu);
     curl_multi_cleanup(m);
+    close(eng.epfd);
+    eng.epfd = -1;
     curl_global_cleanup();
     eng.store->ops->disconnect(eng.conn);
     eng.conn = NULL;
