@@ -2463,7 +2463,7 @@ static ad_err art_gc(struct ad_conn *c, int *removed)
                    0, NULL, NULL, NULL, 0, &r, "collect artifacts");
     art_end(c);
     if (err == AD_E_OK) {
-        *removed = atoi(PQcmdTuples(r));
+        *removed = (int)strtol(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
     return err;
