@@ -16,6 +16,7 @@ import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, startDaemon, standardConfig, api, rawRequest, backend } from './lib/daemon.mjs';
 import * as openapi from './lib/openapi.mjs';
+import { openSse } from './lib/sse.mjs';
 import { HTTP_DATE, assertJobShape, assertProblem, expectStatus, getJob, hget, leaseOne, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
 
 const KiB = 1024;
@@ -197,6 +198,15 @@ describe('result artifacts', () => {
         const read = await getJob(api(d, 'ka'), id);
         assertJobShape(read);
         assert.deepEqual(read.artifact, want);
+        // The done event of the job's stream carries it too (webhooks send the same job view).
+        const sse = await openSse(`${d.url}/v1/jobs/${id}/events`, { headers: { authorization: 'Bearer ka' } });
+        try {
+            await sse.waitFor((c) => c.events.some((e) => e.event === 'done'), 10_000, 'the done event');
+            const done = JSON.parse(sse.events.find((e) => e.event === 'done').data);
+            assert.deepEqual(done.artifact, want, JSON.stringify(done));
+        } finally {
+            sse.close();
+        }
 
         const got = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 200);
         assert.equal(got.buf.length, data.length);
