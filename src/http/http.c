@@ -516,8 +516,10 @@ static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostrea
         ad_err err = err_for_status(req->res.status);
         const char *detail = req->res.reason;
         if (req->res.status == 413) {
-            char *buf = h2o_mem_alloc_pool(&req->pool, 80);
-            snprintf(buf, 80, "the body is larger than the limit of %zu bytes",
+            char *buf = h2o_mem_alloc_pool(&req->pool, 160);
+            snprintf(buf, 160,
+                     "the body is larger than the limit of %zu bytes (limits.maxBodyBytes, or "
+                     "limits.maxUploadPartBytes for a part of a result artifact)",
                      ((struct problem_filter *)self)->body_limit);
             detail = buf;
         }

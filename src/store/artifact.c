@@ -107,9 +107,14 @@ static int art_path(char *out, size_t len, const char *job, const char *lease, c
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static ad_err errno_err(int e)
+/* A failed file operation's error; what is not the disk filling up is logged, as nothing else says why. */
+#define errno_err(e) errno_err_at((e), __LINE__)
+static ad_err errno_err_at(int e, int line)
 {
-    return e == ENOSPC || e == EDQUOT ? AD_E_STORAGE_FULL : AD_E_INTERNAL;
+    if (e == ENOSPC || e == EDQUOT)
+        return AD_E_STORAGE_FULL;
+    ad_error("artifacts: a file operation failed (artifact.c:%d): %s", line, strerror(e));
+    return AD_E_INTERNAL;
 }
 
 /* Write all of len bytes at off. */
