@@ -10,7 +10,6 @@
  * the digest checked is the one the job document carries.
  */
 #include "cli/cli_int.h"
-#include "common/sign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +71,8 @@ static int parse_digest(const char *d, uint8_t out[AD_SHA256_LEN])
     const char *b = d + strlen(DIGEST_PREFIX);
     size_t n = strcspn(b, ":");
     uint8_t buf[48];
-    if (n != 44 || strcmp(b + n, ":") != 0 || ad_b64_decode(b, n, buf) != AD_SHA256_LEN)
+    /* 32 bytes in base64 are 44 characters with one padding byte, which EVP_DecodeBlock counts too */
+    if (n != 44 || strcmp(b + n, ":") != 0 || EVP_DecodeBlock(buf, (const unsigned char *)b, 44) != AD_SHA256_LEN + 1)
         return -1;
     memcpy(out, buf, AD_SHA256_LEN);
     return 0;
@@ -138,7 +138,7 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
     } else if (rc == 0 &&
                (s.toolong || (r.rc == CURLE_OK && (s.got != s.max || memcmp(got, want, sizeof(got)) != 0)))) {
         char b64[48] = "";
-        ad_b64_encode(got, sizeof(got), b64);
+        EVP_EncodeBlock((unsigned char *)b64, got, (int)sizeof(got));
         char *d = ad_cli_clean(digest, 200);
         if (s.toolong)
             fprintf(stderr,

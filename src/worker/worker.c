@@ -13,7 +13,6 @@
  * The wire protocol is docs/workers.md.
  */
 #include "worker/worker.h"
-#include "common/sign.h"
 #include "common/util.h"
 #include "common/version.h"
 #include "worker/client.h"
@@ -1320,7 +1319,7 @@ static void upload_finished(struct worker *w, struct task *t, struct call *c)
     if (!EVP_DigestFinal_ex(t->up_sha, mine, &hn) || hn != AD_SHA256_LEN)
         abort();
     char b64[48], want[64];
-    ad_b64_encode(mine, sizeof(mine), b64);
+    EVP_EncodeBlock((unsigned char *)b64, mine, (int)sizeof(mine));
     snprintf(want, sizeof(want), "sha-256=:%s:", b64);
     int same = t->up_hashed == t->up_size && json_is_integer(size) &&
                (uint64_t)json_integer_value(size) == t->up_size && digest != NULL && strcmp(digest, want) == 0;
@@ -1717,7 +1716,9 @@ static void usage(FILE *f)
            "                      [--lease-seconds S] [--lease-wait S] [--grace S] [--name NAME] -- COMMAND [ARGS...]\n"
            "Runs COMMAND once per leased job: the payload on stdin, ACCEPTD_JOB_ID, ACCEPTD_JOB_TYPE,\n"
            "ACCEPTD_JOB_ATTEMPT and ACCEPTD_URL in the environment; a line `::progress <0-100> [message]` on\n"
-           "stdout or stderr reports progress; the JSON printed on stdout is the result.\n"
+           "stdout or stderr reports progress; the JSON printed on stdout is the result, unless the command\n"
+           "writes a file to $ACCEPTD_RESULT_FILE (its media type in $ACCEPTD_RESULT_FILE.type): that file is\n"
+           "then uploaded as the job's result artifact.\n"
            "ACCEPTD_URL and ACCEPTD_KEY are read from the environment when not given. See docs/workers.md.\n");
 }
 
