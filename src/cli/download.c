@@ -121,6 +121,10 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
     curl_easy_setopt(r.easy, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(r.easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(r.easy, CURLOPT_LOW_SPEED_TIME, (long)DOWNLOAD_STALL_S);
+    /* A job submitted with onComplete: redirect answers 303 to a signed URL of the same result. */
+    curl_easy_setopt(r.easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(r.easy, CURLOPT_MAXREDIRS, 3L);
+    curl_easy_setopt(r.easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     /* --timeout bounds the wait for the job, not the transfer of its result. */
     int64_t deadline = c->deadline;
     c->deadline = 0;

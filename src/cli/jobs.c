@@ -231,8 +231,9 @@ static int watch(struct ad_cli *c, const struct jobs_opts *o)
 
 static int result(struct ad_cli *c, const char *id, const char *file)
 {
-    /* The job first: a result file (an artifact) is saved or described, never poured onto a terminal. */
-    char *path = ad_asprintf("/v1/jobs/%s", id);
+    /* The job first: a result file (an artifact) is saved or described, never poured onto a terminal.
+     * inline: the job itself even when its route answers finished jobs with a redirect. */
+    char *path = ad_asprintf("/v1/jobs/%s?onComplete=inline", id);
     int rc;
     json_t *job = request_json(c, "GET", path, &rc);
     free(path);
