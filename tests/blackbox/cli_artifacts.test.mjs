@@ -30,6 +30,8 @@ const CONFIG = `keys:
 types:
   ${TYPE}: {}
   ${MANUAL}: {}
+routes:
+  - { method: POST, path: /v1/files, type: ${MANUAL}, onComplete: redirect }
 limits: { maxWaitSeconds: 5 }
 `;
 
@@ -98,7 +100,7 @@ const shown = (r) => `${r.what}: exit ${r.code} (signal ${r.signal})\n--- stdout
 async function call(url, method, p, key, body, headers = {}) {
     const h = { authorization: `Bearer ${key}`, ...headers };
     if (body !== undefined) h['content-type'] = 'application/json';
-    const res = await fetch(url + p, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(url + p, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), redirect: 'manual' });
     const buf = Buffer.from(await res.arrayBuffer());
     let json = null;
     try {
@@ -131,8 +133,15 @@ async function waitEnded(url, id) {
 }
 
 /** A succeeded job of type MANUAL whose artifact is bytes, uploaded here as a worker would (in parts). */
-async function artifactJob(url, bytes) {
-    const id = await submitJob(url, MANUAL);
+async function artifactJob(url, bytes, { route = false } = {}) {
+    let id;
+    if (route) {
+        const r = await call(url, 'POST', '/v1/files', CLIENT_KEY, {});
+        assert.equal(r.status, 202, r.buf.toString());
+        id = r.json.id;
+    } else {
+        id = await submitJob(url, MANUAL);
+    }
     const l = await call(url, 'POST', '/v1/leases', WORKER_KEY, { types: [MANUAL], max: 1, wait: 5, leaseSeconds: 60 });
     assert.equal(l.status, 200, l.buf.toString());
     const { leaseId, job } = l.json.leases[0];
@@ -236,6 +245,17 @@ describe('cli artifacts', () => {
         assert.deepEqual(JSON.parse(info.stdout), { artifact: { size: SIZE, contentType: 'application/octet-stream', digest: digestOf(BYTES), href: `/v1/jobs/${doneId}/result` } });
     });
 
+    it('(b2) jobs result -O on a job whose route answers finished jobs with a redirect', async () => {
+        const small = streamBytes(300_000, 'routed');
+        const id = await artifactJob(d.url, small, { route: true });
+        const plain = await call(d.url, 'GET', `/v1/jobs/${id}`, CLIENT_KEY);
+        assert.equal(plain.status, 303, 'the route redirects a read of the finished job');
+        const out = path.join(tmpRoot, 'b-routed.bin');
+        const r = await run(['jobs', 'result', id, '-O', out, '--url', d.url, '--key', CLIENT_KEY]);
+        assert.equal(r.code, 0, shown(r));
+        assert.ok(fs.readFileSync(out).equals(small), 'FILE holds the artifact');
+    });
+
     it('(c) submit T --wait -O FILE: submitted, run by the worker, saved and checked', async () => {
         const out = path.join(tmpRoot, 'c.bin');
         const r = await run(['submit', TYPE, '--wait', '-O', out, '--url', d.url, '--key', CLIENT_KEY]);
@@ -302,6 +322,28 @@ describe('cli artifacts: an upload part whose answer is lost', () => {
         } finally {
             await worker.stop('SIGKILL');
             await proxy.close();
+            await d.stop();
+        }
+    });
+});
+
+describe('cli artifacts: a result file the daemon refuses', () => {
+    it('fails the job with result-rejected and the daemon\'s answer', async () => {
+        const d = await startDaemon({ config: CONFIG.replace('limits: { maxWaitSeconds: 5 }', 'limits: { maxWaitSeconds: 5, maxResultBytes: 10485760 }') });
+        const dir = fs.mkdtempSync(path.join(tmpRoot, 'x-'));
+        const worker = startWorker(d.url, dir);
+        try {
+            const id = await submitJob(d.url);
+            const job = await waitEnded(d.url, id);
+            assert.equal(job.status, 'failed', `${JSON.stringify(job)}\n${worker.stderr}`);
+            assert.equal(job.error?.code, 'result-rejected', JSON.stringify(job.error));
+            assert.match(job.error.detail, /HTTP 413 payload-too-large/, job.error.detail);
+            assert.equal(job.artifact ?? null, null);
+            const where = fs.readFileSync(path.join(dir, `result-path.${id}`), 'utf8');
+            await waitUntil(async () => fs.existsSync(path.dirname(where)), (x) => !x, { timeoutMs: 10_000 * SLOW, what: `${where} removed` });
+            await worker.stopClean();
+        } finally {
+            await worker.stop('SIGKILL');
             await d.stop();
         }
     });
