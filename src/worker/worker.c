@@ -47,11 +47,14 @@
 #define BACKOFF_MAX_MS 5000
 #define REQUEST_TIMEOUT_MS 15000
 #define LOOP_MAX_SLEEP_MS 1000
-#define UPLOAD_PART_BYTES ((uint64_t)8 * 1024 * 1024) /* the server's default limits.maxUploadPartBytes */
-#define UPLOAD_STALL_S 60                             /* a part that moves no byte for this long has failed */
-#define UPLOAD_RESUMES_MAX 5                          /* upload-offset-mismatch answers in a row before giving up */
-#define RESULT_TYPE_MAX 255                           /* longest Content-Type read from the .type sidecar */
-#define RESULT_NAME "result"                          /* ACCEPTD_RESULT_FILE's name in the task's private directory */
+/* The first part's size: the daemon's default limits.maxUploadPartBytes (4 MiB; 8 MiB in its first version).
+ * A daemon with a lower cap says so in its 413, and the worker sends parts of that size from then on. */
+#define UPLOAD_PART_BYTES ((uint64_t)4 * 1024 * 1024)
+#define UPLOAD_PART_MIN ((uint64_t)64 * 1024) /* a generic 413 halves the parts down to this, then fails the job */
+#define UPLOAD_STALL_S 60                     /* a part that moves no byte for this long has failed */
+#define UPLOAD_RESUMES_MAX 5                  /* upload-offset-mismatch answers in a row before giving up */
+#define RESULT_TYPE_MAX 255                   /* longest Content-Type read from the .type sidecar */
+#define RESULT_NAME "result"                  /* ACCEPTD_RESULT_FILE's name in the task's private directory */
 
 /* ---- pure pieces: options, progress lines, text ---- */
 
@@ -478,6 +481,7 @@ struct worker {
     int64_t lease_due;
     int64_t lease_backoff;
     int lease_failing;
+    uint64_t part_max; /* bytes per upload part: UPLOAD_PART_BYTES, or less once the daemon said so */
     int stopping;
     int64_t stop_deadline;
     int signals_seen;
@@ -1202,7 +1206,7 @@ static void upload_send(struct worker *w, struct task *t)
     c->task = t;
     c->sent = ad_mono_ms();
     t->part_start = t->up_off;
-    t->part_len = t->up_size - t->up_off < UPLOAD_PART_BYTES ? t->up_size - t->up_off : UPLOAD_PART_BYTES;
+    t->part_len = t->up_size - t->up_off < w->part_max ? t->up_size - t->up_off : w->part_max;
     t->part_pos = 0;
     t->up_errno = 0;
     ad_buf_init(&c->resp, RESPONSE_MAX);
@@ -1305,7 +1309,7 @@ static void upload_begin(struct worker *w, struct task *t, int fd)
     t->up_due = 0;
     t->uploading = 1;
     ad_info("job %s: uploading %llu bytes (%s) in parts of up to %llu bytes", t->id, (unsigned long long)t->up_size,
-            t->up_type, (unsigned long long)UPLOAD_PART_BYTES);
+            t->up_type, (unsigned long long)w->part_max);
 }
 
 /* The last part was kept: check the server's size and digest against what was read, then complete. */
@@ -1348,6 +1352,29 @@ static long long answer_offset(struct call *c)
         ad_parse_int(h->value, strlen(h->value), 0, INT64_MAX, &n) != 0)
         return -1;
     return n;
+}
+
+/*
+ * The part size to try after a 413 to a part of len bytes, or 0 when smaller parts would not help. The daemon
+ * names its cap ("at most N bytes (limits.maxUploadPartBytes)"); a 413 about the whole artifact names
+ * limits.maxResultBytes; any other 413 (one from in front of the daemon's handler, whose limit is not said)
+ * halves the part, down to UPLOAD_PART_MIN.
+ */
+static uint64_t smaller_part(const struct call *c, uint64_t len)
+{
+    json_t *p = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
+    const char *d = json_string_value(json_object_get(p, "detail"));
+    const char *at = d != NULL && strstr(d, "maxUploadPartBytes") != NULL ? strstr(d, "at most ") : NULL;
+    long long n = 0;
+    if (at != NULL) {
+        at += strlen("at most ");
+        if (ad_parse_int(at, strspn(at, "0123456789"), 1, INT64_MAX, &n) != 0)
+            n = 0;
+    } else if ((d == NULL || strstr(d, "maxResultBytes") == NULL) && len / 2 >= UPLOAD_PART_MIN) {
+        n = (long long)(len / 2);
+    }
+    json_decref(p);
+    return (uint64_t)n < len ? (uint64_t)n : 0;
 }
 
 static void upload_done(struct worker *w, struct task *t, struct call *c, CURLcode rc, long status)
@@ -1395,6 +1422,11 @@ static void upload_done(struct worker *w, struct task *t, struct call *c, CURLco
             upload_end(w, t);
             t->done = 1;
         }
+    } else if (rc == CURLE_OK && status == 413 && smaller_part(c, t->part_len) > 0) {
+        w->part_max = smaller_part(c, t->part_len);
+        ad_warn("job %s: a part of %llu bytes was too large (%s); sending parts of %llu bytes", t->id,
+                (unsigned long long)t->part_len, why, (unsigned long long)w->part_max);
+        t->up_due = now;
     } else if ((status == 409 && !mismatch) || status == 404 || status == 410) {
         ad_warn("job %s: upload refused (%s): the job is no longer this worker's", t->id, why);
         upload_end(w, t);
@@ -1805,6 +1837,7 @@ int ad_worker_main(int argc, char **argv)
         if (!env_ours(environ[i]))
             w.envp[w.nenv++] = environ[i];
     w.lease_backoff = BACKOFF_MIN_MS;
+    w.part_max = UPLOAD_PART_BYTES;
 
     char types[512] = "";
     size_t tl = 0;
