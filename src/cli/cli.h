@@ -21,6 +21,8 @@ enum ad_cli_exit {
     AD_CLI_TIMEOUT = 5,      /* --timeout passed before the job ended */
     AD_CLI_CONNECT = 6,      /* no answer from the server (connection refused, reset, timed out) */
     AD_CLI_PROBLEM = 7,      /* the server refused the request (a problem answer) or answered nonsense */
+    AD_CLI_DIGEST = 8,       /* -O: the downloaded artifact does not match its digest (nothing written) */
+    AD_CLI_FILE = 9,         /* -O: the output file could not be written */
     AD_CLI_INTERRUPTED = 130 /* SIGINT or SIGTERM while waiting (not for `jobs list --watch`: that is its end) */
 };
 

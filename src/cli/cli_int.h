@@ -105,4 +105,15 @@ int ad_cli_stream(struct ad_cli *c, const char *id,
  * and sets *exit to AD_CLI_OK, or NULL with *exit set after printing why. tty: draw a progress bar. */
 json_t *ad_cli_follow(struct ad_cli *c, const char *id, int tty, int *exit);
 
+/*
+ * Save the artifact of job id (the job's `artifact` object) to file: GET its href streamed into file.part,
+ * the SHA-256 checked against artifact.digest, then renamed to file. Returns 0, AD_CLI_DIGEST (nothing
+ * written), AD_CLI_FILE, or the request's failure, after printing why. download.c.
+ */
+int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, const char *file);
+/* Write v as indented JSON to file (through file.part). 0, or AD_CLI_FILE after printing why. */
+int ad_cli_save_json(struct ad_cli *c, json_t *v, const char *file);
+/* Print {"artifact": artifact} on stdout and a hint on stderr: what -O would save. */
+void ad_cli_print_artifact(struct ad_cli *c, const char *id, json_t *artifact);
+
 #endif

@@ -19,6 +19,7 @@ struct jobs_opts {
     const char *url, *key;
     enum ad_cli_output output;
     const char *status, *type, *updated_after, *limit, *page_token;
+    const char *file; /* result -O FILE */
     int all, watch;
 };
 
@@ -27,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: acceptd jobs list [--status S] [--type T] [--updated-after TIME] [--limit N]\n"
                "                         [--page-token TOKEN | --all] [--watch] [COMMON]\n"
                "       acceptd jobs get ID [COMMON]\n"
-               "       acceptd jobs result ID [COMMON]\n"
+               "       acceptd jobs result ID [-O FILE] [COMMON]\n"
                "       acceptd jobs cancel ID [COMMON]\n"
                "       acceptd jobs retry ID [COMMON]\n"
                "       acceptd jobs events ID [COMMON]\n"
@@ -39,13 +40,17 @@ static void usage(FILE *f)
                "      --limit N            list: jobs per page (1-500; the server's default 50)\n"
                "      --page-token TOKEN   list: the page after the one that gave this token\n"
                "      --all                list: every page\n"
+               "  -O, --output-file FILE   result: save the result to FILE (a result file is checked against its\n"
+               "                           sha-256 digest first; exit 8 when it does not match, 9 when FILE cannot\n"
+               "                           be written)\n"
                "      --watch              list: follow the change feed (every job once, then each change) until\n"
                "                           interrupted; --status and --type filter it\n"
                "      --url URL            the server (ACCEPTD_URL; default " AD_CLI_DEFAULT_URL ")\n"
                "      --key KEY            the key (ACCEPTD_KEY)\n"
                "  -o, --output json|table  JSON (default) or aligned columns (id, type, status, progress, created)\n"
                "  -h, --help               this text\n"
-               "result prints the job's result document; events prints one line per event until `done`.\n"
+               "result prints the job's result document, or for a result file its size, type and digest;\n"
+               "events prints one line per event until `done`.\n"
                "Exit status: 0 done, 2 usage error, 6 no answer from the server, 7 the server refused the request\n"
                "(its problem is printed on stderr), 130 interrupted. See acceptd(1).\n");
 }
@@ -224,13 +229,31 @@ static int watch(struct ad_cli *c, const struct jobs_opts *o)
     }
 }
 
-static int result(struct ad_cli *c, const char *id)
+static int result(struct ad_cli *c, const char *id, const char *file)
 {
-    char *path = ad_asprintf("/v1/jobs/%s/result", id);
+    /* The job first: a result file (an artifact) is saved or described, never poured onto a terminal.
+     * inline: the job itself even when its route answers finished jobs with a redirect. */
+    char *path = ad_asprintf("/v1/jobs/%s?onComplete=inline", id);
+    int rc;
+    json_t *job = request_json(c, "GET", path, &rc);
+    free(path);
+    if (job == NULL)
+        return rc;
+    json_t *art = json_object_get(job, "artifact");
+    if (json_is_object(art)) {
+        if (file != NULL)
+            rc = ad_cli_save_artifact(c, id, art, file);
+        else
+            ad_cli_print_artifact(c, id, art);
+        json_decref(job);
+        return rc;
+    }
+    json_decref(job);
+    path = ad_asprintf("/v1/jobs/%s/result", id);
     struct ad_cli_req r;
     ad_cli_req_init(c, &r, "GET", path, NULL, NULL, AD_CLI_REQUEST_TIMEOUT_MS);
     free(path);
-    int rc = ad_cli_perform(c, &r);
+    rc = ad_cli_perform(c, &r);
     const char *loc = rc == 0 && r.rc == CURLE_OK && r.status == 303 ? ad_cli_header(&r, "Location") : NULL;
     if (loc != NULL) {
         char *t = ad_cli_clean(loc, 4096);
@@ -240,7 +263,9 @@ static int result(struct ad_cli *c, const char *id)
         rc = ad_cli_report(c, &r);
     } else if (rc == 0) {
         json_t *v = ad_cli_json(c, &r);
-        if (v != NULL)
+        if (v != NULL && file != NULL)
+            rc = ad_cli_save_json(c, v, file);
+        else if (v != NULL)
             ad_cli_print_json(v);
         else
             rc = AD_CLI_PROBLEM;
@@ -388,20 +413,26 @@ static const char *const verbs[] = {"list", "get", "result", "cancel", "retry", 
 
 int ad_cli_jobs_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"url", required_argument, NULL, 'U'},    {"key", required_argument, NULL, 'K'},
-        {"output", required_argument, NULL, 'o'}, {"status", required_argument, NULL, 's'},
-        {"type", required_argument, NULL, 't'},   {"updated-after", required_argument, NULL, 'a'},
-        {"limit", required_argument, NULL, 'l'},  {"page-token", required_argument, NULL, 'p'},
-        {"all", no_argument, NULL, 'A'},          {"watch", no_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"url", required_argument, NULL, 'U'},
+                                             {"key", required_argument, NULL, 'K'},
+                                             {"output", required_argument, NULL, 'o'},
+                                             {"status", required_argument, NULL, 's'},
+                                             {"type", required_argument, NULL, 't'},
+                                             {"updated-after", required_argument, NULL, 'a'},
+                                             {"limit", required_argument, NULL, 'l'},
+                                             {"page-token", required_argument, NULL, 'p'},
+                                             {"all", no_argument, NULL, 'A'},
+                                             {"watch", no_argument, NULL, 'w'},
+                                             {"output-file", required_argument, NULL, 'O'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     struct jobs_opts o;
     memset(&o, 0, sizeof(o));
     int list_only = 0, ch;
     char err[512];
     opterr = 0;
     optind = 0; /* glibc: start afresh */
-    while ((ch = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":ho:O:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'U':
             o.url = optarg;
@@ -437,6 +468,9 @@ int ad_cli_jobs_main(int argc, char **argv)
         case 'w':
             o.watch = 1, list_only = 1;
             break;
+        case 'O':
+            o.file = optarg;
+            break;
         case 'h':
             usage(stdout);
             return AD_CLI_OK;
@@ -464,6 +498,10 @@ int ad_cli_jobs_main(int argc, char **argv)
         why = "--status, --type, --updated-after, --limit, --page-token, --all and --watch go with list";
     else if (v > 0 && !ad_cli_id_ok(argv[optind + 1]))
         why = "not a job id";
+    else if (o.file != NULL && v != 2)
+        why = "--output-file goes with result";
+    else if (o.file != NULL && o.file[0] == '\0')
+        why = "--output-file: give a file name";
     else if (o.all && (o.page_token != NULL || o.watch))
         why = "--all goes without --page-token and --watch";
     else if (o.watch && (o.updated_after != NULL || o.limit != NULL || o.page_token != NULL))
@@ -486,7 +524,7 @@ int ad_cli_jobs_main(int argc, char **argv)
             rc = one_job(&c, &o, "GET", id, "");
             break;
         case 2:
-            rc = result(&c, id);
+            rc = result(&c, id, o.file);
             break;
         case 3:
             rc = one_job(&c, &o, "POST", id, ":cancel");

@@ -349,7 +349,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: acceptd submit TYPE [--payload JSON|@FILE|-] [--idempotency-key KEY] [--priority P]\n"
                "                      [--run-at TIME] [--callback-url URL] [--wait [--timeout SECONDS]]\n"
-               "                      [--url URL] [--key KEY]\n"
+               "                      [-O FILE] [--url URL] [--key KEY]\n"
                "      --payload JSON|@FILE|-   the job's payload: JSON text, a file's, or stdin's (default {})\n"
                "      --idempotency-key KEY    sent as Idempotency-Key: a repeat returns the same job\n"
                "      --priority P             high, normal or low\n"
@@ -357,10 +357,14 @@ static void usage(FILE *f)
                "      --callback-url URL       where the job's final event is delivered (signed webhook)\n"
                "      --wait                   follow the job to its end (SSE, else polling); print its result\n"
                "      --timeout SECONDS        with --wait: give up after this long (exit 5)\n"
+               "  -O, --output-file FILE       with --wait: save the result to FILE instead of printing it; a\n"
+               "                               result file is checked against its sha-256 digest (exit 8 when it\n"
+               "                               does not match, 9 when FILE cannot be written)\n"
                "      --url URL                the server (ACCEPTD_URL; default " AD_CLI_DEFAULT_URL ")\n"
                "      --key KEY                a client key (ACCEPTD_KEY)\n"
                "  -h, --help                   this text\n"
-               "Without --wait prints the submitted job as JSON. With --wait prints the result on stdout, progress on\n"
+               "Without --wait prints the submitted job as JSON. With --wait prints the result on stdout (for a\n"
+               "result file: its size, type and digest), progress on\n"
                "stderr (a bar on a terminal), and exits by outcome: 0 succeeded, 1 failed, 3 cancelled,\n"
                "4 partialSuccess, 5 timeout; 2 usage error, 6 no answer from the server, 7 the server refused the\n"
                "request, 130 interrupted. See acceptd(1).\n");
@@ -431,14 +435,28 @@ static char *submit_body(const char *type, const char *payload, const char *prio
     return s;
 }
 
-/* The outcome of a final job: its result on stdout, a failure on stderr, and the exit status. */
-static int outcome(struct ad_cli *c, json_t *job)
+/* The outcome of a final job: its result on stdout (or in file), a failure on stderr, and the exit status. */
+static int outcome(struct ad_cli *c, json_t *job, const char *file)
 {
     const char *id = json_string_value(json_object_get(job, "id"));
     const char *st = json_string_value(json_object_get(job, "status"));
     if (st != NULL && (strcmp(st, "succeeded") == 0 || strcmp(st, "partialSuccess") == 0)) {
+        int ok = strcmp(st, "succeeded") == 0 ? AD_CLI_OK : AD_CLI_PARTIAL;
         json_t *res = json_object_get(job, "result");
+        json_t *art = json_object_get(job, "artifact");
         const char *loc = json_string_value(json_object_get(job, "resultLocation"));
+        if (json_is_object(art) && id != NULL) {
+            if (file == NULL) {
+                ad_cli_print_artifact(c, id, art);
+                return ok;
+            }
+            int rc = ad_cli_save_artifact(c, id, art, file);
+            return rc != 0 ? rc : ok;
+        }
+        if (file != NULL && res != NULL) {
+            int rc = ad_cli_save_json(c, res, file);
+            return rc != 0 ? rc : ok;
+        }
         if (res == NULL && loc != NULL) {
             char *t = ad_cli_clean(loc, 4096);
             printf("%s\n", t);
@@ -449,7 +467,7 @@ static int outcome(struct ad_cli *c, json_t *job)
             ad_cli_print_json(res != NULL ? res : null);
             json_decref(null);
         }
-        return strcmp(st, "succeeded") == 0 ? AD_CLI_OK : AD_CLI_PARTIAL;
+        return ok;
     }
     if (st != NULL && strcmp(st, "failed") == 0) {
         char *prefix = ad_asprintf("%s: job %s failed", c->prog, id != NULL ? id : "?");
@@ -474,19 +492,20 @@ int ad_cli_submit_main(int argc, char **argv)
                                              {"callback-url", required_argument, NULL, 'b'},
                                              {"wait", no_argument, NULL, 'w'},
                                              {"timeout", required_argument, NULL, 't'},
+                                             {"output-file", required_argument, NULL, 'O'},
                                              {"url", required_argument, NULL, 'U'},
                                              {"key", required_argument, NULL, 'K'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     const char *payload = NULL, *idem = NULL, *priority = NULL, *run_at = NULL, *callback = NULL;
-    const char *url = NULL, *key = NULL;
+    const char *url = NULL, *key = NULL, *file = NULL;
     int wait = 0;
     long long timeout = 0;
     char err[512];
     int ch;
     opterr = 0;
     optind = 0; /* glibc: start afresh */
-    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":hO:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'p':
             payload = optarg;
@@ -513,6 +532,9 @@ int ad_cli_submit_main(int argc, char **argv)
                 return AD_CLI_USAGE;
             }
             break;
+        case 'O':
+            file = optarg;
+            break;
         case 'U':
             url = optarg;
             break;
@@ -536,6 +558,12 @@ int ad_cli_submit_main(int argc, char **argv)
     }
     if (timeout > 0 && !wait) {
         fprintf(stderr, "acceptd submit: --timeout goes with --wait\n");
+        usage(stderr);
+        return AD_CLI_USAGE;
+    }
+    if (file != NULL && (!wait || file[0] == '\0')) {
+        fprintf(stderr, "acceptd submit: %s\n",
+                !wait ? "--output-file goes with --wait" : "--output-file: give a file name");
         usage(stderr);
         return AD_CLI_USAGE;
     }
@@ -581,7 +609,7 @@ int ad_cli_submit_main(int argc, char **argv)
     } else if (rc == 0) {
         json_t *final = ad_cli_follow(&c, id, isatty(STDERR_FILENO), &rc);
         if (final != NULL) {
-            rc = outcome(&c, final);
+            rc = outcome(&c, final, file);
             json_decref(final);
         } else if (rc == AD_CLI_TIMEOUT) {
             fprintf(stderr, "acceptd submit: timed out after %lld s; job %s has not ended\n", timeout, id);

@@ -20,8 +20,10 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -45,6 +47,14 @@
 #define BACKOFF_MAX_MS 5000
 #define REQUEST_TIMEOUT_MS 15000
 #define LOOP_MAX_SLEEP_MS 1000
+/* The first part's size: the daemon's default limits.maxUploadPartBytes (4 MiB; 8 MiB in its first version).
+ * A daemon with a lower cap says so in its 413, and the worker sends parts of that size from then on. */
+#define UPLOAD_PART_BYTES ((uint64_t)4 * 1024 * 1024)
+#define UPLOAD_PART_MIN ((uint64_t)64 * 1024) /* a generic 413 halves the parts down to this, then fails the job */
+#define UPLOAD_STALL_S 60                     /* a part that moves no byte for this long has failed */
+#define UPLOAD_RESUMES_MAX 5                  /* upload-offset-mismatch answers in a row before giving up */
+#define RESULT_TYPE_MAX 255                   /* longest Content-Type read from the .type sidecar */
+#define RESULT_NAME "result"                  /* ACCEPTD_RESULT_FILE's name in the task's private directory */
 
 /* ---- pure pieces: options, progress lines, text ---- */
 
@@ -377,9 +387,9 @@ char *ad_worker_clean_text(const char *p, size_t n)
 
 /* ---- the worker ---- */
 
-enum call_kind { CALL_LEASE, CALL_HEARTBEAT, CALL_COMPLETE, CALL_FAIL, CALL_CANCEL };
+enum call_kind { CALL_LEASE, CALL_HEARTBEAT, CALL_COMPLETE, CALL_FAIL, CALL_CANCEL, CALL_UPLOAD };
 
-static const char *const call_names[] = {"lease", "heartbeat", "complete", "fail", "cancel"};
+static const char *const call_names[] = {"lease", "heartbeat", "complete", "fail", "cancel", "upload"};
 
 struct task;
 
@@ -441,6 +451,21 @@ struct task {
     int64_t report_due;
     int64_t report_backoff;
     int done; /* remove at the end of this loop turn */
+
+    char *dir; /* the private directory of ACCEPTD_RESULT_FILE, removed with the task; NULL before spawn */
+    /* The result file on its way to the server: PUT in parts of UPLOAD_PART_BYTES under the lease, read
+     * from up_fd by libcurl as the socket takes it, hashed once in order to check the server's digest. */
+    int uploading;
+    int up_fd;
+    char *up_type;
+    uint64_t up_size, up_off;                /* the file's size; the bytes the server has */
+    uint64_t part_start, part_len, part_pos; /* the part in flight */
+    EVP_MD_CTX *up_sha;                      /* SHA-256 of [0, up_hashed) */
+    uint64_t up_hashed;
+    int up_errno; /* reading the file failed */
+    int up_resumes;
+    struct call *up;
+    int64_t up_due, up_backoff;
 };
 
 struct worker {
@@ -456,6 +481,7 @@ struct worker {
     int64_t lease_due;
     int64_t lease_backoff;
     int lease_failing;
+    uint64_t part_max; /* bytes per upload part: UPLOAD_PART_BYTES, or less once the daemon said so */
     int stopping;
     int64_t stop_deadline;
     int signals_seen;
@@ -682,12 +708,13 @@ static int task_spawn(struct worker *w, struct task *t)
         errno = e;
         return -1;
     }
-    char **envp = ad_calloc(w->nenv + 5, sizeof(char *));
+    char **envp = ad_calloc(w->nenv + 6, sizeof(char *));
     memcpy(envp, w->envp, w->nenv * sizeof(char *));
     envp[w->nenv] = ad_asprintf("ACCEPTD_JOB_ID=%s", t->id);
     envp[w->nenv + 1] = ad_asprintf("ACCEPTD_JOB_TYPE=%s", t->type);
     envp[w->nenv + 2] = ad_asprintf("ACCEPTD_JOB_ATTEMPT=%d", t->attempt);
     envp[w->nenv + 3] = ad_asprintf("ACCEPTD_URL=%s", w->client.base);
+    envp[w->nenv + 4] = ad_asprintf("ACCEPTD_RESULT_FILE=%s/" RESULT_NAME, t->dir);
 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -712,7 +739,7 @@ static int task_spawn(struct worker *w, struct task *t)
     int rc = posix_spawn(&pid, w->exe, &fa, &at, w->o.command, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    for (size_t i = w->nenv; i < w->nenv + 4; i++)
+    for (size_t i = w->nenv; i < w->nenv + 5; i++)
         free(envp[i]);
     free(envp);
     close(in[0]);
@@ -735,8 +762,32 @@ static int task_spawn(struct worker *w, struct task *t)
     return 0;
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if ((flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT)
+        ad_warn("worker: cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static void upload_end(struct worker *w, struct task *t)
+{
+    call_free(w, t->up);
+    t->up = NULL;
+    close_fd(&t->up_fd);
+    EVP_MD_CTX_free(t->up_sha);
+    t->up_sha = NULL;
+    t->uploading = 0;
+}
+
 static void task_free(struct worker *w, struct task *t)
 {
+    upload_end(w, t);
+    free(t->up_type);
+    if (t->dir != NULL) /* the result file and whatever else the command left there */
+        nftw(t->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free(t->dir);
     call_free(w, t->hb);
     call_free(w, t->report);
     close_fd(&t->fd_in);
@@ -840,6 +891,8 @@ static char *exit_detail(struct task *t, const char *prefix)
     return d;
 }
 
+static void upload_begin(struct worker *w, struct task *t, int fd);
+
 /* The command is over and its pipes are drained: tell the server. */
 static void task_finished(struct worker *w, struct task *t)
 {
@@ -861,6 +914,22 @@ static void task_finished(struct worker *w, struct task *t)
             task_fail(w, t, "worker-shutdown", "Worker shut down", d, 1);
         else
             task_fail(w, t, "command-failed", "Command failed", d, 1);
+        free(d);
+        return;
+    }
+    /* A result file, when the command left one, is the result; stdout is then not read as JSON. */
+    char *file = t->dir != NULL ? ad_asprintf("%s/" RESULT_NAME, t->dir) : NULL;
+    int fd = file != NULL ? open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) : -1;
+    int open_errno = file != NULL ? errno : ENOENT;
+    free(file);
+    if (fd >= 0) {
+        ad_info("job %s: command succeeded after %lld ms; uploading its result file", t->id, (long long)ms);
+        upload_begin(w, t, fd);
+        return;
+    }
+    if (open_errno != ENOENT) {
+        char *d = ad_asprintf("cannot open the result file ACCEPTD_RESULT_FILE: %s", strerror(open_errno));
+        task_fail(w, t, "result-file-unreadable", "Result file unreadable", d, 0);
         free(d);
         return;
     }
@@ -913,7 +982,7 @@ static void task_start(struct worker *w, json_t *job, const char *lease_id)
     t->lease_until = t->started + (int64_t)w->o.lease_seconds * 1000;
     t->hb_due = t->started + interval_ms(w);
     t->progress = -1;
-    t->fd_in = t->fd_out = t->fd_err = -1;
+    t->fd_in = t->fd_out = t->fd_err = t->up_fd = -1;
     json_t *payload = json_object_get(job, "payload");
     char *text = payload != NULL ? json_dumps(payload, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     t->payload = ad_asprintf("%s\n", text != NULL ? text : "{}");
@@ -924,6 +993,17 @@ static void task_start(struct worker *w, json_t *job, const char *lease_id)
     ad_worker_lines_init(&t->err_lines, on_err_text, on_progress, t);
     t->next = w->tasks;
     w->tasks = t;
+    const char *tmp = getenv("TMPDIR");
+    t->dir = ad_asprintf("%s/acceptd-job-XXXXXX", tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+    if (mkdtemp(t->dir) == NULL) {
+        char *d = ad_asprintf("cannot create a directory for the result file (%s): %s", t->dir, strerror(errno));
+        free(t->dir);
+        t->dir = NULL;
+        ad_error("job %s: %s", t->id, d);
+        task_fail(w, t, "command-failed", "Command failed", d, 1);
+        free(d);
+        return;
+    }
     if (task_spawn(w, t) != 0) {
         char *d = ad_asprintf("cannot start %s: %s", w->exe, strerror(errno));
         ad_error("job %s: %s", t->id, d);
@@ -1078,6 +1158,289 @@ static void report_done(struct worker *w, struct task *t, struct call *c, CURLco
     free(why);
 }
 
+/* ---- the result file ---- */
+
+/* libcurl asks for the next bytes of the part in flight: read them from the file where they are. */
+static size_t upload_read(char *buf, size_t size, size_t n, void *ud)
+{
+    struct task *t = ud;
+    uint64_t left = t->part_len - t->part_pos;
+    size_t want = (uint64_t)(size * n) < left ? size * n : (size_t)left;
+    if (want == 0)
+        return 0;
+    uint64_t at = t->part_start + t->part_pos;
+    ssize_t r;
+    do
+        r = pread(t->up_fd, buf, want, (off_t)at);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+        t->up_errno = r < 0 ? errno : ENODATA; /* 0: the file shrank under us */
+        return CURL_READFUNC_ABORT;
+    }
+    /* Each byte is hashed once, in order; a part sent again (a retry, a rewind) is not hashed again. */
+    if (at <= t->up_hashed && t->up_hashed < at + (uint64_t)r) {
+        size_t skip = (size_t)(t->up_hashed - at);
+        if (!EVP_DigestUpdate(t->up_sha, buf + skip, (size_t)r - skip))
+            abort();
+        t->up_hashed = at + (uint64_t)r;
+    }
+    t->part_pos += (uint64_t)r;
+    return (size_t)r;
+}
+
+/* libcurl rewinds a part it must send again on a new connection. */
+static int upload_seek(void *ud, curl_off_t off, int origin)
+{
+    struct task *t = ud;
+    if (origin != SEEK_SET || off < 0 || (uint64_t)off > t->part_len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    t->part_pos = (uint64_t)off;
+    return CURL_SEEKFUNC_OK;
+}
+
+/* PUT the part of the file from t->up_off. */
+static void upload_send(struct worker *w, struct task *t)
+{
+    struct call *c = ad_calloc(1, sizeof(*c));
+    c->kind = CALL_UPLOAD;
+    c->task = t;
+    c->sent = ad_mono_ms();
+    t->part_start = t->up_off;
+    t->part_len = t->up_size - t->up_off < w->part_max ? t->up_size - t->up_off : w->part_max;
+    t->part_pos = 0;
+    t->up_errno = 0;
+    ad_buf_init(&c->resp, RESPONSE_MAX);
+    char line[512];
+    struct curl_slist *h = NULL;
+    snprintf(line, sizeof(line), "Content-Type: %s", t->up_type);
+    h = curl_slist_append(h, line);
+    snprintf(line, sizeof(line), "Lease-Id: %s", t->lease_id);
+    h = curl_slist_append(h, line);
+    if (t->up_off > 0) { /* absent: a fresh upload */
+        snprintf(line, sizeof(line), "Upload-Offset: %llu", (unsigned long long)t->up_off);
+        h = curl_slist_append(h, line);
+    }
+    h = curl_slist_append(h, t->part_start + t->part_len == t->up_size ? "Upload-Complete: ?1" : "Upload-Complete: ?0");
+    c->headers = ad_client_headers(&w->client, h);
+    char *path = ad_asprintf("/v1/jobs/%s/result", t->id);
+    c->easy = ad_client_easy(&w->client, path, c->headers, &c->resp, c->errbuf, 0);
+    free(path);
+    curl_easy_setopt(c->easy, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_READFUNCTION, upload_read);
+    curl_easy_setopt(c->easy, CURLOPT_READDATA, t);
+    curl_easy_setopt(c->easy, CURLOPT_SEEKFUNCTION, upload_seek);
+    curl_easy_setopt(c->easy, CURLOPT_SEEKDATA, t);
+    curl_easy_setopt(c->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)t->part_len);
+    curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_TIME, (long)UPLOAD_STALL_S);
+    curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+    curl_multi_add_handle(w->multi, c->easy);
+    t->up = c;
+}
+
+/* The Content-Type of the result file: the first line of RESULT_NAME.type when the command wrote one, else
+ * application/octet-stream. Returns it (the caller frees) or NULL with err set when the sidecar is unusable. */
+static char *result_type(const struct task *t, char *err, size_t errlen)
+{
+    char *path = ad_asprintf("%s/" RESULT_NAME ".type", t->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    free(path);
+    if (fd < 0 && errno == ENOENT)
+        return ad_strdup("application/octet-stream");
+    char buf[RESULT_TYPE_MAX + 2];
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (n < 0) {
+        snprintf(err, errlen, "cannot read the result file's type (ACCEPTD_RESULT_FILE.type): %s", strerror(e));
+        return NULL;
+    }
+    buf[n] = '\0';
+    size_t len = strcspn(buf, "\r\n");
+    while (len > 0 && is_blank(buf[len - 1]))
+        len--;
+    size_t start = 0;
+    while (start < len && is_blank(buf[start]))
+        start++;
+    int ok = len > start && len - start <= RESULT_TYPE_MAX && memchr(buf + start, '/', len - start) != NULL;
+    for (size_t i = start; ok && i < len; i++)
+        ok = buf[i] >= 0x20 && buf[i] < 0x7f;
+    if (!ok) {
+        snprintf(err, errlen,
+                 "the result file's type (ACCEPTD_RESULT_FILE.type) is not a media type such as text/csv on one "
+                 "line of at most %d printable ASCII characters",
+                 RESULT_TYPE_MAX);
+        return NULL;
+    }
+    return ad_strndup(buf + start, len - start);
+}
+
+static void upload_begin(struct worker *w, struct task *t, int fd)
+{
+    struct stat sb;
+    char err[256];
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        task_fail(w, t, "result-file-unreadable", "Result file unreadable", "ACCEPTD_RESULT_FILE is not a regular file",
+                  0);
+        return;
+    }
+    char *type = result_type(t, err, sizeof(err));
+    if (type == NULL) {
+        close(fd);
+        task_fail(w, t, "result-file-unreadable", "Result file unreadable", err, 0);
+        return;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    free(t->up_type);
+    t->up_type = type;
+    t->up_fd = fd;
+    t->up_size = (uint64_t)sb.st_size;
+    t->up_off = 0;
+    t->up_hashed = 0;
+    t->up_sha = EVP_MD_CTX_new();
+    if (t->up_sha == NULL || !EVP_DigestInit_ex2(t->up_sha, EVP_sha256(), NULL))
+        abort();
+    t->up_resumes = 0;
+    t->up_backoff = BACKOFF_MIN_MS;
+    t->up_due = 0;
+    t->uploading = 1;
+    ad_info("job %s: uploading %llu bytes (%s) in parts of up to %llu bytes", t->id, (unsigned long long)t->up_size,
+            t->up_type, (unsigned long long)w->part_max);
+}
+
+/* The last part was kept: check the server's size and digest against what was read, then complete. */
+static void upload_finished(struct worker *w, struct task *t, struct call *c)
+{
+    json_t *root = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
+    json_t *size = json_object_get(root, "size");
+    const char *digest = json_string_value(json_object_get(root, "digest"));
+    uint8_t mine[AD_SHA256_LEN];
+    unsigned int hn = 0;
+    if (!EVP_DigestFinal_ex(t->up_sha, mine, &hn) || hn != AD_SHA256_LEN)
+        abort();
+    char b64[48], want[64];
+    EVP_EncodeBlock((unsigned char *)b64, mine, (int)sizeof(mine));
+    snprintf(want, sizeof(want), "sha-256=:%s:", b64);
+    int same = t->up_hashed == t->up_size && json_is_integer(size) &&
+               (uint64_t)json_integer_value(size) == t->up_size && digest != NULL && strcmp(digest, want) == 0;
+    json_decref(root);
+    upload_end(w, t);
+    if (!same) {
+        char *d = ad_asprintf("the server's copy of the result file is not what was read (%llu bytes, %s); was "
+                              "the file changed during the upload?",
+                              (unsigned long long)t->up_size, want);
+        task_fail(w, t, "result-upload-mismatch", "Result upload mismatch", d, 1);
+        free(d);
+        return;
+    }
+    ad_info("job %s: result file uploaded (%llu bytes, %s); completing", t->id, (unsigned long long)t->up_size, want);
+    json_t *body = json_object();
+    json_object_set_new(body, "artifact", json_true());
+    task_report(w, t, CALL_COMPLETE, body);
+}
+
+/* Upload-Offset of an answer, or -1 when absent or not a number. */
+static long long answer_offset(struct call *c)
+{
+    struct curl_header *h;
+    long long n;
+    if (curl_easy_header(c->easy, "Upload-Offset", 0, CURLH_HEADER, -1, &h) != CURLHE_OK ||
+        ad_parse_int(h->value, strlen(h->value), 0, INT64_MAX, &n) != 0)
+        return -1;
+    return n;
+}
+
+/*
+ * The part size to try after a 413 to a part of len bytes, or 0 when smaller parts would not help. The daemon
+ * names its cap ("at most N bytes (limits.maxUploadPartBytes)"); a 413 about the whole artifact names
+ * limits.maxResultBytes; any other 413 (one from in front of the daemon's handler, whose limit is not said)
+ * halves the part, down to UPLOAD_PART_MIN.
+ */
+static uint64_t smaller_part(const struct call *c, uint64_t len)
+{
+    json_t *p = json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL);
+    const char *d = json_string_value(json_object_get(p, "detail"));
+    const char *at = d != NULL && strstr(d, "maxUploadPartBytes") != NULL ? strstr(d, "at most ") : NULL;
+    long long n = 0;
+    if (at != NULL) {
+        at += strlen("at most ");
+        if (ad_parse_int(at, strspn(at, "0123456789"), 1, INT64_MAX, &n) != 0)
+            n = 0;
+    } else if ((d == NULL || strstr(d, "maxResultBytes") == NULL) && len / 2 >= UPLOAD_PART_MIN) {
+        n = (long long)(len / 2);
+    }
+    json_decref(p);
+    return (uint64_t)n < len ? (uint64_t)n : 0;
+}
+
+static void upload_done(struct worker *w, struct task *t, struct call *c, CURLcode rc, long status)
+{
+    int64_t now = ad_mono_ms();
+    int last = t->part_start + t->part_len == t->up_size;
+    if (rc == CURLE_OK && (status == 200 || status == 204)) {
+        long long off = answer_offset(c);
+        t->up_resumes = 0;
+        t->up_backoff = BACKOFF_MIN_MS;
+        if (last) {
+            upload_finished(w, t, c);
+        } else {
+            t->up_off = off >= 0 && (uint64_t)off <= t->up_size ? (uint64_t)off : t->part_start + t->part_len;
+            t->up_due = now;
+        }
+        return;
+    }
+    char *why = describe(c, rc, status);
+    long long off = status == 409 ? answer_offset(c) : -1;
+    json_t *p = off >= 0 ? json_loadb(c->resp.data != NULL ? c->resp.data : "", c->resp.len, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(p, "code"));
+    int mismatch = code != NULL && strcmp(code, "upload-offset-mismatch") == 0;
+    json_decref(p);
+    if (rc == CURLE_OK && mismatch && (uint64_t)off <= t->up_size && ++t->up_resumes <= UPLOAD_RESUMES_MAX) {
+        /* The server has a different number of bytes than we thought (a part whose answer was lost): go on
+         * from where it is. */
+        ad_warn("job %s: the server has %lld bytes of the result file; resuming from there", t->id, off);
+        t->up_off = (uint64_t)off;
+        t->up_due = now;
+    } else if (t->up_errno != 0) {
+        char *d = ad_asprintf("cannot read the result file at byte %llu: %s",
+                              (unsigned long long)(t->part_start + t->part_pos), strerror(t->up_errno));
+        upload_end(w, t);
+        task_fail(w, t, "result-file-unreadable", "Result file unreadable", d, 0);
+        free(d);
+    } else if (transient(rc, status)) {
+        if (now + t->up_backoff < t->lease_until) {
+            ad_warn("job %s: upload of the result file failed (%s); retrying", t->id, why);
+            t->up_due = now + t->up_backoff;
+            t->up_backoff = t->up_backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : t->up_backoff * 2;
+        } else {
+            ad_error("job %s: giving up on the upload (%s): the lease has run out, the server will requeue the job",
+                     t->id, why);
+            upload_end(w, t);
+            t->done = 1;
+        }
+    } else if (rc == CURLE_OK && status == 413 && smaller_part(c, t->part_len) > 0) {
+        w->part_max = smaller_part(c, t->part_len);
+        ad_warn("job %s: a part of %llu bytes was too large (%s); sending parts of %llu bytes", t->id,
+                (unsigned long long)t->part_len, why, (unsigned long long)w->part_max);
+        t->up_due = now;
+    } else if ((status == 409 && !mismatch) || status == 404 || status == 410) {
+        ad_warn("job %s: upload refused (%s): the job is no longer this worker's", t->id, why);
+        upload_end(w, t);
+        t->done = 1;
+    } else {
+        /* The file itself was refused (413 too large, a 400, or offsets that do not converge). */
+        char *d = ad_asprintf("the server refused the command's result file: %s", why);
+        upload_end(w, t);
+        task_fail(w, t, "result-rejected", "Result rejected", d, 0);
+        free(d);
+    }
+    free(why);
+}
+
 static void process_answers(struct worker *w)
 {
     CURLMsg *m;
@@ -1097,6 +1460,9 @@ static void process_answers(struct worker *w)
         } else if (c->kind == CALL_HEARTBEAT) {
             t->hb = NULL;
             heartbeat_done(w, t, c, rc, status);
+        } else if (c->kind == CALL_UPLOAD) {
+            t->up = NULL;
+            upload_done(w, t, c, rc, status);
         } else {
             t->report = NULL;
             report_done(w, t, c, rc, status);
@@ -1124,6 +1490,45 @@ static void heartbeat_send(struct worker *w, struct task *t, int64_t now)
     t->hb_dirty = 0;
     t->hb_last = now;
     t->hb_due = now + interval_ms(w);
+}
+
+/* Renew t's lease when due (or sooner for a progress line); lowers *next to when it will be. */
+static void heartbeat_tick(struct worker *w, struct task *t, int64_t now, int64_t *next)
+{
+    if (t->hb != NULL || t->why == END_LOST)
+        return;
+    int64_t due = t->hb_due;
+    if (t->hb_dirty && t->hb_last + PROGRESS_SPACING_MS < due)
+        due = t->hb_last + PROGRESS_SPACING_MS;
+    if (now >= due)
+        heartbeat_send(w, t, now);
+    else if (due < *next)
+        *next = due;
+}
+
+/* A task whose command is over and whose result file is on its way: the lease is renewed as while the command
+ * ran, a lost lease or a cancel ends the upload, and the next part goes when the last one was kept. */
+static void upload_tick(struct worker *w, struct task *t, int64_t now, int64_t *next)
+{
+    if (t->why == END_LOST) {
+        ad_warn("job %s: upload dropped: the lease is no longer this worker's", t->id);
+        upload_end(w, t);
+        t->done = 1;
+        return;
+    }
+    if (t->why == END_CANCEL) {
+        ad_info("job %s: upload stopped after a cancel request; acknowledging", t->id);
+        upload_end(w, t);
+        task_report(w, t, CALL_CANCEL, json_object());
+        return;
+    }
+    heartbeat_tick(w, t, now, next);
+    if (t->up != NULL)
+        return;
+    if (now >= t->up_due)
+        upload_send(w, t);
+    else if (t->up_due < *next)
+        *next = t->up_due;
 }
 
 static void lease_send(struct worker *w, int free_slots)
@@ -1186,6 +1591,10 @@ static int64_t step(struct worker *w)
     for (struct task *t = w->tasks; t != NULL; t = t->next) {
         if (t->reporting || t->done)
             continue;
+        if (t->uploading) {
+            upload_tick(w, t, now, &next);
+            continue;
+        }
         task_io(t);
         if (t->pid == 0) {
             /* Exited: what it wrote is in the pipes; anything later comes from processes it left behind. */
@@ -1216,15 +1625,7 @@ static int64_t step(struct worker *w)
                 next = t->kill_at;
             }
         }
-        if (t->hb == NULL && t->why != END_LOST) {
-            int64_t due = t->hb_due;
-            if (t->hb_dirty && t->hb_last + PROGRESS_SPACING_MS < due)
-                due = t->hb_last + PROGRESS_SPACING_MS;
-            if (now >= due)
-                heartbeat_send(w, t, now);
-            else if (due < next)
-                next = due;
-        }
+        heartbeat_tick(w, t, now, &next);
     }
     for (struct task *t = w->tasks; t != NULL; t = t->next) {
         if (t->reporting && !t->done && t->report == NULL) {
@@ -1332,8 +1733,8 @@ extern char **environ;
 
 static int env_ours(const char *e)
 {
-    static const char *const names[] = {
-        "ACCEPTD_KEY=", "ACCEPTD_URL=", "ACCEPTD_JOB_ID=", "ACCEPTD_JOB_TYPE=", "ACCEPTD_JOB_ATTEMPT="};
+    static const char *const names[] = {"ACCEPTD_KEY=",      "ACCEPTD_URL=",         "ACCEPTD_JOB_ID=",
+                                        "ACCEPTD_JOB_TYPE=", "ACCEPTD_JOB_ATTEMPT=", "ACCEPTD_RESULT_FILE="};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strncmp(e, names[i], strlen(names[i])) == 0)
             return 1;
@@ -1347,7 +1748,9 @@ static void usage(FILE *f)
            "                      [--lease-seconds S] [--lease-wait S] [--grace S] [--name NAME] -- COMMAND [ARGS...]\n"
            "Runs COMMAND once per leased job: the payload on stdin, ACCEPTD_JOB_ID, ACCEPTD_JOB_TYPE,\n"
            "ACCEPTD_JOB_ATTEMPT and ACCEPTD_URL in the environment; a line `::progress <0-100> [message]` on\n"
-           "stdout or stderr reports progress; the JSON printed on stdout is the result.\n"
+           "stdout or stderr reports progress; the JSON printed on stdout is the result, unless the command\n"
+           "writes a file to $ACCEPTD_RESULT_FILE (its media type in $ACCEPTD_RESULT_FILE.type): that file is\n"
+           "then uploaded as the job's result artifact.\n"
            "ACCEPTD_URL and ACCEPTD_KEY are read from the environment when not given. See docs/workers.md.\n");
 }
 
@@ -1434,6 +1837,7 @@ int ad_worker_main(int argc, char **argv)
         if (!env_ours(environ[i]))
             w.envp[w.nenv++] = environ[i];
     w.lease_backoff = BACKOFF_MIN_MS;
+    w.part_max = UPLOAD_PART_BYTES;
 
     char types[512] = "";
     size_t tl = 0;

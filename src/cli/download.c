@@ -1,0 +1,209 @@
+/*
+ * download.c - a finished job's result artifact (docs/protocol.md, "Result artifacts") saved to a file, for
+ * `acceptd jobs result ID -O FILE` and `acceptd submit TYPE --wait -O FILE`.
+ *
+ * The bytes of GET /v1/jobs/{id}/result go straight from libcurl's write callback to FILE.part, hashed on
+ * the way, so an artifact of any size costs a few buffers of memory. FILE appears (a rename) only once the
+ * SHA-256 of what came matches the job's `artifact.digest`; a mismatch removes FILE.part and is its own exit
+ * status (AD_CLI_DIGEST), so a script can tell a corrupted transfer from a refusal. It does not resume a
+ * broken download with Range (a rerun fetches it again), and it does not trust the answer's own Repr-Digest:
+ * the digest checked is the one the job document carries.
+ */
+#include "cli/cli_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DOWNLOAD_STALL_S 60 /* a download that moves no byte for this long has failed */
+#define DIGEST_PREFIX "sha-256=:"
+
+struct sink {
+    struct ad_cli_req *r;
+    int fd;
+    EVP_MD_CTX *sha;
+    uint64_t got, max;
+    int checked, is_body;
+    int write_errno; /* a write to the file failed: errno */
+    int toolong;     /* more bytes than the artifact's size came */
+};
+
+static size_t on_bytes(char *p, size_t size, size_t n, void *ud)
+{
+    struct sink *s = ud;
+    size_t len = size * n;
+    if (!s->checked) {
+        long status = 0;
+        curl_easy_getinfo(s->r->easy, CURLINFO_RESPONSE_CODE, &status);
+        s->checked = 1;
+        s->is_body = status == 200;
+    }
+    if (!s->is_body) /* a problem answer: kept for the report */
+        return ad_buf_append(&s->r->resp, p, len) == 0 ? len : 0;
+    if (len > s->max - s->got) {
+        s->toolong = 1;
+        return 0;
+    }
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(s->fd, p + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->write_errno = w < 0 ? errno : EIO;
+            return 0;
+        }
+        off += (size_t)w;
+    }
+    if (!EVP_DigestUpdate(s->sha, p, len))
+        abort();
+    s->got += len;
+    return len;
+}
+
+/* The 32 bytes of a "sha-256=:<base64>:" digest. 0, or -1 when it is not one. */
+static int parse_digest(const char *d, uint8_t out[AD_SHA256_LEN])
+{
+    if (d == NULL || strncmp(d, DIGEST_PREFIX, strlen(DIGEST_PREFIX)) != 0)
+        return -1;
+    const char *b = d + strlen(DIGEST_PREFIX);
+    size_t n = strcspn(b, ":");
+    uint8_t buf[48];
+    /* 32 bytes in base64 are 44 characters with one padding byte, which EVP_DecodeBlock counts too */
+    if (n != 44 || strcmp(b + n, ":") != 0 || EVP_DecodeBlock(buf, (const unsigned char *)b, 44) != AD_SHA256_LEN + 1)
+        return -1;
+    memcpy(out, buf, AD_SHA256_LEN);
+    return 0;
+}
+
+/* The artifact's path on the server: its href when it is a plain absolute path, else the documented one. */
+static char *artifact_path(const char *id, json_t *artifact)
+{
+    const char *href = json_string_value(json_object_get(artifact, "href"));
+    if (href != NULL && href[0] == '/' && href[1] != '/' && strlen(href) < 1024 &&
+        strspn(href, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/?=&%:") == strlen(href))
+        return ad_strdup(href);
+    return ad_asprintf("/v1/jobs/%s/result", id);
+}
+
+int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, const char *file)
+{
+    uint8_t want[AD_SHA256_LEN], got[AD_SHA256_LEN];
+    json_t *size = json_object_get(artifact, "size");
+    const char *digest = json_string_value(json_object_get(artifact, "digest"));
+    if (!json_is_integer(size) || json_integer_value(size) < 0 || parse_digest(digest, want) != 0) {
+        fprintf(stderr, "%s: job %s: the artifact has no size or no sha-256 digest to check the download against\n",
+                c->prog, id);
+        return AD_CLI_PROBLEM;
+    }
+    char *part = ad_asprintf("%s.part", file);
+    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", c->prog, part, strerror(errno));
+        free(part);
+        return AD_CLI_FILE;
+    }
+    struct ad_cli_req r;
+    struct sink s;
+    memset(&s, 0, sizeof(s));
+    s.r = &r;
+    s.fd = fd;
+    s.max = (uint64_t)json_integer_value(size);
+    s.sha = EVP_MD_CTX_new();
+    if (s.sha == NULL || !EVP_DigestInit_ex2(s.sha, EVP_sha256(), NULL))
+        abort();
+    char *path = artifact_path(id, artifact);
+    ad_cli_req_init(c, &r, "GET", path, NULL, curl_slist_append(NULL, "Accept: */*"), 0);
+    free(path);
+    curl_easy_setopt(r.easy, CURLOPT_WRITEFUNCTION, on_bytes);
+    curl_easy_setopt(r.easy, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(r.easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(r.easy, CURLOPT_LOW_SPEED_TIME, (long)DOWNLOAD_STALL_S);
+    /* A job submitted with onComplete: redirect answers 303 to a signed URL of the same result. */
+    curl_easy_setopt(r.easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(r.easy, CURLOPT_MAXREDIRS, 3L);
+    curl_easy_setopt(r.easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    /* --timeout bounds the wait for the job, not the transfer of its result. */
+    int64_t deadline = c->deadline;
+    c->deadline = 0;
+    int rc = ad_cli_perform(c, &r);
+    c->deadline = deadline;
+    unsigned int hn = 0;
+    if (!EVP_DigestFinal_ex(s.sha, got, &hn) || hn != AD_SHA256_LEN)
+        abort();
+    EVP_MD_CTX_free(s.sha);
+    if (rc == 0 && s.write_errno != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, part, strerror(s.write_errno));
+        rc = AD_CLI_FILE;
+    } else if (rc == 0 && r.rc == CURLE_OK && r.status != 200) {
+        rc = ad_cli_report(c, &r);
+    } else if (rc == 0 &&
+               (s.toolong || (r.rc == CURLE_OK && (s.got != s.max || memcmp(got, want, sizeof(got)) != 0)))) {
+        char b64[48] = "";
+        EVP_EncodeBlock((unsigned char *)b64, got, (int)sizeof(got));
+        char *d = ad_cli_clean(digest, 200);
+        if (s.toolong)
+            fprintf(stderr,
+                    "%s: job %s: the download is corrupt: more than the artifact's %llu bytes came; %s not written\n",
+                    c->prog, id, (unsigned long long)s.max, file);
+        else
+            fprintf(stderr,
+                    "%s: job %s: the download is corrupt: %llu bytes with digest sha-256=:%s:, the artifact has %llu "
+                    "bytes with digest %s; %s not written\n",
+                    c->prog, id, (unsigned long long)s.got, b64, (unsigned long long)s.max, d, file);
+        free(d);
+        rc = AD_CLI_DIGEST;
+    } else if (rc == 0 && r.rc != CURLE_OK) {
+        rc = ad_cli_report(c, &r);
+    }
+    ad_cli_req_free(&r);
+    if (rc == 0 && fsync(fd) != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, part, strerror(errno));
+        rc = AD_CLI_FILE;
+    }
+    if (close(fd) != 0 && rc == 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, part, strerror(errno));
+        rc = AD_CLI_FILE;
+    }
+    if (rc == 0 && rename(part, file) != 0) {
+        fprintf(stderr, "%s: cannot rename %s to %s: %s\n", c->prog, part, file, strerror(errno));
+        rc = AD_CLI_FILE;
+    }
+    if (rc != 0)
+        unlink(part);
+    else
+        fprintf(stderr, "%s: job %s: saved %llu bytes to %s (%s verified)\n", c->prog, id, (unsigned long long)s.got,
+                file, "sha-256");
+    free(part);
+    return rc;
+}
+
+int ad_cli_save_json(struct ad_cli *c, json_t *v, const char *file)
+{
+    char *part = ad_asprintf("%s.part", file);
+    FILE *f = fopen(part, "wbe");
+    int rc = 0;
+    if (f == NULL || json_dumpf(v, f, JSON_INDENT(2) | JSON_ENCODE_ANY) != 0 || fputc('\n', f) == EOF ||
+        fflush(f) != 0 || fsync(fileno(f)) != 0)
+        rc = AD_CLI_FILE;
+    if (f != NULL && fclose(f) != 0)
+        rc = AD_CLI_FILE;
+    if (rc == 0 && rename(part, file) != 0)
+        rc = AD_CLI_FILE;
+    if (rc != 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, file, strerror(errno));
+        unlink(part);
+    }
+    free(part);
+    return rc;
+}
+
+void ad_cli_print_artifact(struct ad_cli *c, const char *id, json_t *artifact)
+{
+    json_t *out = json_pack("{s:O}", "artifact", artifact);
+    ad_cli_print_json(out);
+    json_decref(out);
+    fprintf(stderr, "%s: job %s has a result file; -O FILE saves it\n", c->prog, id);
+}
