@@ -78,7 +78,8 @@ static void io_submit(struct ad_op *op)
  * A part passes through megabyte buffers (h2o's request body, the copy the thread writes from), freed once it is
  * answered. tcmalloc, the plain build's allocator (docs/operations.md), keeps freed spans for reuse and gives them
  * back to the system only slowly, so an upload would leave the daemon tens of megabytes larger: they are given back
- * as each part arrives and shortly after the last. Weak, so that builds without tcmalloc (ASan) link.
+ * once parts stop coming for a while. Not after each part: the next one would then fault every page of its buffers
+ * in again, which cost more than half of an upload's time. Weak, so that builds without tcmalloc (ASan) link.
  */
 extern void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
 static struct ad_timer release_timer;
@@ -192,8 +193,7 @@ static void part_done(struct ad_op *op)
 {
     struct part_op *x = (struct part_op *)op;
     release_timer.cb = release_memory;
-    if (!ad_timer_armed(&release_timer))
-        ad_timer_arm(&release_timer, ad_mono_ms() + 50);
+    ad_timer_arm(&release_timer, ad_mono_ms() + 200); /* once no part came for a while */
     struct ad_request *r = ad_api_write_take(x->pend);
     if (r != NULL) {
         h2o_req_t *req = r->req;
@@ -325,7 +325,6 @@ static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
 
 int ad_api_put_result(struct ad_request *r)
 {
-    release_memory(NULL); /* the parts before this one */
     const char *lease = lease_of(r);
     if (lease == NULL || *lease == '\0' || strlen(lease) > 64)
         return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "send the job's lease id in Lease-Id", NULL);

@@ -227,16 +227,19 @@ ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, cha
     if (err != AD_E_OK)
         return err;
     struct ad_artifact_state st;
-    if (p->fresh) {
+    int fresh = p->fresh;
+    if (!fresh && state_load(p->job_id, p->lease_id, &st) != 0) {
+        *offset = 0;
+        if (p->offset != 0)
+            return AD_E_UPLOAD_OFFSET; /* none in progress */
+        fresh = 1;                     /* offset 0 with nothing received: the start */
+    }
+    if (fresh) {
         art_drop(p->job_id, p->lease_id);
         ad_artifact_state_init(&st, p->ctype);
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return errno_err(errno);
-    } else if (state_load(p->job_id, p->lease_id, &st) != 0) {
-        *offset = 0;
-        return AD_E_UPLOAD_OFFSET; /* none in progress: a new upload sends no offset */
-    }
-    if (!p->fresh && st.offset != p->offset) {
+    } else if (st.offset != p->offset) {
         *offset = st.offset;
         return AD_E_UPLOAD_OFFSET;
     }

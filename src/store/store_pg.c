@@ -2301,25 +2301,29 @@ static ad_err art_write(struct ad_conn *c, const struct ad_artifact_part *p, uin
     PGresult *r = NULL;
     struct ad_artifact_state st;
     err = art_exec(c, "BEGIN", 0, NULL, NULL, NULL, 0, NULL, "begin an artifact part");
-    if (err == AD_E_OK && p->fresh) {
-        err = art_exec(c, "DELETE FROM artifact_chunks WHERE job_id = $1 AND lease_id = $2", 2, key, NULL, NULL, 0,
-                       NULL, "drop an earlier upload");
-        ad_artifact_state_init(&st, p->ctype);
-    } else if (err == AD_E_OK) {
+    int fresh = p->fresh;
+    if (err == AD_E_OK && !fresh) {
         err = art_exec(
             c, "SELECT state FROM artifact_uploads WHERE job_id = $1 AND lease_id = $2 AND view IS NULL FOR UPDATE", 2,
             key, NULL, NULL, 1, &r, "read an upload's state");
-        if (err == AD_E_OK && (PQntuples(r) != 1 || PQgetlength(r, 0, 0) != (int)sizeof(st)))
-            err = AD_E_UPLOAD_OFFSET; /* none in progress: a new upload sends no offset */
-        if (err == AD_E_OK)
+        int none = err == AD_E_OK && (PQntuples(r) != 1 || PQgetlength(r, 0, 0) != (int)sizeof(st));
+        if (none && p->offset == 0)
+            fresh = 1; /* offset 0 with nothing received: the start */
+        else if (none)
+            err = AD_E_UPLOAD_OFFSET; /* none in progress */
+        else if (err == AD_E_OK)
             memcpy(&st, PQgetvalue(r, 0, 0), sizeof(st));
-        else
-            *offset = 0;
-        if (err == AD_E_OK && (!ad_artifact_state_valid(&st) || st.offset != p->offset)) {
+        *offset = 0;
+        if (err == AD_E_OK && !fresh && (!ad_artifact_state_valid(&st) || st.offset != p->offset)) {
             *offset = st.offset;
             err = AD_E_UPLOAD_OFFSET;
         }
         PQclear(r);
+    }
+    if (err == AD_E_OK && fresh) {
+        err = art_exec(c, "DELETE FROM artifact_chunks WHERE job_id = $1 AND lease_id = $2", 2, key, NULL, NULL, 0,
+                       NULL, "drop an earlier upload");
+        ad_artifact_state_init(&st, p->ctype);
     }
     if (err == AD_E_OK && st.offset + p->len > p->max_bytes)
         err = AD_E_PAYLOAD_TOO_LARGE;
