@@ -14,7 +14,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, api, rawRequest, backend } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, api, rawRequest, backend, freshStore } from './lib/daemon.mjs';
 import * as openapi from './lib/openapi.mjs';
 import { openSse } from './lib/sse.mjs';
 import { HTTP_DATE, assertJobShape, assertProblem, expectStatus, getJob, hget, leaseOne, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
@@ -28,7 +28,7 @@ const URL_SECONDS = 2; // the signed URL lifetime of the main daemon
 const BIG_MB = Number(process.env.ACCEPTD_TEST_ARTIFACT_MB ?? (process.env.ACCEPTD_SANITIZED ? 256 : 1024));
 
 // One type per test that lets a lease run out, so that a requeued job is never leased by another test.
-const TYPES = ['art.basic', 'art.range', 'art.errors', 'art.stale', 'art.signed', 'art.tenant', 'art.cut', 'art.resume', 'art.cap', 'art.kill', 'art.big', 'art.full'];
+const TYPES = ['art.basic', 'art.range', 'art.errors', 'art.stale', 'art.signed', 'art.tenant', 'art.cut', 'art.resume', 'art.cap', 'art.kill', 'art.big', 'art.full', 'art.cluster'];
 
 // The artifacts section of the config. ARTIFACTS-SPEC.md names artifacts.gcSeconds and artifacts.urlSeconds;
 // the daemon has artifacts.gcInterval and artifacts.urlLifetime (durations).
@@ -500,6 +500,44 @@ describe('result artifacts', () => {
 
 // These two suites start and stop their daemon inside their one test: with a suite-level after() hook, Node 20's
 // runner now and then ran the hook (stopping the daemon) while that suite's only test was still running.
+// Cluster mode: the bytes are in the database, so a node serves what another received. Two nodes on one fresh
+// PostgreSQL database (the PostgreSQL pass of the suite; a SQLite store cannot be shared).
+describe('result artifacts: two nodes on one PostgreSQL database', { skip: backend !== 'postgres' && 'cluster mode needs the PostgreSQL store' }, () => {
+    it('a part goes to one node and the next to the other; each node serves the whole, ranges and a signed URL', async () => {
+        const store = freshStore();
+        const conf = config({ limits: `{ maxBodyBytes: 4096, maxUploadPartBytes: ${PART_CAP} }`, artifacts: artifactsConf({ gc: 60 }) }) +
+            'signingKey: "artifact-cluster-signing-key-0123456789"\n';
+        const a = await startDaemon({ config: conf, store });
+        const b = await startDaemon({ config: conf, store });
+        try {
+            const id = (await submit(api(a, 'ka'), { type: 'art.cluster', payload: {} })).json.id;
+            const { leaseId } = await leaseOne(api(b, 'wa'), 'art.cluster', { expectId: id, leaseSeconds: 60 });
+            const data = patterned(2 * PART_CAP + 777, 81);
+            // Part by part on alternate nodes: the upload's state is in the database, not in a node.
+            expectStatus(await putPart(a, 'wa', id, leaseId, data.subarray(0, PART_CAP), { last: false }), 204);
+            expectStatus(await putPart(b, 'wa', id, leaseId, data.subarray(PART_CAP, 2 * PART_CAP), { offset: PART_CAP, last: false }), 204);
+            const head = await bin(a, 'wa', 'HEAD', `/v1/jobs/${id}/result`, { headers: { 'lease-id': leaseId } });
+            assert.equal(head.headers.get('upload-offset'), String(2 * PART_CAP));
+            expectStatus(await putPart(a, 'wa', id, leaseId, data.subarray(2 * PART_CAP), { offset: 2 * PART_CAP, last: true }), 200);
+            expectStatus(await api(b, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 200);
+            for (const d of [a, b]) {
+                const got = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 200);
+                assert.equal(sha256hex(got.buf), sha256hex(data), `node ${d.url} served other bytes`);
+                const part = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`, { headers: { range: `bytes=${PART_CAP - 5}-${PART_CAP + 4}` } }), 206);
+                assert.ok(part.buf.equals(data.subarray(PART_CAP - 5, PART_CAP + 5)), 'a range across two parts differs');
+            }
+            // A signed URL made by one node works on the other (the nodes share signingKey).
+            const redirect = await bin(a, 'ka', 'GET', `/v1/jobs/${id}?onComplete=redirect`);
+            assert.equal(redirect.status, 303, show(redirect));
+            const viaB = expectStatus(await bin(b, null, 'GET', redirect.headers.get('location')), 200);
+            assert.equal(sha256hex(viaB.buf), sha256hex(data));
+        } finally {
+            await stopClean(a);
+            await stopClean(b);
+        }
+    });
+});
+
 // A data dir on a 6 MiB tmpfs (mounted by the test, which runs as root: it fails rather than skips where it cannot):
 // the part that does not fit is a 503 storage-full problem and is not kept, the upload stays where it was, and
 // reads go on. Always SQLite: PostgreSQL's disk is its server's business.
