@@ -147,15 +147,15 @@ int ad_server_run(struct ad_config *cfg)
     h2o_config_init(&srv.h2o);
     srv.h2o.server_name = h2o_iovec_init(H2O_STRLIT("acceptd"));
     /* h2o itself answers bodies beyond this; below it, our own 413 problem does (api.c, api_artifacts.c). */
-    size_t body_limit =
-        cfg->max_upload_part_bytes > cfg->max_body_bytes ? cfg->max_upload_part_bytes : cfg->max_body_bytes;
-    srv.h2o.max_request_entity_size = body_limit + 64 * 1024;
+    srv.h2o.max_request_entity_size =
+        (cfg->max_upload_part_bytes > cfg->max_body_bytes ? cfg->max_upload_part_bytes : cfg->max_body_bytes) +
+        64 * 1024;
     h2o_hostconf_t *host = h2o_config_register_host(&srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
     handler->on_req = ad_api_on_req;
-    ad_http_register_problem_filter(path, body_limit);
-    ad_http_register_problem_filter(&host->fallback_path, body_limit);
+    ad_http_register_problem_filter(path, cfg->max_body_bytes, cfg->max_upload_part_bytes);
+    ad_http_register_problem_filter(&host->fallback_path, cfg->max_body_bytes, cfg->max_upload_part_bytes);
     ad_http_register_logger(path, cfg->log.access_log);
     ad_http_register_logger(&host->fallback_path, cfg->log.access_log);
 

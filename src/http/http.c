@@ -478,7 +478,7 @@ int ad_http_problem(h2o_req_t *req, ad_err err, const char *detail, const char *
  */
 struct problem_filter {
     h2o_filter_t super;
-    size_t body_limit; /* what a 413 names as the limit */
+    size_t body_limit, part_limit; /* what a 413 names as the limits: limits.maxBodyBytes, maxUploadPartBytes */
 };
 
 struct problem_ostream {
@@ -517,10 +517,11 @@ static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostrea
         const char *detail = req->res.reason;
         if (req->res.status == 413) {
             char *buf = h2o_mem_alloc_pool(&req->pool, 160);
+            const struct problem_filter *f = (const struct problem_filter *)self;
             snprintf(buf, 160,
-                     "the body is larger than the limit of %zu bytes (limits.maxBodyBytes, or "
-                     "limits.maxUploadPartBytes for a part of a result artifact)",
-                     ((struct problem_filter *)self)->body_limit);
+                     "the body is larger than the limit of %zu bytes (a part of a result artifact may have %zu: "
+                     "limits.maxUploadPartBytes)",
+                     f->body_limit, f->part_limit);
             detail = buf;
         }
         struct problem_ostream *p = (struct problem_ostream *)h2o_add_ostream(req, sizeof(*p), slot);
@@ -533,11 +534,12 @@ static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostrea
     h2o_setup_next_ostream(req, slot);
 }
 
-void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit)
+void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit, size_t part_limit)
 {
     struct problem_filter *f = (struct problem_filter *)h2o_create_filter(conf, sizeof(*f));
     f->super.on_setup_ostream = problem_setup_ostream;
     f->body_limit = body_limit;
+    f->part_limit = part_limit;
 }
 
 int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...)

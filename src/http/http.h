@@ -54,8 +54,9 @@ int ad_http_problemf(h2o_req_t *req, ad_err err, const char *fmt, ...) AD_PRINTF
 /* Append the problem document ad_http_problem would send for err to b, without sending anything (the per-job
  * problems of a batch answer). */
 void ad_http_problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, const char *detail, const char *extra);
-/* Turn h2o's own plain-text error answers on conf into problem documents; a 413's names body_limit. */
-void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit);
+/* Turn h2o's own plain-text error answers on conf into problem documents; a 413's names body_limit (a request
+ * body's) and part_limit (a part of a result artifact's). */
+void ad_http_register_problem_filter(h2o_pathconf_t *conf, size_t body_limit, size_t part_limit);
 /* A stored problem document (a failed job's error) with its own status. */
 int ad_http_problem_doc(h2o_req_t *req, const char *json, int status);
 
