@@ -36,7 +36,10 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct ad_op *head, **tail = &head;
 static size_t queued;
 static uint64_t stat_batches, stat_ops;
-static uint64_t submitted, delivered;          /* atomics: ops handed in, ops whose done() has run */
+static uint64_t submitted, delivered; /* atomics: ops handed in, ops whose done() has run */
+/* atomics: of those, the ops handed back without the writer (ad_writer_complete: reads, file I/O), which are no
+ * writes waiting for the store and so are not counted against limits.maxQueuedWrites */
+static uint64_t back_submitted, back_delivered;
 static uint64_t stat_apply_ns, stat_commit_ns; /* written by the writer thread only */
 
 static uint64_t mono_ns(void)
@@ -129,7 +132,10 @@ int ad_writer_deliver(void)
         struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
         int published = publish(op);
         uint64_t weight = op_weight(op); /* done() frees op */
+        int back = op->handed_back;
         op->done(op);
+        if (back)
+            __atomic_add_fetch(&back_delivered, weight, __ATOMIC_RELAXED);
         if (published && settled_fn != NULL)
             settled_fn();
         __atomic_add_fetch(&delivered, weight, __ATOMIC_RELAXED);
@@ -393,12 +399,17 @@ int ad_writer_idle(void)
 
 size_t ad_writer_outstanding(void)
 {
-    return (size_t)(__atomic_load_n(&submitted, __ATOMIC_RELAXED) - __atomic_load_n(&delivered, __ATOMIC_RELAXED));
+    /* Read one after the other, the two counts may be one op apart for a moment, either way; never below none. */
+    uint64_t back =
+        __atomic_load_n(&back_submitted, __ATOMIC_RELAXED) - __atomic_load_n(&back_delivered, __ATOMIC_RELAXED);
+    uint64_t all = __atomic_load_n(&submitted, __ATOMIC_RELAXED) - __atomic_load_n(&delivered, __ATOMIC_RELAXED);
+    return all > back ? (size_t)(all - back) : 0;
 }
 
 void ad_writer_submit(struct ad_op *op)
 {
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
+    op->handed_back = 0;
     op->next = NULL;
     op->err = AD_E_OK;
     op->nchanged = 0;
@@ -413,6 +424,8 @@ void ad_writer_submit(struct ad_op *op)
 
 void ad_writer_complete(struct ad_op *op)
 {
+    op->handed_back = 1;
+    __atomic_add_fetch(&back_submitted, op_weight(op), __ATOMIC_RELAXED);
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->msg.link.next = op->msg.link.prev = NULL;
     h2o_multithread_send_message(&receiver, &op->msg);

@@ -45,6 +45,7 @@ struct ad_op {
     /* What the op counts for in ad_writer_outstanding, set before it is handed in: the jobs of a batch submit,
      * which holds them all until its answer; 0 counts as 1. */
     size_t weight;
+    int handed_back; /* handed back by ad_writer_complete, not applied by the writer: no write */
     h2o_multithread_message_t msg;
     struct ad_op *next;
     /* The jobs apply changed, in the order named: the first AD_OP_CHANGES_INLINE in changed, the rest in more
@@ -123,9 +124,9 @@ void ad_writer_stats(struct ad_writer_stats *out);
 int ad_writer_storage_full(void);
 /* 1 when every operation handed in has been applied and its done() has run (event loop thread). */
 int ad_writer_idle(void);
-/* Operations handed in whose done() has not run yet, each counted by its weight: queued, in the open batch, or
+/* Writes handed in whose done() has not run yet, each counted by its weight: queued, in the open batch, or
  * waiting for the loop (event loop thread). Each holds its request's memory until then; the API refuses writes past
- * limits.maxQueuedWrites. */
+ * limits.maxQueuedWrites. Ops handed back with ad_writer_complete (reads, file I/O) are not counted. */
 size_t ad_writer_outstanding(void);
 
 #endif

@@ -521,6 +521,8 @@ describe('result artifacts: two nodes on one PostgreSQL database', { skip: backe
             expectStatus(await putPart(a, 'wa', id, leaseId, data.subarray(2 * PART_CAP), { offset: 2 * PART_CAP, last: true }), 200);
             expectStatus(await api(b, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 200);
             for (const d of [a, b]) {
+                // A node learns of the other's commit from the database's notifications, a moment later.
+                await waitUntil(() => getJob(api(d, 'ka'), id), (j) => j.status === 'succeeded', { what: `node ${d.url} to see the job succeed` });
                 const got = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 200);
                 assert.equal(sha256hex(got.buf), sha256hex(data), `node ${d.url} served other bytes`);
                 const part = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`, { headers: { range: `bytes=${PART_CAP - 5}-${PART_CAP + 4}` } }), 206);
