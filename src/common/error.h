@@ -41,7 +41,6 @@
     XX(RATE_LIMITED, "rate-limited", 429, "Too many requests")                                                         \
     XX(HEADERS_TOO_LARGE, "headers-too-large", 431, "Request header fields too large")                                 \
     XX(INTERNAL, "internal", 500, "Internal error")                                                                    \
-    XX(NOT_IMPLEMENTED, "not-implemented", 501, "Not implemented")                                                     \
     XX(UNAVAILABLE, "unavailable", 503, "Service unavailable")                                                         \
     XX(STORAGE_FULL, "storage-full", 503, "Storage full")
 

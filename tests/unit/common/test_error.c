@@ -124,7 +124,6 @@ static void test_documented_problems(void **state)
         {AD_E_UPLOAD_OFFSET, "upload-offset-mismatch", 409},
         {AD_E_ARTIFACT_INCOMPLETE, "artifact-incomplete", 409},
         {AD_E_RANGE_NOT_SATISFIABLE, "range-not-satisfiable", 416},
-        {AD_E_NOT_IMPLEMENTED, "not-implemented", 501},
     };
     for (size_t i = 0; i < sizeof(doc) / sizeof(doc[0]); i++) {
         assert_string_equal(ad_err_code(doc[i].e), doc[i].code);
