@@ -17,15 +17,12 @@
 #include "common/timer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define ART_CHUNK (256 * 1024) /* bytes read from the file per write to the client */
 
