@@ -2,11 +2,15 @@
  * workers.c - the worker side of acceptd measured from a C client (built and run by bench/workers.sh).
  * The same rounds as bench/workers.mjs, without a JavaScript runtime between the daemon and the clock:
  *
- *   workers HOST PORT handoff COUNT
+ *   workers HOST PORT handoff COUNT [FILE]
  *       A worker connection parks POST /v1/leases {"types":["bench.handoff"],"wait":30}; 2 ms later one
  *       job is submitted on a second connection. Latency: from just before the submit is written to the
  *       lease answer fully read. The worker then completes the job. COUNT rounds, one after the other.
  *       Prints handoff-n, handoff-p50, handoff-p99, handoff-max (ms).
+ *       With FILE, each round also times the floor of any durable handoff on that disk: one write of a
+ *       commit's size (REF_COMMIT, what a submit's commit writes to SQLite's log) to FILE, as a log is
+ *       written (on from the last, back to the start after REF_LOG), and fdatasync. Timed in the same
+ *       rounds, so that both see the same noise. Prints fsync-p50, fsync-p99 (ms).
  *   workers HOST PORT e2e JOBS SUBMITTERS WORKERS [MAX]
  *       JOBS submitted over SUBMITTERS connections (one request in flight on each) while WORKERS connections
  *       each lease up to MAX jobs at a time (default 1; wait 5) and complete them one after the other. Rate:
@@ -44,6 +48,8 @@
 #define HANDOFF_TYPE "bench.handoff"
 #define E2E_TYPE "bench.e2e-c" /* not bench.e2e: the node run after it starts from an empty queue */
 #define MAX_LEASE 100          /* the daemon's cap on "max" */
+#define REF_COMMIT (32 * 1024) /* a submit's commit to the log: 8 frames of a 4 KiB page (strace) */
+#define REF_LOG (4 * 1024 * 1024) /* about what the log holds between two checkpoints (1000 frames) */
 
 struct lease {
     char job[64], id[64];
@@ -195,12 +201,36 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void handoff(int count)
+/* One write of a commit's size at *off in fd, and fdatasync: the time in ms. */
+static double ref_commit(int fd, off_t *off)
+{
+    static char page[REF_COMMIT];
+    double t0 = now_ms();
+    if (pwrite(fd, page, sizeof page, *off) != (ssize_t)sizeof page || fdatasync(fd) != 0)
+        die("fsync reference: cannot write");
+    *off = (*off + REF_COMMIT) % REF_LOG;
+    return now_ms() - t0;
+}
+
+static void print_quantiles(const char *name, double *lat, int count)
+{
+    qsort(lat, (size_t)count, sizeof *lat, cmp);
+    printf("%s-n %d\n", name, count);
+    printf("%s-p50 %.3f\n", name, lat[(count + 1) / 2 - 1]);
+    printf("%s-p99 %.3f\n", name, lat[(count * 99 + 99) / 100 - 1]);
+    printf("%s-max %.3f\n", name, lat[count - 1]);
+}
+
+static void handoff(int count, const char *ref_file)
 {
     static struct conn worker, submitter;
     dial(&worker);
     dial(&submitter);
-    double *lat = calloc((size_t)count, sizeof *lat);
+    double *lat = calloc((size_t)count, sizeof *lat), *ref = calloc((size_t)count, sizeof *ref);
+    int ref_fd = -1;
+    off_t ref_off = 0;
+    if (ref_file != NULL && (ref_fd = open(ref_file, O_RDWR | O_CREAT | O_TRUNC, 0600)) < 0)
+        die("fsync reference: cannot open the file");
     char *body, sub[128], req[256];
     post(&worker, "/v1/leases", "{\"types\":[\"" HANDOFF_TYPE "\"],\"max\":1,\"wait\":0}");
     if (answer(&worker, &body) != 204)
@@ -208,6 +238,8 @@ static void handoff(int count)
     for (int i = 0; i < count; i++) {
         post(&worker, "/v1/leases",
              "{\"types\":[\"" HANDOFF_TYPE "\"],\"max\":1,\"wait\":30,\"leaseSeconds\":60,\"worker\":\"bench\"}");
+        if (ref_fd >= 0)
+            ref[i] = ref_commit(ref_fd, &ref_off);
         nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL); /* let the lease request park */
         snprintf(req, sizeof req, "{\"type\":\"" HANDOFF_TYPE "\",\"payload\":{\"i\":%d}}", i);
         double t0 = now_ms();
@@ -228,11 +260,14 @@ static void handoff(int count)
         if (answer(&worker, &body) != 200)
             die("complete: want 200");
     }
-    qsort(lat, (size_t)count, sizeof *lat, cmp);
-    printf("handoff-n %d\n", count);
-    printf("handoff-p50 %.3f\n", lat[(count + 1) / 2 - 1]);
-    printf("handoff-p99 %.3f\n", lat[(count * 99 + 99) / 100 - 1]);
-    printf("handoff-max %.3f\n", lat[count - 1]);
+    print_quantiles("handoff", lat, count);
+    if (ref_fd >= 0) {
+        print_quantiles("fsync", ref, count);
+        close(ref_fd);
+        unlink(ref_file);
+    }
+    free(lat);
+    free(ref);
 }
 
 static int submitted;
@@ -564,7 +599,7 @@ static void e2e(int jobs, int submitters, int workers, int slots)
 
 int main(int argc, char **argv)
 {
-    const char *usage = "usage: workers HOST PORT handoff COUNT | e2e JOBS SUBMITTERS WORKERS [MAX [next]] |"
+    const char *usage = "usage: workers HOST PORT handoff COUNT [FILE] | e2e JOBS SUBMITTERS WORKERS [MAX [next]] |"
                         " e2e-h2 JOBS SUBMITTERS WORKERS SLOTS";
     if (argc < 5)
         die(usage);
@@ -573,8 +608,8 @@ int main(int argc, char **argv)
     host = argv[1];
     port = atoi(argv[2]);
     int a = atoi(argv[4]);
-    if (strcmp(argv[3], "handoff") == 0 && argc == 5 && a > 0) {
-        handoff(a);
+    if (strcmp(argv[3], "handoff") == 0 && (argc == 5 || argc == 6) && a > 0) {
+        handoff(a, argc == 6 ? argv[5] : NULL);
     } else if (strcmp(argv[3], "e2e") == 0 && argc >= 7 && argc <= 9 && a > 0 && atoi(argv[5]) > 0 &&
                atoi(argv[6]) > 0 && (argc < 9 || strcmp(argv[8], "next") == 0)) {
         lease_max = argc >= 8 ? atoi(argv[7]) : 1;
