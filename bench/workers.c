@@ -46,9 +46,9 @@
 #include <unistd.h>
 
 #define HANDOFF_TYPE "bench.handoff"
-#define E2E_TYPE "bench.e2e-c" /* not bench.e2e: the node run after it starts from an empty queue */
-#define MAX_LEASE 100          /* the daemon's cap on "max" */
-#define REF_COMMIT (32 * 1024) /* a submit's commit to the log: 8 frames of a 4 KiB page (strace) */
+#define E2E_TYPE "bench.e2e-c"    /* not bench.e2e: the node run after it starts from an empty queue */
+#define MAX_LEASE 100             /* the daemon's cap on "max" */
+#define REF_COMMIT (32 * 1024)    /* a submit's commit to the log: 8 frames of a 4 KiB page (strace) */
 #define REF_LOG (4 * 1024 * 1024) /* about what the log holds between two checkpoints (1000 frames) */
 
 struct lease {
@@ -61,9 +61,9 @@ struct conn {
     int fd;
     int worker;          /* e2e: a worker connection (else a submitter) */
     struct h2worker *h2; /* e2e-h2: the worker's HTTP/2 session (else HTTP/1.1) */
-    int completing;  /* e2e worker: the request in flight is a complete */
+    int completing;      /* e2e worker: the request in flight is a complete */
     struct lease leased[MAX_LEASE];
-    int nleased; /* e2e worker: leases not yet completed */
+    int nleased;     /* e2e worker: leases not yet completed */
     char buf[65536]; /* answer bytes read so far */
     size_t len;
 };
@@ -306,7 +306,6 @@ static void work_next(struct conn *c)
     c->completing = 0;
 }
 
-
 /* ---- e2e-h2: workers on HTTP/2 ---- */
 
 /* One request on a worker's HTTP/2 connection: its body going out and its answer coming in. */
@@ -342,7 +341,10 @@ static ssize_t h2_read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t
     return (ssize_t)n;
 }
 
-#define NV(name, value) {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value), NGHTTP2_NV_FLAG_NONE}
+#define NV(name, value)                                                                                                \
+    {                                                                                                                  \
+        (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value), NGHTTP2_NV_FLAG_NONE                   \
+    }
 
 static void h2_post(struct h2worker *w, const char *path, const char *body, int completing)
 {
@@ -356,8 +358,12 @@ static void h2_post(struct h2worker *w, const char *path, const char *body, int 
     char len[16], authority[64];
     snprintf(len, sizeof len, "%zu", r->outlen);
     snprintf(authority, sizeof authority, "%s:%d", host, port);
-    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":authority", authority),
-                       NV(":path", path), NV("content-type", "application/json"), NV("content-length", len),
+    nghttp2_nv nv[] = {NV(":method", "POST"),
+                       NV(":scheme", "http"),
+                       NV(":authority", authority),
+                       NV(":path", path),
+                       NV("content-type", "application/json"),
+                       NV("content-length", len),
                        NV("prefer", "return=minimal")};
     /* BENCH_MINIMAL=1: ask for lean answers (leases without the whole job); else the last header is left out. */
     size_t nnv = sizeof nv / sizeof nv[0] - (h2_minimal ? 0 : 1);
