@@ -15,10 +15,10 @@
 #include "api/api.h"
 #include "api/valet.h"
 #include "common/timer.h"
+#include "hub/reader.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,50 +26,23 @@
 
 #define ART_CHUNK (256 * 1024) /* bytes read from the file per write to the client */
 
-/* ---- the I/O thread ---- */
+/* ---- the artifact thread ---- */
 
-static pthread_t io_thread;
-static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t io_cv = PTHREAD_COND_INITIALIZER;
-static struct ad_op *io_head, *io_tail;
-static int io_started, io_stopping;
-static struct ad_conn *io_conn; /* the thread's own store connection */
-static struct ad_timer gc_timer;
-
-static void *io_main(void *arg)
+/* The collector, on the artifact thread between parts: at start, then every artifacts.gcInterval. */
+static void gc_every(struct ad_conn *c)
 {
-    (void)arg;
-    pthread_mutex_lock(&io_mu);
-    for (;;) {
-        while (io_head == NULL && !io_stopping)
-            pthread_cond_wait(&io_cv, &io_mu);
-        if (io_head == NULL)
-            break;
-        struct ad_op *op = io_head;
-        io_head = op->next;
-        if (io_head == NULL)
-            io_tail = NULL;
-        pthread_mutex_unlock(&io_mu);
-        op->err = op->apply(op, io_conn);
-        ad_writer_complete(op);
-        pthread_mutex_lock(&io_mu);
-    }
-    pthread_mutex_unlock(&io_mu);
-    return NULL;
+    int removed = 0;
+    ad_err err = ad_hub.store->ops->artifact_gc(c, &removed);
+    if (err != AD_E_OK)
+        ad_warn("artifacts: the collector failed: %s", ad_err_code(err));
+    else if (removed > 0)
+        ad_info("artifacts: removed %d uploads that no job refers to", removed);
 }
 
-static void io_submit(struct ad_op *op)
-{
-    op->next = NULL;
-    pthread_mutex_lock(&io_mu);
-    if (io_tail != NULL)
-        io_tail->next = op;
-    else
-        io_head = op;
-    io_tail = op;
-    pthread_cond_signal(&io_cv);
-    pthread_mutex_unlock(&io_mu);
-}
+/* One thread, so that the parts of an upload are written in the order they came. At stop it writes the parts
+ * still queued, as the writer commits what it was handed: their bytes are here, and each client waits for its
+ * answer (a 503 would be safe, as nothing was acknowledged, but costs the client the part again). */
+static struct ad_pool io_pool = {.name = "acceptd-results", .nthreads = 1, .drain = 1, .every = gc_every};
 
 /*
  * A part passes through megabyte buffers (h2o's request body, the copy the thread writes from), freed once it is
@@ -88,73 +61,16 @@ static void release_memory(struct ad_timer *t)
         MallocExtension_ReleaseFreeMemory();
 }
 
-/* ---- the collector ---- */
-
-struct gc_op {
-    struct ad_op op;
-    int removed;
-};
-
-static ad_err gc_apply(struct ad_op *op, struct ad_conn *c)
-{
-    return ad_hub.store->ops->artifact_gc(c, &((struct gc_op *)op)->removed);
-}
-
-static void gc_done(struct ad_op *op)
-{
-    struct gc_op *x = (struct gc_op *)op;
-    if (op->err != AD_E_OK)
-        ad_warn("artifacts: the collector failed: %s", ad_err_code(op->err));
-    else if (x->removed > 0)
-        ad_info("artifacts: removed %d uploads that no job refers to", x->removed);
-    if (io_started && !io_stopping)
-        ad_timer_arm(&gc_timer, ad_mono_ms() + ad_hub.cfg->artifacts.gc_interval_ms);
-    ad_op_free(op);
-}
-
-static void gc_destroy(struct ad_op *op)
-{
-    free(op);
-}
-
-static void gc_run(struct ad_timer *t)
-{
-    struct gc_op *x = ad_calloc(1, sizeof(*x));
-    x->op.apply = gc_apply;
-    x->op.done = gc_done;
-    x->op.destroy = gc_destroy;
-    io_submit(&x->op);
-}
-
 int ad_api_artifacts_init(char *err, size_t errlen)
 {
-    io_conn = ad_hub.store->ops->connect(ad_hub.store, err, errlen);
-    if (io_conn == NULL)
-        return -1;
-    if (pthread_create(&io_thread, NULL, io_main, NULL) != 0) {
-        snprintf(err, errlen, "start the artifact thread: %s", strerror(errno));
-        return -1;
-    }
-    io_started = 1;
-    gc_timer.cb = gc_run;
-    gc_run(&gc_timer);
-    return 0;
+    io_pool.every_ms = ad_hub.cfg->artifacts.gc_interval_ms;
+    return ad_pool_start(&io_pool, ad_hub.store, err, errlen);
 }
 
 void ad_api_artifacts_stop(void)
 {
-    if (!io_started)
-        return;
-    ad_timer_cancel(&gc_timer);
     ad_timer_cancel(&release_timer);
-    pthread_mutex_lock(&io_mu);
-    io_stopping = 1;
-    pthread_cond_signal(&io_cv);
-    pthread_mutex_unlock(&io_mu);
-    pthread_join(io_thread, NULL);
-    io_started = 0;
-    ad_hub.store->ops->disconnect(io_conn);
-    io_conn = NULL;
+    ad_pool_stop(&io_pool);
 }
 
 /* ---- upload ---- */
@@ -316,7 +232,7 @@ static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
     p->has_part_digest = cd == 1;
     p->has_repr_digest = rd == 1 && p->last;
     x->pend = ad_api_write_begin(r);
-    io_submit(&x->op);
+    ad_pool_submit(&io_pool, &x->op);
     return 0;
 }
 

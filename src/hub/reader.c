@@ -1,95 +1,124 @@
 /*
- * reader.c - the reader threads (reader.h): one queue, AD_READER_THREADS threads taking from it, each on its
- * own store connection. Two, so that a slow read (a long list) does not hold up a cache miss behind it; a read
- * that waits on a lock still waits, but on its own thread, while the loop serves what the cache holds.
+ * reader.c - the thread pools (reader.h): one queue per pool, its threads taking from it, each on its own store
+ * connection. The readers are two, so that a slow read (a long list) does not hold up a cache miss behind it; a
+ * read that waits on a lock still waits, but on its own thread, while the loop serves what the cache holds.
  */
 #include "hub/reader.h"
 #include "hub/hub.h"
 #include "common/util.h"
 
-#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct ad_op *head, **tail = &head;
-static int stopping;
-static size_t nthreads;
-static pthread_t threads[AD_READER_THREADS];
-static struct ad_conn *conns[AD_READER_THREADS];
-static struct ad_store *store;
+static struct ad_pool readers = {.name = "acceptd-reader", .nthreads = AD_READER_THREADS};
 
-static void *reader_main(void *arg)
+static void *pool_main(void *arg)
 {
-    struct ad_conn *c = arg;
-    pthread_mutex_lock(&mu);
+    struct ad_pool_thread *t = arg;
+    struct ad_pool *p = t->pool;
+    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (head == NULL && !stopping)
-            pthread_cond_wait(&cv, &mu);
-        if (head == NULL)
+        if (!p->stopping && ad_mono_ms() >= p->due) {
+            p->due = INT64_MAX; /* this thread runs it; the others serve the queue meanwhile */
+            pthread_mutex_unlock(&p->mu);
+            p->every(t->conn);
+            pthread_mutex_lock(&p->mu);
+            p->due = ad_mono_ms() + p->every_ms;
+        } else if (p->head == NULL && p->stopping) {
             break;
-        struct ad_op *op = head;
-        head = op->next;
-        if (head == NULL)
-            tail = &head;
-        op->next = NULL;
-        int stop = stopping;
-        pthread_mutex_unlock(&mu);
-        op->err = stop ? AD_E_UNAVAILABLE : op->apply(op, c);
-        ad_writer_complete(op);
-        pthread_mutex_lock(&mu);
+        } else if (p->head == NULL && p->due == INT64_MAX) {
+            pthread_cond_wait(&p->cv, &p->mu);
+        } else if (p->head == NULL) {
+            struct timespec at = {.tv_sec = p->due / 1000, .tv_nsec = p->due % 1000 * 1000000};
+            pthread_cond_timedwait(&p->cv, &p->mu, &at);
+        } else {
+            struct ad_op *op = p->head;
+            p->head = op->next;
+            if (p->head == NULL)
+                p->tail = &p->head;
+            op->next = NULL;
+            int refuse = p->stopping && !p->drain;
+            pthread_mutex_unlock(&p->mu);
+            op->err = refuse ? AD_E_UNAVAILABLE : op->apply(op, t->conn);
+            ad_writer_complete(op);
+            pthread_mutex_lock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
-int ad_reader_start(struct ad_store *s, char *err, size_t errlen)
+int ad_pool_start(struct ad_pool *p, struct ad_store *s, char *err, size_t errlen)
 {
-    store = s;
-    if (!s->ops->reads_may_block)
-        return 0;
-    stopping = 0;
-    for (nthreads = 0; nthreads < AD_READER_THREADS; nthreads++) {
-        conns[nthreads] = s->ops->connect(s, err, errlen);
-        if (conns[nthreads] == NULL)
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&p->mu, NULL);
+    p->store = s;
+    p->head = NULL;
+    p->tail = &p->head;
+    p->stopping = 0;
+    p->due = p->every != NULL ? ad_mono_ms() : INT64_MAX;
+    for (p->started = 0; p->started < p->nthreads; p->started++) {
+        struct ad_pool_thread *t = &p->threads[p->started];
+        t->pool = p;
+        t->conn = s->ops->connect(s, err, errlen);
+        if (t->conn == NULL)
             return -1;
-        if (pthread_create(&threads[nthreads], NULL, reader_main, conns[nthreads]) != 0) {
-            s->ops->disconnect(conns[nthreads]);
-            snprintf(err, errlen, "cannot start a reader thread");
+        if (pthread_create(&t->id, NULL, pool_main, t) != 0) {
+            s->ops->disconnect(t->conn);
+            snprintf(err, errlen, "cannot start a thread (%s)", p->name);
             return -1;
         }
-        pthread_setname_np(threads[nthreads], "acceptd-reader");
+        pthread_setname_np(t->id, p->name);
     }
     return 0;
 }
 
-void ad_reader_submit(struct ad_op *op)
+void ad_pool_submit(struct ad_pool *p, struct ad_op *op)
 {
     op->next = NULL;
     op->err = AD_E_OK;
-    pthread_mutex_lock(&mu);
-    *tail = op;
-    tail = &op->next;
-    pthread_cond_signal(&cv);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&p->mu);
+    *p->tail = op;
+    p->tail = &op->next;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ad_pool_stop(struct ad_pool *p)
+{
+    if (p->started == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < p->started; i++) {
+        pthread_join(p->threads[i].id, NULL);
+        p->store->ops->disconnect(p->threads[i].conn);
+    }
+    p->started = 0;
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+}
+
+int ad_reader_start(struct ad_store *s, char *err, size_t errlen)
+{
+    return s->ops->reads_may_block ? ad_pool_start(&readers, s, err, errlen) : 0;
 }
 
 void ad_reader_stop(void)
 {
-    pthread_mutex_lock(&mu);
-    stopping = 1;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-    for (size_t i = 0; i < nthreads; i++) {
-        pthread_join(threads[i], NULL);
-        store->ops->disconnect(conns[i]);
-    }
-    nthreads = 0;
+    ad_pool_stop(&readers);
 }
 
 void ad_hub_read(struct ad_op *op)
 {
     if (ad_hub.store->ops->reads_may_block) {
-        ad_reader_submit(op);
+        ad_pool_submit(&readers, op);
         return;
     }
     /* SQLite: inline, on the loop's connection (reader.h says why). */

@@ -14,10 +14,10 @@ describe('thread names', () => {
     });
     after(() => d?.stop());
 
-    it('the event loop, the writer and the webhook threads are named in /proc', () => {
+    it('the event loop, the writer, the webhook and the artifact threads are named in /proc', () => {
         const dir = `/proc/${d.proc.pid}/task`;
         const names = fs.readdirSync(dir).map((t) => fs.readFileSync(`${dir}/${t}/comm`, 'utf8').trim());
-        const want = ['acceptd', 'acceptd-writer', 'acceptd-webhook', 'acceptd-resolve'];
+        const want = ['acceptd', 'acceptd-writer', 'acceptd-webhook', 'acceptd-resolve', 'acceptd-results'];
         if (backend === 'postgres') want.push('acceptd-cluster');
         for (const name of want) assert.ok(names.includes(name), `no thread named ${name} among ${names.join(', ')}`);
     });
