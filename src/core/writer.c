@@ -49,6 +49,7 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 static int stopping;
+static int exited; /* the writer thread has left its loop (under mu): an op queued now would never be applied */
 static pthread_t thread;
 static struct ad_conn *conn;
 static struct ad_store *store;
@@ -339,8 +340,10 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&mu);
     for (;;) {
         wait_for_work();
-        if (head == NULL)
+        if (head == NULL) {
+            exited = 1;
             break;
+        }
         ad_err berr;
         size_t n;
         struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
@@ -366,7 +369,7 @@ int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errl
     deliver_entry.cb = deliver_cb;
     mq = h2o_multithread_create_queue(loop);
     h2o_multithread_register_receiver(mq, &receiver, on_messages);
-    stopping = 0;
+    stopping = exited = 0;
     __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
     if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
         snprintf(err, errlen, "cannot start the writer thread");
@@ -408,13 +411,21 @@ size_t ad_writer_outstanding(void)
 
 void ad_writer_submit(struct ad_op *op)
 {
+    op->next = NULL;
+    op->nchanged = 0;
+    pthread_mutex_lock(&mu);
+    if (exited) {
+        /* After the stop: a write made by the answer to a read that came back late (a complete that first read
+         * its artifact). It is refused, and its done still runs on the loop. */
+        pthread_mutex_unlock(&mu);
+        op->err = AD_E_UNAVAILABLE;
+        ad_writer_complete(op);
+        return;
+    }
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->handed_back = 0;
-    op->next = NULL;
     op->err = AD_E_OK;
-    op->nchanged = 0;
     op->msg.link.next = op->msg.link.prev = NULL;
-    pthread_mutex_lock(&mu);
     *tail = op;
     tail = &op->next;
     queued++;
@@ -433,6 +444,8 @@ void ad_writer_complete(struct ad_op *op)
 
 void ad_writer_stop(void)
 {
+    if (conn == NULL) /* not running */
+        return;
     pthread_mutex_lock(&mu);
     stopping = 1;
     pthread_cond_signal(&cv);

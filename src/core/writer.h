@@ -109,9 +109,10 @@ void ad_writer_complete(struct ad_op *op);
  * For an op that applies others it holds (ad_batch_op, core.h); ops: the store's, that c belongs to. Writer
  * thread, inside an apply. */
 ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, struct ad_conn *c);
-/* Queue op (any thread). */
+/* Queue op (any thread). After ad_writer_stop, op is not applied: its done runs on the loop with AD_E_UNAVAILABLE. */
 void ad_writer_submit(struct ad_op *op);
-/* Finish the queued operations, then stop the thread. Completions still pending are delivered by the loop. */
+/* Finish the queued operations, then stop the thread (nothing when it is not running). Completions still pending
+ * are delivered by the loop. */
 void ad_writer_stop(void);
 /* Counters since start: batches committed, operations applied, and the time spent applying operations
  * and committing (the fsync) in nanoseconds. */

@@ -577,6 +577,26 @@ static void test_failed_batch_publishes_nothing(void **state)
     }
 }
 
+/* An op queued after the stop (a write made by the answer to a read that came back late) is not applied, and
+ * its done still runs on the loop, with 503's error: not left queued where nothing would ever answer it. Last:
+ * the writer stays stopped (teardown's stop does nothing). */
+static void test_submit_after_stop_is_refused(void **state)
+{
+    (void)state;
+    struct test_op a;
+    init_op(&a, "job_after_stop");
+    ad_writer_stop();
+    ad_writer_submit(&a.op);
+    /* Its answer is one message away; a writer that queued it would never answer (bounded, not timed: 50 turns). */
+    for (int turn = 0; turn < 50 && !a.done; turn++) {
+        h2o_evloop_run(loop, 100);
+        ad_writer_turn();
+    }
+    assert_true(a.done);
+    assert_true(a.done_on_loop_thread);
+    expect(&a, AD_E_UNAVAILABLE, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_full_until_the_store_has_room),
         cmocka_unit_test(test_changed_jobs_are_published_after_commit_before_done),
         cmocka_unit_test(test_failed_batch_publishes_nothing),
+        cmocka_unit_test(test_submit_after_stop_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
