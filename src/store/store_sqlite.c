@@ -307,7 +307,8 @@ static const char *const migrations[] = {
  * after, ?6 limit, ?7 tkey, ?8 ttkey. A key only narrows the index range: the names are compared too, so
  * tenants (or types) whose keys collide never see each other's jobs. */
 /* The walks by cseq test updated_at on each row they read (the unary + keeps the planner off jobs_updated); the
- * few jobs updated since are read through jobs_updated instead (SQ_LIST_FEW). */
+ * few jobs updated since are read through jobs_updated instead (SQ_LIST_FEW). Without a status or a type, the walk
+ * is the table's own, by cseq, across tenants. */
 #define SQ_LIST_F_UPDATED " AND +updated_at > ?5"
 #define SQ_LIST_TAIL " ORDER BY cseq DESC LIMIT ?6"
 #define SQ_LIST_STATUS_HEAD SQ_SELECT_JOB "WHERE tkey = ?7 AND status = ?3 AND tenant = ?1 AND cseq < ?2"
@@ -419,7 +420,9 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_STATUS_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_TYPE] = SQ_LIST_TYPE_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS + SQ_LIST_TYPE] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
-    [ST_LIST + SQ_LIST_UPDATED] = SQ_LIST_ANY(SQ_LIST_F_UPDATED),
+    /* Not the merge of the statuses' walks: one whose status has no job updated since would read all of them. */
+    [ST_LIST + SQ_LIST_UPDATED] =
+        SQ_SELECT_JOB "NOT INDEXED WHERE cseq < ?2 AND tkey = ?7 AND tenant = ?1" SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS + SQ_LIST_UPDATED] = SQ_LIST_STATUS_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_TYPE_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST_LAST] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
@@ -1178,7 +1181,8 @@ static void list_bind(sqlite3_stmt *st, const struct ad_list_query *q, int limit
 
 /* Whether fewer than SQ_LIST_FEW_MAX entries of jobs_updated match a list by updatedAfter (the statement returns
  * the last of that many, if any): a read of the index alone. Then the page is made from them (SQ_LIST_FEW); else
- * updated jobs are common enough that the walk by cseq fills the page soon. */
+ * the walk by cseq fills it soon when the jobs updated since are mostly recent ones (the usual case: a page of
+ * old jobs updated since, below many newer ones that were not, costs the walk over those). */
 static ad_err list_few(struct ad_conn *c, const struct ad_list_query *q, int *out)
 {
     sqlite3_stmt *st = stmt(c, ST_LIST_FEW_PROBE);

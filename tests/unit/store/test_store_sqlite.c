@@ -463,6 +463,7 @@ static void test_every_statement_uses_an_index(void **state)
         walks++;
     }
     assert_int_equal(walks, 4);
+    assert_plan_uses(db, "NOT INDEXED WHERE cseq < ?2", "USING INTEGER PRIMARY KEY (rowid<?)");
     sqlite3_close(db);
 }
 
