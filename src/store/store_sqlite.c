@@ -95,9 +95,9 @@ static void sql_key(sqlite3_context *ctx, int argc, sqlite3_value **argv)
  * compares the names as well. jobs_queue holds only queued jobs in lease order (per tenant and type); jobs_running and
  * jobs_scheduled are partial too, so they stay as small as the sets they serve. jobs_expiry leads with tombstoned so
  * that the tombstoning pass does not walk the tombstones still waiting for deletion, and the deleting pass does not
- * walk live jobs. meta keeps seq_hw, the highest seq a committed transaction handed out, so that seq never repeats,
- * even after the newest rows are swept away (before migration 5: seq_floor, the highest seq handed out before rows were
- * deleted).
+ * walk live jobs. jobs_updated serves the lists by updatedAfter that few jobs match (sq_job_list). meta keeps seq_hw,
+ * the highest seq a committed transaction handed out, so that seq never repeats, even after the newest rows are swept
+ * away (before migration 5: seq_floor, the highest seq handed out before rows were deleted).
  */
 static const char *const migrations[] = {
     /* 1 */
@@ -292,6 +292,8 @@ static const char *const migrations[] = {
     "CREATE INDEX jobs_queue ON jobs (ttkey, priority DESC, cseq) WHERE status = 0;",
     /* 10: the job's result artifact, "<leaseId> <JSON>" (job.h). */
     "ALTER TABLE jobs ADD COLUMN artifact TEXT;",
+    /* 11: the lists by updatedAfter find the few jobs updated since through it (sq_job_list). */
+    "CREATE INDEX jobs_updated ON jobs (tkey, updated_at);",
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -304,7 +306,10 @@ static const char *const migrations[] = {
 /* Every list statement numbers its parameters alike: ?1 tenant, ?2 before cseq, ?3 status, ?4 type, ?5 updated
  * after, ?6 limit, ?7 tkey, ?8 ttkey. A key only narrows the index range: the names are compared too, so
  * tenants (or types) whose keys collide never see each other's jobs. */
-#define SQ_LIST_F_UPDATED " AND updated_at > ?5"
+/* The walks by cseq test updated_at on each row they read (the unary + keeps the planner off jobs_updated); the
+ * few jobs updated since are read through jobs_updated instead (SQ_LIST_FEW). Without a status or a type, the walk
+ * is the table's own, by cseq, across tenants. */
+#define SQ_LIST_F_UPDATED " AND +updated_at > ?5"
 #define SQ_LIST_TAIL " ORDER BY cseq DESC LIMIT ?6"
 #define SQ_LIST_STATUS_HEAD SQ_SELECT_JOB "WHERE tkey = ?7 AND status = ?3 AND tenant = ?1 AND cseq < ?2"
 #define SQ_LIST_F_TYPE " AND type = ?4"
@@ -318,6 +323,18 @@ static const char *const migrations[] = {
     " UNION ALL " SQ_LIST_ANY_BRANCH(1, f) " UNION ALL " SQ_LIST_ANY_BRANCH(2, f) " UNION ALL " SQ_LIST_ANY_BRANCH(    \
         3, f) " UNION ALL " SQ_LIST_ANY_BRANCH(4, f) " UNION ALL " SQ_LIST_ANY_BRANCH(5, f) SQ_LIST_TAIL
 _Static_assert(AD_STATUS__COUNT == 6, "SQ_LIST_ANY has a branch for each status");
+/* A list by updatedAfter that at most SQ_LIST_FEW_MAX jobs (of the tenant's key, below the page's cseq) match:
+ * their cseqs come from jobs_updated, which holds cseq (the rowid) beside updated_at, and SQLite keeps them
+ * ordered for the walk by cseq that follows, so the page costs a read of the few index entries and limit rows.
+ * updated_at does not grow with cseq (an operation reads its time before it is queued; cluster nodes), so no
+ * walk of cseq alone can stop early. */
+#define SQ_LIST_FEW_MAX 10000
+#define SQ_LIST_FEW_PROBE                                                                                              \
+    "SELECT 1 FROM jobs INDEXED BY jobs_updated WHERE tkey = ?7 AND updated_at > ?5 AND cseq < ?2 LIMIT 1 OFFSET ?6"
+#define SQ_LIST_FEW_HEAD                                                                                               \
+    SQ_SELECT_JOB "WHERE cseq IN (SELECT cseq FROM jobs INDEXED BY jobs_updated WHERE tkey = ?7 AND updated_at > ?5"   \
+                  " AND cseq < ?2) AND tenant = ?1"
+#define SQ_LIST_FEW_F_STATUS " AND status = ?3"
 
 #define SQ_WEBHOOK_COLS                                                                                                \
     "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
@@ -340,6 +357,9 @@ enum sq_stmt {
     ST_GET,
     ST_LIST,
     ST_LIST_LAST = ST_LIST + SQ_LIST_VARIANTS - 1,
+    ST_LIST_FEW_PROBE,
+    ST_LIST_FEW,
+    ST_LIST_FEW_LAST = ST_LIST_FEW + SQ_LIST_UPDATED - 1,
     ST_CHANGES,
     ST_LEASABLE,
     ST_RUNNING,
@@ -400,10 +420,17 @@ static const char *const stmt_sql[ST__COUNT] = {
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_STATUS_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_TYPE] = SQ_LIST_TYPE_HEAD SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS + SQ_LIST_TYPE] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
-    [ST_LIST + SQ_LIST_UPDATED] = SQ_LIST_ANY(SQ_LIST_F_UPDATED),
+    /* Not the merge of the statuses' walks: one whose status has no job updated since would read all of them. */
+    [ST_LIST + SQ_LIST_UPDATED] =
+        SQ_SELECT_JOB "NOT INDEXED WHERE cseq < ?2 AND tkey = ?7 AND tenant = ?1" SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_STATUS + SQ_LIST_UPDATED] = SQ_LIST_STATUS_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_TYPE_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
     [ST_LIST_LAST] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST_FEW_PROBE] = SQ_LIST_FEW_PROBE,
+    [ST_LIST_FEW + 0] = SQ_LIST_FEW_HEAD SQ_LIST_TAIL,
+    [ST_LIST_FEW + SQ_LIST_STATUS] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_TAIL,
+    [ST_LIST_FEW + SQ_LIST_TYPE] = SQ_LIST_FEW_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    [ST_LIST_FEW_LAST] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_F_TYPE SQ_LIST_TAIL,
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tkey = ?4 AND tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
     [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
@@ -1139,6 +1166,36 @@ static ad_err sq_job_get(struct ad_conn *c, const char *tenant, const char *id, 
     return e;
 }
 
+/* Every list statement numbers its parameters alike, so the unused ones may be bound too. */
+static void list_bind(sqlite3_stmt *st, const struct ad_list_query *q, int limit)
+{
+    bind_TEXT(st, 1, q->tenant);
+    sqlite3_bind_int64(st, 2, q->before_cseq > 0 ? q->before_cseq : INT64_MAX);
+    sqlite3_bind_int(st, 3, (int)q->status);
+    bind_TEXT(st, 4, q->type);
+    sqlite3_bind_int64(st, 5, q->updated_after);
+    sqlite3_bind_int(st, 6, limit);
+    sqlite3_bind_int64(st, 7, sq_key(q->tenant, NULL));
+    sqlite3_bind_int64(st, 8, q->type != NULL ? sq_key(q->tenant, q->type) : 0);
+}
+
+/* Whether fewer than SQ_LIST_FEW_MAX entries of jobs_updated match a list by updatedAfter (the statement returns
+ * the last of that many, if any): a read of the index alone. Then the page is made from them (SQ_LIST_FEW); else
+ * the walk by cseq fills it soon when the jobs updated since are mostly recent ones (the usual case: a page of
+ * old jobs updated since, below many newer ones that were not, costs the walk over those). */
+static ad_err list_few(struct ad_conn *c, const struct ad_list_query *q, int *out)
+{
+    sqlite3_stmt *st = stmt(c, ST_LIST_FEW_PROBE);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    list_bind(st, q, SQ_LIST_FEW_MAX - 1);
+    int rc = sqlite3_step(st);
+    ad_err e = rc == SQLITE_ROW || rc == SQLITE_DONE ? AD_E_OK : fail(c, rc, "count updated jobs");
+    *out = rc == SQLITE_DONE;
+    done(st);
+    return e;
+}
+
 static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -1146,20 +1203,19 @@ static ad_err sq_job_list(struct ad_conn *c, const struct ad_list_query *q, stru
         ad_error("store: job_list without a tenant");
         return AD_E_INTERNAL;
     }
-    int variant = (q->has_status ? SQ_LIST_STATUS : 0) | (q->type != NULL ? SQ_LIST_TYPE : 0) |
-                  (q->updated_after != 0 ? SQ_LIST_UPDATED : 0);
-    sqlite3_stmt *st = stmt(c, (enum sq_stmt)(ST_LIST + variant));
+    int filters = (q->has_status ? SQ_LIST_STATUS : 0) | (q->type != NULL ? SQ_LIST_TYPE : 0);
+    enum sq_stmt id = (enum sq_stmt)(ST_LIST + filters);
+    if (q->updated_after != 0) {
+        int few = 0;
+        ad_err e = list_few(c, q, &few);
+        if (e != AD_E_OK)
+            return e;
+        id = (enum sq_stmt)(few ? ST_LIST_FEW + filters : ST_LIST + filters + SQ_LIST_UPDATED);
+    }
+    sqlite3_stmt *st = stmt(c, id);
     if (st == NULL)
         return AD_E_INTERNAL;
-    /* Every variant numbers its parameters alike, so the unused ones may be bound too. */
-    bind_TEXT(st, 1, q->tenant);
-    sqlite3_bind_int64(st, 2, q->before_cseq > 0 ? q->before_cseq : INT64_MAX);
-    sqlite3_bind_int(st, 3, (int)q->status);
-    bind_TEXT(st, 4, q->type);
-    sqlite3_bind_int64(st, 5, q->updated_after);
-    sqlite3_bind_int(st, 6, q->limit);
-    sqlite3_bind_int64(st, 7, sq_key(q->tenant, NULL));
-    sqlite3_bind_int64(st, 8, q->type != NULL ? sq_key(q->tenant, q->type) : 0);
+    list_bind(st, q, q->limit);
     return fetch_jobs(c, st, out, "list jobs");
 }
 

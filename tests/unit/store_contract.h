@@ -187,7 +187,7 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   job_insert, job_get              sc_test_every_field_round_trips, sc_test_absent_fields_read_back_absent,
  *                                    sc_test_get_is_scoped_by_tenant, sc_test_writes_outside_a_transaction
  *   job_update                       sc_test_update_writes_fields_and_moves_seq, sc_test_every_field_round_trips
- *   job_list                         sc_test_list_order_filters_and_keyset
+ *   job_list                         sc_test_list_order_filters_and_keyset, sc_test_list_updated_after_exact
  *   job_changes                      sc_test_changes_by_seq
  *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars
  *   job_running                      sc_test_running_jobs_by_lease_expiry
@@ -819,6 +819,81 @@ static void sc_test_list_order_filters_and_keyset(void **state)
     sc_list(f, &q, "other");
     q = (struct ad_list_query){.tenant = "t3", .limit = 50};
     sc_list(f, &q, "");
+}
+
+/* Jobs of t1 in cseq order, whose updated_at does not follow it (an operation reads its time before it is queued;
+ * cluster nodes write with their own clocks), and a t2 job updated last. */
+static void sc_insert_updated(struct fx *f, const char *const *ids, const int64_t *updated, int n, int64_t *cseq)
+{
+    for (int i = 0; i < n; i++) {
+        struct ad_job *j =
+            new_job(ids[i], "t1", i % 2 == 0 ? "a" : "b", i % 3 == 0 ? AD_RUNNING : AD_SUCCEEDED, AD_PRIO_NORMAL);
+        j->updated_at = updated[i];
+        sc_insert(f, j);
+        cseq[i] = j->cseq;
+        ad_job_free(j);
+    }
+    struct ad_job *j = new_job("u_other", "t2", "a", AD_RUNNING, AD_PRIO_NORMAL);
+    j->updated_at = T0 + 1000;
+    sc_insert(f, j);
+    ad_job_free(j);
+}
+
+/* A list by updatedAfter returns exactly the jobs updated after the time, newest cseq first, with every filter and
+ * page, whether few jobs match (read through the index of updated_at) or many (a walk by cseq: the SQLite store
+ * switches at 10,000, SQ_LIST_FEW_MAX); a job updated after a later one counts by its own updated_at. */
+static void sc_test_list_updated_after_exact(void **state)
+{
+    struct fx *f = *state;
+    /* u0 was updated last though inserted first; u3 after the time though u4 (a later cseq) is not. */
+    const char *ids[] = {"u0", "u1", "u2", "u3", "u4", "u5"};
+    const int64_t updated[] = {T0 + 900, T0 + 10, T0 + 400, T0 + 300, T0 + 20, T0 + 500};
+    int64_t cseq[6];
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            /* Many jobs updated after the time, all older than the u jobs. */
+            sc_exec_behind(f, "DELETE FROM jobs");
+            assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+            for (int i = 0; i < 10050; i++) {
+                char id[32];
+                snprintf(id, sizeof(id), "many_%05d", i);
+                struct ad_job *j = new_job(id, "t1", "c", AD_QUEUED, AD_PRIO_NORMAL);
+                j->updated_at = T0 + 200 + i % 7;
+                sc_insert(f, j);
+                ad_job_free(j);
+            }
+            assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+        }
+        sc_insert_updated(f, ids, updated, 6, cseq);
+        struct ad_list_query q = {.tenant = "t1", .limit = 4, .updated_after = T0 + 100};
+        sc_list(f, &q, "u5,u3,u2,u0");
+        q.limit = 2;
+        sc_list(f, &q, "u5,u3");
+        q.before_cseq = cseq[3];
+        sc_list(f, &q, "u2,u0");
+        q.before_cseq = cseq[0];
+        sc_list(f, &q, round == 0 ? "" : "many_10049,many_10048");
+        q = (struct ad_list_query){.tenant = "t1", .limit = 4, .updated_after = T0 + 300};
+        sc_list(f, &q, "u5,u2,u0");
+        q = (struct ad_list_query){
+            .tenant = "t1", .limit = 4, .updated_after = T0 + 100, .has_status = 1, .status = AD_RUNNING};
+        sc_list(f, &q, "u3,u0");
+        q.limit = 1;
+        q.before_cseq = cseq[3];
+        sc_list(f, &q, "u0");
+        q = (struct ad_list_query){.tenant = "t1", .limit = 4, .updated_after = T0 + 100, .type = "a"};
+        sc_list(f, &q, "u2,u0");
+        q.has_status = 1;
+        q.status = AD_SUCCEEDED;
+        sc_list(f, &q, "u2");
+        q = (struct ad_list_query){.tenant = "t1", .limit = 4, .updated_after = T0 + 100, .type = "c"};
+        sc_list(f, &q, round == 0 ? "" : "many_10049,many_10048,many_10047,many_10046");
+        q = (struct ad_list_query){.tenant = "t1", .limit = 4, .updated_after = T0 + 900};
+        sc_list(f, &q, "");
+        q = (struct ad_list_query){.tenant = "t2", .limit = 4, .updated_after = T0 + 900};
+        sc_list(f, &q, "u_other");
+        sc_exec_behind(f, "DELETE FROM jobs WHERE id LIKE 'u%'");
+    }
 }
 
 static void sc_test_changes_by_seq(void **state)
@@ -1826,6 +1901,7 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_writes_outside_a_transaction, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_update_writes_fields_and_moves_seq, setup, teardown),                  \
         cmocka_unit_test_setup_teardown(sc_test_list_order_filters_and_keyset, setup, teardown),                       \
+        cmocka_unit_test_setup_teardown(sc_test_list_updated_after_exact, setup, teardown),                            \
         cmocka_unit_test_setup_teardown(sc_test_changes_by_seq, setup, teardown),                                      \
         cmocka_unit_test_setup_teardown(sc_test_leasable_order_and_exclusions, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \

@@ -447,6 +447,23 @@ static void test_every_statement_uses_an_index(void **state)
         fail_msg("the unfiltered list is not a merge of jobs_tenant_status walks:\n%s", p);
     assert_plan_uses(db, "status = ?3 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_status");
     assert_plan_uses(db, "type = ?4 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_type");
+    /* A list by updatedAfter: the probe reads jobs_updated alone; the few jobs it finds are read by cseq from it,
+     * in order (no sort); the walks by cseq stay off it. */
+    assert_plan_uses(db, "LIMIT 1 OFFSET ?6", "COVERING INDEX jobs_updated (tkey=? AND updated_at>?)");
+    plan_of(db, "AND cseq < ?2) AND tenant = ?1 ORDER BY", p, sizeof(p));
+    if (strstr(p, "jobs_updated") == NULL || strstr(p, "USING INTEGER PRIMARY KEY (rowid=?)") == NULL)
+        fail_msg("the list of the few updated jobs is not read by cseq from jobs_updated:\n%s", p);
+    int walks = 0;
+    for (size_t i = 0; ad_store_sqlite_stmt_sql(i) != NULL; i++) {
+        if (strstr(ad_store_sqlite_stmt_sql(i), "+updated_at > ?5") == NULL)
+            continue;
+        plan(db, ad_store_sqlite_stmt_sql(i), p, sizeof(p));
+        if (strstr(p, "jobs_updated") != NULL)
+            fail_msg("a walk by cseq uses jobs_updated:\n%s", p);
+        walks++;
+    }
+    assert_int_equal(walks, 4);
+    assert_plan_uses(db, "NOT INDEXED WHERE cseq < ?2", "USING INTEGER PRIMARY KEY (rowid<?)");
     sqlite3_close(db);
 }
 
