@@ -75,8 +75,9 @@ ref_run()
     wait "$rp" 2>/dev/null || true
     unset 'BENCH_PIDS[-1]' # rp, reaped
     REF_KIB=$(awk -v a="$rss0" -v b="$rss1" -v n="$BENCH_SSE_STREAMS" 'BEGIN { printf "%.2f", (b - a) / n }')
-    printf '[ref] fan-out   %s, %s thread(s), batch %s: update -> last of %s: p50 %s ms, p99 %s ms; each delivery: p50 %s ms, p99 %s ms; opened in %.1f s; RSS %s -> %s KiB, %s KiB per stream\n' \
+    printf '[ref] fan-out   %s, %s thread(s), batch %s: update -> last of %s: p50 %s ms, p99 %s ms; each delivery: p50 %s ms, p99 %s ms; server sends %s; opened in %.1f s; RSS %s -> %s KiB, %s KiB per stream\n' \
         "$mode" "$threads" "$batch" "$BENCH_SSE_STREAMS" "$REF_L50" "$REF_L99" "$e50" "$e99" \
+        "$(awk '$1 == "sent" { print $2 }' "$out" | spread | awk '{ printf "p50 %.1f ms, max %.1f ms", $1, $3 }')" \
         "$(awk -v m="$open_ms" 'BEGIN { print m / 1000 }')" "$rss0" "$rss1" "$REF_KIB"
 }
 

@@ -17,8 +17,9 @@
  * THREADS 1 or 2: with 2 a second thread writes the second half of the streams while the first writes the
  * first half (acceptd splits so from 512 streams).
  *
- * Usage: sse_ref send|uring|sqpoll THREADS BATCH   prints "listening PORT" (127.0.0.1, an ephemeral port) and
- * serves until killed. Loopback only, like every bench.
+ * Usage: sse_ref send|uring|sqpoll THREADS BATCH   prints "listening PORT" (127.0.0.1, an ephemeral port),
+ * then "sent MS" after each update (the time its sends took), and serves until killed. Loopback only, like
+ * every bench.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_FD 65536
@@ -196,7 +198,13 @@ static void update(int fd, const char *body, size_t blen)
     int len = snprintf(ev, sizeof(ev), "%x\r\n%s\r\n", dlen, data);
     static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
     write_all(fd, ok, sizeof(ok) - 1);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
     fan_out(ev, (size_t)len);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    /* The write loop's own time, for the script: how much of the fan-out is the server's sends. */
+    printf("sent %.2f\n", (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+    fflush(stdout);
 }
 
 /* A whole request is in req (0 terminated): 1 if handled, 0 if more is needed. */
