@@ -429,8 +429,9 @@ void ad_writer_submit(struct ad_op *op)
     *tail = op;
     tail = &op->next;
     queued++;
-    pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mu);
+    /* After the unlock: signalled under mu, the writer would wake only to wait for mu again. */
+    pthread_cond_signal(&cv);
 }
 
 void ad_writer_complete(struct ad_op *op)
