@@ -4,8 +4,10 @@
  * names.
  *
  * The running SHA-256 is kept in <lease>.state after every part, so an upload resumes where it stopped even
- * across a restart, without reading back what it already received. The low-level SHA256_CTX is used because it
- * is a plain struct that can be saved that way (OpenSSL 3 marks it deprecated, not removed).
+ * across a restart, without reading back what it already received. A part's bytes reach the disk before the
+ * state that counts them: after a crash the state never names bytes the file lost (the upload would go on past
+ * a hole, and the finished digest would be that of bytes the file does not hold). The low-level SHA256_CTX is used
+ * because it is a plain struct that can be saved that way (OpenSSL 3 marks it deprecated, not removed).
  */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "store/artifact.h"
@@ -155,20 +157,37 @@ static int state_load(const char *job, const char *lease, struct ad_artifact_sta
         return -1;
     ssize_t n = pread(fd, st, sizeof(*st), 0);
     close(fd);
-    return n == (ssize_t)sizeof(*st) && ad_artifact_state_valid(st) ? 0 : -1;
+    if (n != (ssize_t)sizeof(*st) || !ad_artifact_state_valid(st))
+        return -1;
+    /* A state ahead of the bytes (a file system that lost the part's file or its end in a crash) names no
+     * upload: going on from it would leave a hole. */
+    struct stat sb;
+    return art_path(path, sizeof(path), job, lease, ".part") == 0 && stat(path, &sb) == 0 &&
+                   (uint64_t)sb.st_size >= st->offset
+               ? 0
+               : -1;
 }
 
+/* Replace the upload's state whole: written beside it and renamed over it, so a reader (HEAD on the loop thread)
+ * sees the old state or the new one, never a mix. It is not flushed: a crash of the host may leave the old state,
+ * or none, and the upload then resumes from further back, which is safe (the bytes already on disk are written
+ * again); what must never reach the disk is a state ahead of the bytes, hence the part's flush before. */
 static int state_save(const char *job, const char *lease, const struct ad_artifact_state *st)
 {
-    char path[4200];
-    if (art_path(path, sizeof(path), job, lease, ".state") != 0)
+    char path[4200], tmp[4200];
+    if (art_path(path, sizeof(path), job, lease, ".state") != 0 ||
+        art_path(tmp, sizeof(tmp), job, lease, ".state.tmp") != 0)
         return -1;
-    int fd = open(path, O_WRONLY | O_CREAT, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0)
         return -1;
     int rc = pwrite_all(fd, st, sizeof(*st), 0);
     int e = errno;
     close(fd);
+    if (rc == 0 && rename(tmp, path) != 0) {
+        e = errno;
+        rc = -1;
+    }
     errno = e;
     return rc;
 }
@@ -176,7 +195,7 @@ static int state_save(const char *job, const char *lease, const struct ad_artifa
 /* Remove every file of the upload under lease (those that exist). */
 static void art_drop(const char *job, const char *lease)
 {
-    static const char *const suffixes[] = {".part", ".state", "", ".meta"};
+    static const char *const suffixes[] = {".part", ".state", ".state.tmp", "", ".meta"};
     char path[4200];
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
         if (art_path(path, sizeof(path), job, lease, suffixes[i]) == 0)
@@ -258,7 +277,7 @@ ad_err ad_artifact_write(const struct ad_artifact_part *p, uint64_t *offset, cha
     ad_artifact_state_update(&st, p->data, p->len);
     if (p->last)
         err = art_finish(p->job_id, p->lease_id, fd, &st, p, view);
-    else if (state_save(p->job_id, p->lease_id, &st) != 0) {
+    else if (fdatasync(fd) != 0 || state_save(p->job_id, p->lease_id, &st) != 0) {
         err = errno_err(errno);
         st.offset -= p->len; /* the state still says where it was: the part is sent again */
         if (ftruncate(fd, (off_t)st.offset) != 0) {
