@@ -76,6 +76,13 @@ static void state_path(const struct fixture *f, const char *suffix, char *out, s
     snprintf(out, len, "%s/artifacts/%s/%s%s", f->dir, JOB, LEASE, suffix);
 }
 
+static void assert_no_file(const struct fixture *f, const char *suffix)
+{
+    char path[256];
+    state_path(f, suffix, path, sizeof(path));
+    assert_int_equal(access(path, F_OK), -1);
+}
+
 /* The offset an already open state file holds (its second 8 bytes, after the magic). */
 static uint64_t offset_in(int fd)
 {
@@ -124,11 +131,8 @@ static void test_parts_make_the_file_and_its_digest(void **state)
     assert_int_equal(done, 1);
 
     /* Only the finished file and its view are left. */
-    char path[256];
-    state_path(f, ".state", path, sizeof(path));
-    assert_int_equal(access(path, F_OK), -1);
-    state_path(f, ".state.tmp", path, sizeof(path));
-    assert_int_equal(access(path, F_OK), -1);
+    assert_no_file(f, ".state");
+    assert_no_file(f, ".state.tmp");
 }
 
 /* A reader that opened the state before a part was written still reads the state it opened, whole: the part
@@ -153,8 +157,7 @@ static void test_a_part_replaces_the_state_whole(void **state)
     assert_true(after >= 0);
     assert_int_equal(offset_in(after), 16);
     close(after);
-    state_path(f, ".state.tmp", path, sizeof(path));
-    assert_int_equal(access(path, F_OK), -1);
+    assert_no_file(f, ".state.tmp");
 }
 
 /* A state that counts bytes the part's file does not hold (as a crash of the host can leave it on some file
