@@ -71,7 +71,7 @@ static ad_err put(const char *data, uint64_t off, size_t len, int last, uint64_t
     return e;
 }
 
-static void state_path(const struct fixture *f, const char *suffix, char *out, size_t len)
+static void upload_path(const struct fixture *f, const char *suffix, char *out, size_t len)
 {
     snprintf(out, len, "%s/artifacts/%s/%s%s", f->dir, JOB, LEASE, suffix);
 }
@@ -79,11 +79,11 @@ static void state_path(const struct fixture *f, const char *suffix, char *out, s
 static void assert_no_file(const struct fixture *f, const char *suffix)
 {
     char path[256];
-    state_path(f, suffix, path, sizeof(path));
+    upload_path(f, suffix, path, sizeof(path));
     assert_int_equal(access(path, F_OK), -1);
 }
 
-/* The offset an already open state file holds (its second 8 bytes, after the magic). */
+/* The offset an already open state file holds. */
 static uint64_t offset_in(int fd)
 {
     struct ad_artifact_state st;
@@ -145,7 +145,7 @@ static void test_a_part_replaces_the_state_whole(void **state)
     uint64_t off = 0;
     assert_int_equal(put(data, 0, 8, 0, &off, NULL), AD_E_OK);
     char path[256];
-    state_path(f, ".state", path, sizeof(path));
+    upload_path(f, ".state", path, sizeof(path));
     int before = open(path, O_RDONLY);
     assert_true(before >= 0);
     assert_int_equal(offset_in(before), 8);
@@ -170,7 +170,7 @@ static void test_a_state_ahead_of_the_bytes_is_no_upload(void **state)
     assert_int_equal(put(data, 0, 8, 0, &off, NULL), AD_E_OK);
     assert_int_equal(put(data, 8, 8, 0, &off, NULL), AD_E_OK);
     char path[256];
-    state_path(f, ".part", path, sizeof(path));
+    upload_path(f, ".part", path, sizeof(path));
     assert_int_equal(truncate(path, 8), 0);
 
     uint64_t progress = 99;
@@ -196,7 +196,7 @@ static void test_collector_removes_an_unfinished_upload(void **state)
     uint64_t off = 0;
     assert_int_equal(put(data, 0, 4, 0, &off, NULL), AD_E_OK);
     char path[256];
-    state_path(f, ".state.tmp", path, sizeof(path)); /* as a crash between the write and the rename leaves it */
+    upload_path(f, ".state.tmp", path, sizeof(path)); /* as a crash between the write and the rename leaves it */
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
     fclose(fp);
