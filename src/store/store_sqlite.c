@@ -294,6 +294,12 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN artifact TEXT;",
     /* 11: the lists by updatedAfter find the few jobs updated since through it (sq_job_list). */
     "CREATE INDEX jobs_updated ON jobs (tkey, updated_at);",
+    /* 12: the delivery thread's reads of the due rows (ST_DELIVERY_DUE) find the endpoint in the index. Read
+     * from the table, a row was a page read of its own after every commit (a new snapshot drops the cache),
+     * and the fair read past a full endpoint's backlog read all of its rows. state is in it for SQLite to take
+     * the index as covering. */
+    ("DROP INDEX deliveries_due;"
+     "CREATE INDEX deliveries_due ON deliveries (next_at, seq, webhook_id, state) WHERE state = 0;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
