@@ -159,6 +159,10 @@ describe('the dashboard at /ui/', { timeout: 120_000 }, () => {
             const row = page.locator(`tr[data-job-id="${fresh}"]`);
             await row.waitFor({ timeout: 5000 });
             assert.equal(await row.getAttribute('data-state'), 'queued');
+            // Its times show the date and the time to the second (one formatter kept for every row: app.js).
+            const created = await row.locator('time').first();
+            assert.match(await created.textContent(), /\d{4}.*\d{1,2}:\d{2}:\d{2}|\d{1,2}:\d{2}:\d{2}.*\d{4}/);
+            assert.equal(new Date(await created.getAttribute('datetime')).getTime() > 0, true);
             const fl = await leaseOne(wa, 'report.export', { expectId: fresh, worker: 'blackbox' });
             await page.locator(`tr[data-job-id="${fresh}"][data-state="running"]`).waitFor({ timeout: 5000 });
             expectStatus(await heartbeat(wa, fresh, fl.leaseId, { progress: 40 }), 200);
