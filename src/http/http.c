@@ -415,6 +415,8 @@ void ad_http_register_logger(h2o_pathconf_t *conf, int access_log)
     l->access_log = access_log;
 }
 
+static char *problem_instance(h2o_req_t *req);
+
 /* The problem document for err with the given status, appended to b. */
 static void problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, int status, const char *detail,
                            const char *extra)
@@ -429,8 +431,7 @@ static void problem_render(h2o_req_t *req, struct ad_buf *b, ad_err err, int sta
     ad_json_int(b, status);
     AD_JSON_KEY(b, "detail");
     ad_json_str(b, detail != NULL ? detail : ad_err_title(err));
-    /* The path is echoed, but never more of it than a client could need to recognise its request. */
-    char *instance = uri_escape(req->path.base, req->path.len < 512 ? req->path.len : 512);
+    char *instance = problem_instance(req);
     AD_JSON_KEY(b, "instance");
     ad_json_str(b, instance);
     free(instance);
@@ -643,6 +644,35 @@ static int query_next(struct query_iter *it)
     it->value = eq != NULL ? eq + 1 : it->value_end;
     it->p = it->value_end + 1;
     return 1;
+}
+
+/*
+ * The instance of a problem: the request target (uri_escape), but never more of it than a client could need to
+ * recognise its request (512 bytes), and never the value of a signed URL's sig, which is a credential for as
+ * long as the URL lives: "sig=redacted" stands in for it, as the access log leaves the query out. The caller
+ * frees it.
+ */
+static char *problem_instance(h2o_req_t *req)
+{
+    size_t len = req->path.len < 512 ? req->path.len : 512;
+    const char *target = req->path.base, *q = memchr(target, '?', len);
+    struct ad_buf b;
+    ad_buf_init(&b, 8192); /* "sig=x" grows by 7 bytes: 512 bytes of them fit */
+    struct query_iter it = {.p = q != NULL ? q + 1 : target + len, .end = target + len};
+    const char *copied = target;
+    while (query_next(&it)) {
+        if (it.value == it.value_end || !query_name_is(it.name, it.name_end, "sig"))
+            continue;
+        ad_buf_append(&b, copied, (size_t)(it.value - copied));
+        AD_BUF_LIT(&b, "redacted");
+        copied = it.value_end;
+    }
+    if (b.len == 0)
+        return uri_escape(target, len);
+    ad_buf_append(&b, copied, (size_t)(target + len - copied));
+    char *out = uri_escape(b.data, b.len);
+    ad_buf_free(&b);
+    return out;
 }
 
 const char *ad_http_query(struct ad_request *r, const char *name)

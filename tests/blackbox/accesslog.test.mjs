@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { api, it, rawRequest, standardConfig, startDaemon } from './lib/daemon.mjs';
-import { expectStatus, submit, waitUntil } from './lib/jobs.mjs';
+import { assertProblem, expectStatus, submit, waitUntil } from './lib/jobs.mjs';
 
 const ID = /^[A-Za-z0-9._-]{1,64}$/;
 const accessLines = (d) => d.stderr.split('\n').filter((l) => /\baccess\b/.test(l) && /(method=|"method")/.test(l));
@@ -58,6 +58,21 @@ describe('access log on, text', () => {
         assert.match(get, new RegExp(`method=GET path=/v1/jobs/${id} status=200 bytes=\\d+ durationUs=\\d+ tenant=a requestId=`));
         assert.match(missing, /method=GET path=\/v1\/jobs\/job_nothere status=404 /);
         for (const secret of [sig, 'Bearer', ' ka ', 'ka\n', 'exp=']) assert.ok(!d.stderr.includes(secret), `${JSON.stringify(secret)} in the log:\n${d.stderr}`);
+    });
+
+    it("answers a refused signed URL with a problem whose instance has the signature's value redacted", async () => {
+        const c = api(d, 'ka');
+        const id = (await submit(c)).json.id;
+        const u = new URL(expectStatus(await c.post(`/v1/jobs/${id}:sign`, {}), 200).json.url);
+        const sig = u.searchParams.get('sig');
+        const exp = Number(u.searchParams.get('exp'));
+        // A later exp than signed is refused; so is the name spelled with an escape, which reads as sig too.
+        for (const name of ['sig', '%73ig']) {
+            const res = await api(d).get(`${u.pathname}?exp=${exp + 60}&${name}=${sig}&x=1`);
+            const p = assertProblem(res, 401, 'unauthorized', { instance: `${u.pathname}?exp=${exp + 60}&${name}=redacted&x=1` });
+            assert.equal(p.instance, `${u.pathname}?exp=${exp + 60}&${name}=redacted&x=1`, res.text);
+            assert.ok(!res.text.includes(sig), res.text);
+        }
     });
 });
 
