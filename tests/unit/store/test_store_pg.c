@@ -244,7 +244,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "7:7");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "8:8");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
@@ -261,6 +261,57 @@ static void test_migrations_concurrent_and_idempotent(void **state)
     char err[256] = "";
     assert_null(ad_store_open(f->url, err, sizeof(err)));
     assert_non_null(strstr(err, "newer than this acceptd"));
+    PQfinish(pg);
+}
+
+/* The text columns of the store's tables, as "n:m": n of them, m not in the "C" collation. */
+#define TEXT_COLLATIONS                                                                                                \
+    "SELECT count(*) || ':' || count(*) FILTER (WHERE collation_name IS DISTINCT FROM 'C')"                            \
+    " FROM information_schema.columns WHERE table_schema = current_schema() AND data_type = 'text'"
+
+/* Migration 8 puts every text column in the "C" collation, on a schema that has rows: the indexes rebuilt
+ * still find them, the foreign keys still hold, and a job removed takes its attempts and events with it. */
+static void test_text_columns_compare_bytes(void **state)
+{
+    struct fx *f = *state;
+    PGconn *pg = raw_schema(f);
+    char buf[256];
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:0");
+    /* Back to version 7: every text column in the database's own collation, and rows in the tables it touches. */
+    raw_exec(pg,
+             "DO $$DECLARE t record; BEGIN FOR t IN SELECT table_name, string_agg(format('ALTER COLUMN %I TYPE text"
+             " COLLATE pg_catalog.\"default\"', column_name), ', ') AS alters FROM information_schema.columns"
+             " WHERE table_schema = current_schema() AND data_type = 'text' GROUP BY table_name"
+             " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"
+             "DELETE FROM acceptd_schema WHERE version = 8",
+             buf, sizeof(buf));
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:45");
+    insert_new(f, f->c, "job_a", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    insert_new(f, f->c, "job_b", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    raw_exec(pg,
+             "INSERT INTO attempts (job_id, attempt, started_at) VALUES ('job_a', 1, 0), ('job_b', 1, 0);"
+             "INSERT INTO job_events (job_id, seq, kind) VALUES ('job_a', 100, 'progress'), ('job_b', 101, 'progress')",
+             buf, sizeof(buf));
+    f->ops->disconnect(f->c);
+    f->ops->close(f->s);
+    char err[256] = "";
+    f->s = ad_store_open(f->url, err, sizeof(err));
+    if (f->s == NULL)
+        fail_msg("open: %s", err);
+    f->c = f->s->ops->connect(f->s, err, sizeof(err));
+    assert_non_null(f->c);
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:0");
+    assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "8");
+    struct ad_job *g = get(f, f->c, "t1", "job_b");
+    assert_string_equal(g->type, "kind");
+    ad_job_free(g);
+    struct ad_job_list l = {0};
+    assert_int_equal(f->ops->job_list(f->c, &(struct ad_list_query){.tenant = "t1", .limit = 10}, &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    ad_job_list_free(&l);
+    raw_exec(pg, "DELETE FROM jobs WHERE id = 'job_a'", buf, sizeof(buf));
+    assert_string_equal(raw_exec(pg, "SELECT string_agg(job_id, ',') FROM attempts", buf, sizeof(buf)), "job_b");
+    assert_string_equal(raw_exec(pg, "SELECT string_agg(job_id, ',') FROM job_events", buf, sizeof(buf)), "job_b");
     PQfinish(pg);
 }
 
@@ -782,6 +833,7 @@ int main(void)
         STORE_CONTRACT_TESTS(setup, teardown),
         STORE_CONTRACT_CLUSTER_TESTS(setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrations_concurrent_and_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_columns_compare_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cseq_is_the_insert_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_absent_fields_are_null_columns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_batch, setup, teardown),
