@@ -209,7 +209,8 @@ static const char *const migrations[] = {
      * types are keys, not words. In a database created with a locale (en_US.UTF-8, a common default) every
      * comparison in an index went through strcoll, and PostgreSQL spent a tenth more CPU per job end to end
      * (docs/benchmarks.md). Every column at once, so that no comparison mixes two collations. No table is
-     * rewritten; the indexes on these columns are rebuilt (about 1 s per 100,000 jobs). */
+     * rewritten; the indexes on these columns are rebuilt (about 1 s per 100,000 jobs). A text column added
+     * later says COLLATE "C" too: test_text_columns_compare_bytes counts those that do not. */
     ("DO $$DECLARE t record; BEGIN"
      " FOR t IN SELECT table_name, string_agg(format('ALTER COLUMN %I TYPE text COLLATE \"C\"', column_name), ', ')"
      " AS alters FROM information_schema.columns WHERE table_schema = current_schema() AND data_type = 'text'"
