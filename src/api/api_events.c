@@ -365,12 +365,12 @@ struct feed_stream {
     struct feed_read *rd; /* the read in flight, or NULL */
 };
 
-/* A page of the change feed (or, live from now, the newest seq) being read for a stream. */
+/* A page of the change feed being read for a stream. */
 struct feed_read {
     struct ad_op op;
     struct feed_stream *fs; /* NULL once the stream closed */
     char *tenant;
-    int64_t after; /* -1: read the newest seq into it instead */
+    int64_t after;
     struct ad_job_list l;
 };
 
@@ -385,8 +385,6 @@ static int feed_match(const struct feed_stream *fs, const struct ad_job *j)
 static ad_err feed_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct feed_read *x = (struct feed_read *)op;
-    if (x->after < 0)
-        return ad_hub.store->ops->max_seq(c, &x->after);
     return ad_hub.store->ops->job_changes(c, x->tenant, x->after, AD_EVENTS_PAGE, &x->l);
 }
 
@@ -415,10 +413,6 @@ static void feed_read_done(struct ad_op *op)
     fs->rd = NULL;
     if (op->err != AD_E_OK) {
         ad_sse_close(&fs->sse, conf->retry_ms);
-    } else if (!fs->replaying) {
-        /* Live from now: changes published while the newest seq was read went out already. */
-        if (x->after > fs->last)
-            fs->last = x->after;
     } else {
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
@@ -533,8 +527,10 @@ int ad_api_events(struct ad_request *r)
         fs->replaying = 1;
         feed_replay(fs);
     } else {
-        /* Live from now: the newest seq marks where "now" is, so the stream's first id is a usable cursor. */
-        feed_read(fs, -1);
+        /* Live from now: after the newest change the streams were handed. Not the store's newest seq: in a cluster
+         * a change committed there reaches the streams later, from the pump (cluster.c), and a stream placed
+         * past it would never send it, though its client had the 200 before it submitted that job. */
+        fs->last = ad_hub_event_seq();
     }
     return 0;
 }

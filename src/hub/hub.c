@@ -44,11 +44,21 @@ void ad_hub_work(const char *tenant, const char *type)
             listeners[i]->work(tenant, type);
 }
 
+/* The seq of the newest change handed to the event listeners; at start, the store's newest (ad_hub_start). */
+static int64_t event_seq;
+
 void ad_hub_event(const struct ad_job *j, const char *body, size_t len)
 {
+    if (j->seq > event_seq)
+        event_seq = j->seq;
     for (size_t i = 0; i < nlisteners; i++)
         if (listeners[i]->event != NULL)
             listeners[i]->event(j, body, len);
+}
+
+int64_t ad_hub_event_seq(void)
+{
+    return event_seq;
 }
 
 /* ---- run-time estimates for Retry-After ---- */
@@ -596,7 +606,7 @@ static int recover_timers(void)
 int ad_hub_start(void)
 {
     ad_writer_set_publish(publish_committed, published_settled);
-    if (recover_timers() != 0)
+    if (ad_hub.store->ops->max_seq(ad_hub.rconn, &event_seq) != AD_E_OK || recover_timers() != 0)
         return -1;
     sweep_timer.cb = sweep_fire;
     ad_timer_arm(&sweep_timer, ad_mono_ms() + ad_hub.cfg->sweep_interval_ms);

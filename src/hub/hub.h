@@ -56,6 +56,9 @@ void ad_hub_listen(const struct ad_hub_listener *l);
 /* Tell every listener: work of type for tenant (work), or a committed change in seq order (event). */
 void ad_hub_work(const char *tenant, const char *type);
 void ad_hub_event(const struct ad_job *j, const char *body, size_t len);
+/* The seq of the newest change handed to the event listeners (ad_hub_event), or at start the store's newest:
+ * every later change reaches them. Where a change stream that starts "now" begins. */
+int64_t ad_hub_event_seq(void);
 
 /* Take the writer's committed changes (ad_writer_set_publish), arm the lease and runAt timers of what the store
  * holds, and the retention sweep. Before the event loop runs. 0, or -1 when the store cannot be read. */
