@@ -74,7 +74,8 @@ describe('SSE over HTTP/2', () => {
             await Promise.all(streams.slice(15).map((s) => s.waitEnd()));
             // Both tenant streams (opened after the submits) saw the 3 later changes of all 30 jobs, in the same order.
             // A submit's own change may come too: with a cluster store (ACCEPTD_TEST_PG) changes reach the streams
-            // from the store's log, and one published while a stream was finding where "now" is goes out to it.
+            // from the store's log (the pump), so it goes out to a stream opened before the pump reached it and not
+            // to one opened after.
             const later = (f) => ids(f.events.filter((e) => JSON.parse(e.data).status !== 'queued'));
             await Promise.all(feeds.map((f) => f.waitFor((x) => later(x).length >= 30 * 3, 10_000, '90 later changes')));
             assert.deepEqual(later(feeds[0]), later(feeds[1]));
