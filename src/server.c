@@ -114,6 +114,10 @@ int ad_server_run(struct ad_config *cfg)
 {
     char err[256];
     ad_log_set_json(cfg->log.json);
+    if (ad_http_pool_check(err, sizeof(err)) != 0) {
+        ad_error("cannot start: %s", err);
+        return 1;
+    }
     ad_hub.cfg = cfg;
     ad_hub.open_mode = cfg->nkeys == 0;
     if (ad_hub.open_mode && !is_loopback_host(cfg->listen_host))
