@@ -5,10 +5,10 @@
 #   memory    daemon RSS growth per open stream                            (target <= 4 KiB)
 #   fan-out   one job update -> the last of the subscribers receiving it   (target p99 <= 50 ms)
 #   poll-304  GET with If-None-Match (wrk) with the streams open / none    (target >= 0.8x)
-# The client is bench/sse_fanout.mjs (one Node process); over HTTP/1.1 it hands the streams to bench/sse_h1.c,
-# built here with cc. Needs ~streams + 1000 file descriptors.
+# The driver is bench/sse_fanout.mjs (one Node process); it hands the streams, over either protocol, to the C
+# client bench/sse_client.c, built here with cc. Needs ~streams + 1000 file descriptors.
 # Over HTTP/1.1 the fan-out is also measured against a reference, bench/sse_ref.c (built here, -luring): the
-# least an SSE server can do, the same streams opened and timed by the same sse_h1 client, one event of
+# least an SSE server can do, the same streams opened and timed by the same sse_client, one event of
 # acceptd's size written to each. It is run once per way of writing in BENCH_SSE_REF (MODE:THREADS:BATCH,
 # see sse_ref.c) and the fastest (lowest p99) is the reference, printed as fanout-ref with acceptd's ratio.
 # Settings: BENCH_SSE_STREAMS, BENCH_SSE_UPDATES (30), BENCH_SSE_PROTOS ("h1 h2"), BENCH_SSE_REF
@@ -27,8 +27,8 @@ need=$((BENCH_SSE_STREAMS + 1000))
 ulimit -n "$need" 2>/dev/null || true
 [ "$(ulimit -n)" -ge "$need" ] || bench_die "sse: need ulimit -n >= $need (hard limit $(ulimit -Hn))"
 command -v node >/dev/null 2>&1 || bench_die "node not found (run scripts/deps.sh)"
-export SSE_H1_CLIENT="$BENCH_TMP/sse_h1"
-cc -O2 -Wall -Wextra -o "$SSE_H1_CLIENT" "$BENCH_DIR/sse_h1.c" || bench_die "cannot build bench/sse_h1.c"
+export SSE_CLIENT="$BENCH_TMP/sse_client"
+cc -O2 -Wall -Wextra -o "$SSE_CLIENT" "$BENCH_DIR/sse_client.c" || bench_die "cannot build bench/sse_client.c"
 SSE_REF_SERVER="$BENCH_TMP/sse_ref"
 if [ -n "$BENCH_SSE_REF" ]; then
     cc -O2 -Wall -Wextra -pthread -o "$SSE_REF_SERVER" "$BENCH_DIR/sse_ref.c" -luring ||
@@ -41,7 +41,7 @@ rss_kib()
 }
 
 # ref_run MODE THREADS BATCH: one run of the reference server, its streams opened and its updates timed by
-# sse_h1 exactly as for acceptd (its heartbeat POST is the reference's update). Prints one line and sets
+# sse_client exactly as for acceptd (its heartbeat POST is the reference's update). Prints one line and sets
 # REF_L50, REF_L99 (update -> last subscriber, ms) and REF_KIB (RSS growth per stream).
 ref_run()
 {
@@ -57,7 +57,7 @@ ref_run()
     done
     [ -n "$port" ] || bench_die "sse_ref did not start"
     rss0=$(rss_kib "$rp")
-    coproc REF_H1 { exec "$SSE_H1_CLIENT" 127.0.0.1 "$port" "$BENCH_SSE_STREAMS" "$BENCH_SSE_UPDATES" ref ref; }
+    coproc REF_H1 { exec "$SSE_CLIENT" 127.0.0.1 "$port" "$BENCH_SSE_STREAMS" "$BENCH_SSE_UPDATES" ref ref; }
     w=${REF_H1[1]}
     if ! read -r -t 120 -u "${REF_H1[0]}" tag open_ms || [ "$tag" != open ]; then
         bench_die "sse_ref: the streams did not open"

@@ -2,9 +2,9 @@
  * bench/sse_ref.c - the reference for bench/sse.sh's HTTP/1.1 fan-out: the least an SSE server has to do,
  * so that acceptd's fan-out can be read as a ratio of what this machine allows in the same run.
  *
- * It holds what bench/sse_h1.c opens, driven the same way as against acceptd: each GET gets a minimal SSE
+ * It holds what bench/sse_client.c opens, driven the same way as against acceptd: each GET gets a minimal SSE
  * head (200, text/event-stream, chunked, the same retry hint), and its connection is then only an fd in an
- * array (nothing read, no per-stream state: a floor for memory too). A POST (sse_h1.c's heartbeat, on its
+ * array (nothing read, no per-stream state: a floor for memory too). A POST (sse_client.c's heartbeat, on its
  * own control connection) is the update: the server answers it 200 and writes one event to every stream,
  * framed and sized as acceptd frames a job update (one HTTP/1.1 chunk carrying "id:", "event: job" and a
  * job representation of the same length holding the POST's "message"). No store, no JSON parsing beyond
