@@ -133,26 +133,38 @@ static void lost(const char *why)
     exit(1);
 }
 
-/* Read what HTTP/1.1 subscriber s has. A closed stream is fatal: the bench lost a subscriber. */
+/* recv() up to n bytes from s into buf; 0 once nothing is left to read. A closed stream is fatal: the bench
+ * lost a subscriber. */
+static size_t recv_some(struct sub *s, char *buf, size_t n)
+{
+    for (;;) {
+        ssize_t r = recv(s->fd, buf, n, 0);
+        if (r > 0)
+            return (size_t)r;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        lost(r == 0 ? "closed by the daemon" : strerror(errno));
+    }
+}
+
+/* Read what HTTP/1.1 subscriber s has. */
 static void drain_h1(struct sub *s)
 {
     char buf[16384 + MARKER_MAX];
     for (;;) {
         memcpy(buf, s->tail, s->carry);
-        ssize_t r = recv(s->fd, buf + s->carry, sizeof(buf) - MARKER_MAX, 0);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        size_t r = recv_some(s, buf + s->carry, sizeof(buf) - MARKER_MAX);
+        if (r == 0)
             return;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            lost(r == 0 ? "closed by the daemon" : strerror(errno));
         s->opened = 1;
-        size_t len = s->carry + (size_t)r;
+        size_t len = s->carry + r;
         if (marker != NULL && memmem(buf, len, marker, mlen) != NULL)
             deliver((int)(s - subs));
         s->carry = len < MARKER_MAX - 1 ? len : MARKER_MAX - 1;
         memcpy(s->tail, buf + len - s->carry, s->carry);
-        if ((size_t)r < sizeof(buf) - MARKER_MAX)
+        if (r < sizeof(buf) - MARKER_MAX)
             return;
     }
 }
@@ -200,14 +212,10 @@ static void frames_h2(struct sub *s)
 static void drain_h2(struct sub *s)
 {
     for (;;) {
-        ssize_t r = recv(s->fd, s->buf + s->len, H2_BUF - s->len, 0);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        size_t r = recv_some(s, s->buf + s->len, H2_BUF - s->len);
+        if (r == 0)
             return;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            lost(r == 0 ? "closed by the daemon" : strerror(errno));
-        s->len += (size_t)r;
+        s->len += r;
         frames_h2(s);
     }
 }
