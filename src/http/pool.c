@@ -47,6 +47,8 @@ struct st_h2o_mem_pool_shared_ref_t {
 #define CHUNK_ROOM(n) ((n)-offsetof(struct st_h2o_mem_pool_chunk_t, bytes))
 /* h2o's threshold: a quarter of a 4 KiB chunk's room. */
 #define DIRECT_MIN (CHUNK_ROOM(LATER_CHUNK) / 4)
+/* So whatever is not taken directly fits in a pool's first chunk. */
+_Static_assert(DIRECT_MIN <= CHUNK_ROOM(FIRST_CHUNK), "the first chunk holds less than a direct allocation");
 
 /* Freed chunks of each size, kept for the next pools of this thread, 16 of each as h2o keeps. */
 static __thread h2o_mem_recycle_t first_chunks = {16, 0, NULL}, later_chunks = {16, 0, NULL};
@@ -89,7 +91,7 @@ void *h2o_mem_alloc_pool(h2o_mem_pool_t *pool, size_t sz)
     }
     sz = sz == 0 ? 16 : (sz + 15) & ~(size_t)15; /* a distinct pointer even for 0 bytes */
     if (pool->chunks == NULL || pool->chunks->size - pool->chunk_offset < sz) {
-        int first = pool->chunks == NULL && sz <= CHUNK_ROOM(FIRST_CHUNK);
+        int first = pool->chunks == NULL;
         size_t n = first ? FIRST_CHUNK : LATER_CHUNK;
         struct st_h2o_mem_pool_chunk_t *c = h2o_mem_alloc_recycle(first ? &first_chunks : &later_chunks, n);
         c->next = pool->chunks;
