@@ -714,6 +714,8 @@ static const struct field webhooks_fields[] = {
     {"concurrency", F_INT, offsetof(struct ad_webhooks_conf, concurrency), 1, 1024, NULL, NULL},
     {"perEndpoint", F_INT, offsetof(struct ad_webhooks_conf, per_endpoint), 1, 1024, NULL, NULL},
     {"secretKey", F_FN, 0, 0, 0, NULL, webhooks_secret_key},
+    {"caFile", F_STR, offsetof(struct ad_webhooks_conf, ca_file), 0, 0, NULL, NULL},
+    {"http2", F_BOOL, offsetof(struct ad_webhooks_conf, http2), 0, 0, NULL, NULL},
     {"keepDeliveries", F_DURATION, offsetof(struct ad_webhooks_conf, keep_ms), 1, MAX_DURATION_MS, NULL, NULL},
     {"rotationGrace", F_DURATION, offsetof(struct ad_webhooks_conf, rotation_grace_ms), 0, 7 * 86400 * (int64_t)1000,
      NULL, NULL},
@@ -1072,6 +1074,7 @@ void ad_config_free(struct ad_config *cfg)
     free_allow_networks(&cfg->webhooks);
     free(cfg->webhooks.retry_schedule_ms);
     free(cfg->webhooks.secret_key);
+    free(cfg->webhooks.ca_file);
     free(cfg->tls.cert);
     free(cfg->tls.key);
     free(cfg->signing_key);

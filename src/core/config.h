@@ -67,6 +67,8 @@ struct ad_webhooks_conf {
     char *secret_key;          /* base64 of 32 bytes sealing stored secrets; NULL = key file in the data dir */
     int64_t keep_ms;           /* delivered and dead deliveries are kept this long: default 30d */
     int64_t rotation_grace_ms; /* the previous secret keeps signing this long after a rotation: default 24h */
+    char *ca_file;             /* PEM certificates https receivers are verified against; NULL = the system's */
+    int http2;                 /* offer HTTP/2 to https receivers (ALPN); default off: HTTP/1.1 */
 };
 
 /* sse: Server-Sent Events streams (docs/protocol.md, "Server-Sent Events"). */

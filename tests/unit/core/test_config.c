@@ -746,6 +746,8 @@ static void test_webhooks(void **state)
     assert_int_equal(cfg.webhooks.concurrency, 64);
     assert_int_equal(cfg.webhooks.per_endpoint, 16);
     assert_null(cfg.webhooks.secret_key);
+    assert_null(cfg.webhooks.ca_file);
+    assert_int_equal(cfg.webhooks.http2, 0);
     ad_config_free(&cfg);
 
     assert_int_equal(load(&cfg,
@@ -757,7 +759,9 @@ static void test_webhooks(void **state)
                           "  perEndpoint: 2\n"
                           "  secretKey: AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
                           "  keepDeliveries: 7d\n"
-                          "  rotationGrace: 0\n",
+                          "  rotationGrace: 0\n"
+                          "  caFile: /etc/acceptd/receivers-ca.pem\n"
+                          "  http2: true\n",
                           err, sizeof err),
                      0);
     assert_int_equal(cfg.webhooks.nallow_networks, 2);
@@ -772,6 +776,8 @@ static void test_webhooks(void **state)
     assert_non_null(cfg.webhooks.secret_key);
     assert_int_equal(cfg.webhooks.keep_ms, 7 * DAY);
     assert_int_equal(cfg.webhooks.rotation_grace_ms, 0);
+    assert_string_equal(cfg.webhooks.ca_file, "/etc/acceptd/receivers-ca.pem");
+    assert_int_equal(cfg.webhooks.http2, 1);
     ad_config_free(&cfg);
 
     expect_error("webhooks: { allowNetworks: [10.1.2.3/8] }\n", "webhooks.allowNetworks[0]: expected a network");
