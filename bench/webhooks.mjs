@@ -1,7 +1,8 @@
 // bench/webhooks.mjs - the two node sides of bench/webhooks.sh. Prints "name value" lines.
 //
-//   node bench/webhooks.mjs receiver PORT
-//       A webhook receiver on 127.0.0.1:PORT (node:http, keep-alive): answers every POST 204 at once and counts
+//   node bench/webhooks.mjs receiver PORT [KEY CERT]
+//       A webhook receiver on 127.0.0.1:PORT (node:http, keep-alive; with KEY and CERT, PEM files, node:http2 over
+//       TLS, offering h2 and http/1.1 by ALPN): answers every POST 204 at once and counts
 //       it. GET /stats answers {count, distinct, first, last, verified, bad, connections} (ms timestamps of the first and last
 //       request); POST /reset clears the counts; POST /secret with the endpoint's secret as the body makes it
 //       verify one request in 100 with the `standardwebhooks` and `stripe` packages (a bad signature counts in
@@ -13,6 +14,7 @@
 
 import fs from 'node:fs';
 import http from 'node:http';
+import http2 from 'node:http2';
 import Stripe from 'stripe';
 import { Webhook } from 'standardwebhooks';
 import { Pool } from 'undici';
@@ -26,7 +28,7 @@ async function post(dispatcher, path, body, headers = HEADERS) {
     return { status: res.statusCode, text };
 }
 
-function receiver(port) {
+function receiver(port, tls) {
     const stripe = new Stripe('sk_test_unused_no_network');
     let stats;
     let secret = null;
@@ -36,7 +38,7 @@ function receiver(port) {
         ids.clear();
     };
     reset();
-    const server = http.createServer((req, res) => {
+    const handler = (req, res) => {
         const chunks = [];
         req.on('data', (c) => chunks.push(c));
         req.on('end', () => {
@@ -72,7 +74,9 @@ function receiver(port) {
             res.writeHead(204);
             res.end();
         });
-    });
+    };
+    // https (HTTP/2 by ALPN, HTTP/1.1 for curl's /stats) with a key and a certificate; plain HTTP/1.1 without.
+    const server = tls ? http2.createSecureServer({ key: fs.readFileSync(tls.key), cert: fs.readFileSync(tls.cert), allowHTTP1: true }, handler) : http.createServer(handler);
     server.keepAliveTimeout = 60_000;
     server.on('connection', () => {
         stats.connections++;
@@ -101,11 +105,11 @@ async function queue(acceptdUrl, hookUrl, jobs, submitters, secretFile) {
     process.stdout.write(`queued ${accepted}\n`);
 }
 
-if (mode === 'receiver' && args.length === 1) {
-    receiver(Number(args[0]));
+if (mode === 'receiver' && (args.length === 1 || args.length === 3)) {
+    receiver(Number(args[0]), args.length === 3 ? { key: args[1], cert: args[2] } : null);
 } else if (mode === 'queue' && args.length === 5) {
     await queue(args[0], args[1], Number(args[2]), Number(args[3]), args[4]);
 } else {
-    process.stderr.write('usage: node bench/webhooks.mjs receiver PORT | queue ACCEPTD_URL HOOK_URL JOBS SUBMITTERS SECRET_FILE\n');
+    process.stderr.write('usage: node bench/webhooks.mjs receiver PORT [KEY CERT] | queue ACCEPTD_URL HOOK_URL JOBS SUBMITTERS SECRET_FILE\n');
     process.exit(2);
 }
