@@ -10,7 +10,7 @@ import http2 from 'node:http2';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { it, standardConfig, startDaemon } from './lib/daemon.mjs';
+import { assertStartFails, it, standardConfig, startDaemon } from './lib/daemon.mjs';
 import { openSse2, sseParser } from './lib/sse.mjs';
 
 /** JSON request over https (HTTP/1.1) with the test CA. */
@@ -99,17 +99,7 @@ describe('TLS with h2 by ALPN', () => {
 
     it('refuses to start with a key but no certificate, or an unreadable certificate', async () => {
         for (const tls of [`{ key: ${dir}/key.pem }`, `{ cert: ${dir}/nope.pem, key: ${dir}/key.pem }`]) {
-            const e = await startDaemon({ config: `tls: ${tls}\n` }).then(
-                async (x) => {
-                    await x.stop();
-                    return null;
-                },
-                (err) => err,
-            );
-            assert.ok(e !== null, `started with tls ${tls}`);
-            // The harness's error: why it failed, the command, then the daemon's stdout and stderr.
-            assert.match(e.message, /^acceptd exited before listening \(code 1, signal null\)/, e.message);
-            assert.match(e.message.slice(e.message.indexOf('--- stderr ---')), /tls: /, e.message);
+            await assertStartFails({ config: `tls: ${tls}\n` }, /tls: /);
         }
     });
 });

@@ -12,8 +12,8 @@ import fs from 'node:fs';
 import http2 from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
-import { it, startDaemon, tenant } from './lib/daemon.mjs';
-import { expectStatus, sleep } from './lib/jobs.mjs';
+import { assertStartFails, it, startDaemon, tenant } from './lib/daemon.mjs';
+import { expectStatus, sleep, submit } from './lib/jobs.mjs';
 import { assertDelivery, createEndpoint, deliveries, stopClean, webhookConfig } from './lib/webhooks.mjs';
 
 /** A self-signed certificate for 127.0.0.1 in dir: {key, cert} file paths. */
@@ -61,11 +61,19 @@ async function startTlsReceiver({ key, cert }, { h2only = false } = {}) {
     return r;
 }
 
-/** Submit n jobs in one bulk submit (one commit: every job.queued delivery falls due at once). */
-async function submitMany(c, n) {
+/**
+ * An endpoint for rx's /hook (job.queued), then n jobs in one bulk submit (one commit: every delivery falls due
+ * at once). Waits for n deliveries and checks each one; returns the endpoint.
+ */
+async function deliverMany(c, rx, n) {
+    const hook = await createEndpoint(c, `${rx.url}/hook`, ['job.queued']);
     const jobs = Array.from({ length: n }, (_, i) => ({ type: 'report.export', payload: { n: i } }));
     const res = expectStatus(await c.req('POST', '/v1/jobs:batch', { body: { jobs } }), 207);
     assert.ok(res.json.results.every((x) => x.status === 202), JSON.stringify(res.json));
+    await waitFor(() => rx.requests.length >= n, `${n} deliveries`);
+    const ids = new Set(rx.requests.map((q) => assertDelivery(q, hook.secret, { type: 'job.queued' }).id));
+    assert.equal(ids.size, n);
+    return hook;
 }
 
 async function waitFor(pred, what, timeoutMs = 15_000) {
@@ -96,11 +104,7 @@ describe('webhooks over TLS', () => {
         const rx = await startTlsReceiver(trusted);
         try {
             const { c } = tenant(d);
-            const hook = await createEndpoint(c, `${rx.url}/hook`, ['job.queued']);
-            await submitMany(c, 40);
-            await waitFor(() => rx.requests.length >= 40, '40 deliveries');
-            const ids = new Set(rx.requests.map((q) => assertDelivery(q, hook.secret, { type: 'job.queued' }).id));
-            assert.equal(ids.size, 40);
+            await deliverMany(c, rx, 40);
             assert.deepEqual([...new Set(rx.requests.map((q) => q.httpVersion))], ['1.1']);
             assert.deepEqual([...new Set(rx.connections)], ['http/1.1']);
             // Up to perEndpoint connections at once, kept alive: far fewer than the deliveries.
@@ -115,14 +119,10 @@ describe('webhooks over TLS', () => {
         const rx = await startTlsReceiver(trusted, { h2only: true });
         try {
             const { c } = tenant(h2d);
-            const hook = await createEndpoint(c, `${rx.url}/hook`, ['job.queued']);
             // 40 due at once: 16 (perEndpoint) start in the same turn. Each waits for the first connection's
             // handshake and then shares it; without that wait each would open its own.
-            await submitMany(c, 40);
-            await waitFor(() => rx.requests.length >= 40, '40 deliveries');
+            const hook = await deliverMany(c, rx, 40);
             await sleep(200); // nothing more comes
-            const ids = new Set(rx.requests.map((q) => assertDelivery(q, hook.secret, { type: 'job.queued' }).id));
-            assert.equal(ids.size, 40);
             assert.equal(rx.requests.length, 40);
             assert.deepEqual([...new Set(rx.requests.map((q) => q.httpVersion))], ['2.0']);
             assert.deepEqual(rx.connections, ['h2'], 'deliveries started together should share one HTTP/2 connection');
@@ -138,7 +138,7 @@ describe('webhooks over TLS', () => {
         try {
             const { c } = tenant(d);
             const hook = await createEndpoint(c, `${rx.url}/hook`, ['job.queued']);
-            await submitMany(c, 1);
+            await submit(c);
             let dead;
             await waitFor(async () => (dead = await deliveries(c, hook.id, 'dead')).length === 1, 'the delivery to be a dead letter');
             assert.equal(dead[0].attempts, 4);
@@ -154,16 +154,7 @@ describe('webhooks over TLS', () => {
         const notPem = path.join(dir, 'not.pem');
         fs.writeFileSync(notPem, 'not a certificate\n');
         for (const ca of [notPem, path.join(dir, 'missing.pem')]) {
-            const e = await startDaemon({ config: webhookConfig({ extra: `  caFile: ${ca}\n` }) }).then(
-                async (x) => {
-                    await x.stop();
-                    return null;
-                },
-                (err) => err,
-            );
-            assert.ok(e !== null, `started with caFile ${ca}`);
-            assert.match(e.message, /^acceptd exited before listening \(code 1, signal null\)/, e.message);
-            assert.match(e.message.slice(e.message.indexOf('--- stderr ---')), /webhooks\.caFile: .* holds no PEM certificate/, e.message);
+            await assertStartFails({ config: webhookConfig({ extra: `  caFile: ${ca}\n` }) }, /webhooks\.caFile: .* holds no PEM certificate/);
         }
     });
 });

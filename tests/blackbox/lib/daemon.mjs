@@ -7,6 +7,7 @@
 //                      (`make blackbox-pg` starts one with scripts/pg.sh): every daemon then gets the
 //                      PostgreSQL store, in a fresh database of its own. Unset: the SQLite store in the data dir.
 
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -277,6 +278,24 @@ export async function startDaemon({ config = standardConfig(), env = {}, dataDir
     daemons.add(d);
     d.url = await spawnDaemon(state);
     return d;
+}
+
+/**
+ * Start the daemon with opts (as startDaemon) and assert that it refuses: it exits with status 1 before it
+ * listens, and its stderr matches stderrPattern.
+ */
+export async function assertStartFails(opts, stderrPattern) {
+    const e = await startDaemon(opts).then(
+        async (d) => {
+            await d.stop();
+            return null;
+        },
+        (err) => err,
+    );
+    assert.ok(e !== null, `started with config:\n${opts.config}`);
+    // The harness's error: why it failed, the command, then the daemon's stdout and stderr.
+    assert.match(e.message, /^acceptd exited before listening \(code 1, signal null\)/, e.message);
+    assert.match(e.message.slice(e.message.indexOf('--- stderr ---')), stderrPattern, e.message);
 }
 
 // ---------------------------------------------------------------------------------------------
