@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/x509.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1178,6 +1179,7 @@ static int ca_file_check(const char *path, char *err, size_t errlen)
     X509_STORE *st = X509_STORE_new();
     int ok = st != NULL && X509_STORE_load_file(st, path) == 1;
     X509_STORE_free(st);
+    ERR_clear_error(); /* what the load left on this thread's queue would be blamed on a later call */
     if (!ok)
         snprintf(err, errlen, "webhooks.caFile: %s holds no PEM certificate that can be read", path);
     return ok ? 0 : -1;
