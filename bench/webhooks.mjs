@@ -75,7 +75,8 @@ function receiver(port, tls) {
             res.end();
         });
     };
-    // https (HTTP/2 by ALPN, HTTP/1.1 for curl's /stats) with a key and a certificate; plain HTTP/1.1 without.
+    // With a key and a certificate: https, offering h2 and http/1.1 by ALPN (wrk, and acceptd by default, speak
+    // HTTP/1.1). Without: plain HTTP/1.1.
     const server = tls ? http2.createSecureServer({ key: fs.readFileSync(tls.key), cert: fs.readFileSync(tls.cert), allowHTTP1: true }, handler) : http.createServer(handler);
     server.keepAliveTimeout = 60_000;
     server.on('connection', () => {
