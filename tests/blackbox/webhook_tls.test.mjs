@@ -42,7 +42,13 @@ async function startTlsReceiver({ key, cert }, { h2only = false } = {}) {
         });
     };
     const server = http2.createSecureServer({ ...opts, allowHTTP1: !h2only }, onRequest);
-    server.on('secureConnection', (sock) => r.connections.push(sock.alpnProtocol));
+    const sessions = [];
+    const sockets = [];
+    server.on('session', (s) => sessions.push(s));
+    server.on('secureConnection', (sock) => {
+        sockets.push(sock);
+        r.connections.push(sock.alpnProtocol);
+    });
     await new Promise((resolve, reject) => {
         server.once('error', reject);
         server.listen(0, '127.0.0.1', resolve);
@@ -54,10 +60,6 @@ async function startTlsReceiver({ key, cert }, { h2only = false } = {}) {
             for (const s of sessions) s.destroy();
             for (const s of sockets) s.destroy();
         });
-    const sessions = [];
-    const sockets = [];
-    server.on('session', (s) => sessions.push(s));
-    server.on('secureConnection', (s) => sockets.push(s));
     return r;
 }
 
