@@ -75,12 +75,13 @@ bench_free_port()
     done
 }
 
-# bench_wait_http URL STATUS [SECONDS]: wait until URL answers STATUS.
+# bench_wait_http URL STATUS [SECONDS [CURL_ARGS...]]: wait until URL answers STATUS.
 bench_wait_http()
 {
     local url=$1 want=$2 tries=$((${3:-10} * 10)) got
+    shift $(($# < 3 ? $# : 3))
     while [ "$tries" -gt 0 ]; do
-        got=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$url" 2>/dev/null || true)
+        got=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$@" "$url" 2>/dev/null || true)
         [ "$got" = "$want" ] && return 0
         sleep 0.1
         tries=$((tries - 1))

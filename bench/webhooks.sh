@@ -80,11 +80,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
     -out "$BENCH_TMP/cert.pem" -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1 ||
     bench_die "openssl could not make the receiver's certificate"
 
-# receiver_rate NAME URL PROTO [HEADER_LINES]: the receiver's own rate, with wrk (h1, tls) or h2load (h2).
+# receiver_rate NAME URL PROTO RX_PID [HEADER_LINES]: the receiver's own rate, with wrk (h1, tls) or h2load (h2),
+# reported; sets RX_US to the receiver's CPU per request meanwhile.
 receiver_rate()
 {
-    local name=$1 url=$2 proto=$3 headers=${4:-} line
+    local name=$1 url=$2 proto=$3 rx_pid=$4 headers=${5:-} line cpu0
     local -a args=()
+    cpu0=$(cpu_ms "$rx_pid")
     if [ "$proto" != h2 ]; then
         printf 'wrk.method = "POST"\nwrk.body = [[%s]]\nwrk.headers["Content-Type"] = "application/json"\n' \
             "$body" >"$BENCH_TMP/post.lua"
@@ -98,13 +100,15 @@ receiver_rate()
         done <<<"$headers"
         h2load_rate "$name" "$url" -d "$BENCH_TMP/body.json" -H 'content-type: application/json' "${args[@]}"
     fi
+    RX_US=$((($(cpu_ms "$rx_pid") - cpu0) * 1000 / (WRK_REQUESTS > 0 ? WRK_REQUESTS : 1)))
+    report "$name"
 }
 
 # deliver PROTO: queue the events, measure the receiver, then the deliveries; h1 is http:// to node:http, tls
 # and h2 https:// to node:http2 (h2 with webhooks.http2 on).
 deliver()
 {
-    local proto=$1 sfx="" rx_url rx_pid rx_cpu0 rx_ref_us rx_hdr_us first_pid due_at t0 deadline rate span tries=100
+    local proto=$1 sfx="" rx_url rx_pid rx_cpu0 rx_ref_us rx_hdr_us due_at t0 deadline rate span
     local count distinct first last verified bad conns rx_cpu ad_cpu line ref=receiver-ref hdr=receiver-headers
     local conf="$BENCH_TMP/acceptd-$proto.yaml" tool=wrk
     local -a tls=() curl_tls=()
@@ -129,29 +133,20 @@ deliver()
     timeout -k 5 "$LIMIT" node "$BENCH_DIR/webhooks.mjs" queue "$ACCEPTD_URL" "$rx_url/hook" "$BENCH_WEBHOOK_EVENTS" \
         "$SUBMITTERS" "$BENCH_TMP/secret" >"$BENCH_TMP/queue.out" || bench_die "queueing the events failed"
     grep -q "^queued $BENCH_WEBHOOK_EVENTS\$" "$BENCH_TMP/queue.out" || bench_die "not every job was accepted"
-    first_pid=$ACCEPTD_PID
-    kill "$first_pid"
-    wait "$first_pid" 2>/dev/null || true
+    kill "$ACCEPTD_PID"
+    wait "$ACCEPTD_PID" 2>/dev/null || true
     due_at=$(($(date +%s%3N) + 10500))
 
     # 2. The receiver, and its own rate as the reference.
     node "$BENCH_DIR/webhooks.mjs" receiver "${rx_url##*:}" "${tls[@]}" >"$BENCH_TMP/receiver-$proto.log" 2>&1 &
     BENCH_PIDS+=($!)
     rx_pid=$!
-    until curl -s -o /dev/null "${curl_tls[@]}" "$rx_url/stats"; do
-        tries=$((tries - 1))
-        [ "$tries" -gt 0 ] || bench_die "the receiver did not start"
-        sleep 0.1
-    done
-    rx_cpu0=$(cpu_ms "$rx_pid")
-    receiver_rate "$ref" "$rx_url/hook" "$proto"
-    rx_ref_us=$((($(cpu_ms "$rx_pid") - rx_cpu0) * 1000 / (WRK_REQUESTS > 0 ? WRK_REQUESTS : 1)))
-    report "$ref"
+    bench_wait_http "$rx_url/stats" 200 10 "${curl_tls[@]}" || bench_die "the receiver did not start"
+    receiver_rate "$ref" "$rx_url/hook" "$proto" "$rx_pid"
+    rx_ref_us=$RX_US
     # The same with the headers a delivery carries: what the receiver can take of requests like acceptd's.
-    rx_cpu0=$(cpu_ms "$rx_pid")
-    receiver_rate "$hdr" "$rx_url/hook" "$proto" "$delivery_headers"
-    rx_hdr_us=$((($(cpu_ms "$rx_pid") - rx_cpu0) * 1000 / (WRK_REQUESTS > 0 ? WRK_REQUESTS : 1)))
-    report "$hdr"
+    receiver_rate "$hdr" "$rx_url/hook" "$proto" "$rx_pid" "$delivery_headers"
+    rx_hdr_us=$RX_US
     curl -s -o /dev/null "${curl_tls[@]}" -X POST "$rx_url/reset"
     curl -s -o /dev/null "${curl_tls[@]}" -X POST -H 'Content-Type: text/plain' --data-binary "@$BENCH_TMP/secret" \
         "$rx_url/secret"
