@@ -62,12 +62,17 @@ bench_port_free()
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# bench_free_port: print a port that is free now (the caller retries if it is taken before it binds).
+# bench_free_port: print a port that is free now (the caller retries if it is taken before it binds). It is
+# below the kernel's ephemeral range: a port from it can be taken meanwhile by any outgoing connection
+# (a client's, a delivery's), and a listener cannot bind a port an open connection uses.
 bench_free_port()
 {
-    local p
+    local p low span
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    span=$((low - 10000))
+    [ "$span" -ge 1000 ] || span=20000
     while :; do
-        p=$((20000 + RANDOM % 40000))
+        p=$((10000 + RANDOM % span))
         if bench_port_free "$p"; then
             echo "$p"
             return

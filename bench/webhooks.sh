@@ -141,7 +141,10 @@ deliver()
     node "$BENCH_DIR/webhooks.mjs" receiver "${rx_url##*:}" "${tls[@]}" >"$BENCH_TMP/receiver-$proto.log" 2>&1 &
     BENCH_PIDS+=($!)
     rx_pid=$!
-    bench_wait_http "$rx_url/stats" 200 10 "${curl_tls[@]}" || bench_die "the receiver did not start"
+    bench_wait_http "$rx_url/stats" 200 10 "${curl_tls[@]}" || {
+        cat "$BENCH_TMP/receiver-$proto.log" >&2
+        bench_die "the receiver did not start"
+    }
     receiver_rate "$ref" "$rx_url/hook" "$proto" "$rx_pid"
     rx_ref_us=$RX_US
     # The same with the headers a delivery carries: what the receiver can take of requests like acceptd's.

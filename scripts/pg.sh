@@ -7,7 +7,6 @@
 #   scripts/pg.sh stop DIR                stop the server (fast shutdown) and remove DIR; with
 #                                         ACCEPTD_KEEP_TMP=1 the directory (and DIR/log) is kept.
 #   scripts/pg.sh restart DIR             restart the server (fast shutdown: clients lose their connections).
-#   scripts/pg.sh restart DIR             pg_ctl restart -m fast: every connection is cut, the server comes back.
 #   scripts/pg.sh url DIR PORT [DB]       print the URL of database DB (default postgres).
 #   scripts/pg.sh createdb DIR PORT DB    create database DB and print its URL.
 #
