@@ -62,9 +62,10 @@ bench_port_free()
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# bench_free_port: print a port that is free now (the caller retries if it is taken before it binds). It is
-# below the kernel's ephemeral range: a port from it can be taken meanwhile by any outgoing connection
-# (a client's, a delivery's), and a listener cannot bind a port an open connection uses.
+# bench_free_port: print a port that is free now, from below the kernel's ephemeral range: a port in that range
+# can be taken by any outgoing connection (a client's, a delivery's) before the server binds it, and a listener
+# cannot bind a port an open connection uses. Only another listener can take one of these meanwhile
+# (start_nginx retries then).
 bench_free_port()
 {
     local p low span
