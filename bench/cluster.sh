@@ -51,7 +51,7 @@ fresh_db()
 }
 
 # wrk_split NAME THREADS URL...: one wrk per URL at once, the connections of BENCH_WRK divided among them;
-# BENCH_RATE[NAME] is the sum of their rates.
+# the sum of their rates is recorded as NAME (bench_record).
 wrk_split()
 {
     local name=$1 conns n=$(($# - 1)) url pids=() i=0 total=0 rate
@@ -72,7 +72,7 @@ wrk_split()
         [ -n "$rate" ] || bench_die "no Requests/sec in wrk output for $name"
         total=$((total + rate))
     done
-    BENCH_RATE[$name]=$total
+    bench_record "$name" "$total"
     WRK_BAD=$(cat "$BENCH_TMP"/wrk-"$name"-*.out | awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); s += $2 } END { if (s) print s }')
     WRK_SOCKERR=
 }

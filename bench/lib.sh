@@ -205,9 +205,16 @@ wrk_rate()
         echo "$out" >&2
         bench_die "no Requests/sec in wrk output for $name"
     }
-    BENCH_RATE[$name]=$WRK_RPS
+    bench_record "$name" "$WRK_RPS"
+}
+
+# bench_record NAME RATE: keep NAME's requests (or jobs) per second for report, in BENCH_RATE[NAME] and as a
+# line of BENCH_RESULTS.
+bench_record()
+{
+    BENCH_RATE[$1]=$2
     if [ -n "${BENCH_RESULTS:-}" ]; then
-        printf '%s\t%s\n' "$name" "$WRK_RPS" >>"$BENCH_RESULTS"
+        printf '%s\t%s\n' "$1" "$2" >>"$BENCH_RESULTS"
     fi
 }
 

@@ -58,10 +58,7 @@ h2load_rate()
         echo "$out" >&2
         bench_die "no req/s in h2load output for $name"
     }
-    BENCH_RATE[$name]=$rps
-    if [ -n "${BENCH_RESULTS:-}" ]; then
-        printf '%s\t%s\n' "$name" "$rps" >>"$BENCH_RESULTS"
-    fi
+    bench_record "$name" "$rps"
 }
 
 body='{"id":"evt_4dc0GZ0m2bVvOQkn0kC4Wg","type":"job.queued","createdAt":"2026-11-30T18:00:00.000Z","data":{"job":"http://127.0.0.1:8080/v1/jobs/job_4dc0GZ0m2bVvOQkn0kC4Wg"}}'

@@ -80,16 +80,13 @@ value()
     awk -v n="$1" '$1 == n { print $2; exit }' <<<"$RUN_OUT"
 }
 
-# record NAME RATE: keep a rate like wrk_rate does (BENCH_RATE, BENCH_RESULTS), and the jobs completed by
-# the run just made (e2e-n in RUN_OUT, if any) in COMPLETED.
+# record NAME RATE: keep a rate (bench_record), and the jobs completed by the run just made (e2e-n in RUN_OUT,
+# if any) in COMPLETED.
 declare -A COMPLETED
 record()
 {
     COMPLETED[$1]=$(value e2e-n)
-    BENCH_RATE[$1]=$2
-    if [ -n "${BENCH_RESULTS:-}" ]; then
-        printf '%s\t%s\n' "$1" "$2" >>"$BENCH_RESULTS"
-    fi
+    bench_record "$1" "$2"
 }
 
 # verdict VALUE OP TARGET: "met" or "MISSED" (OP is <= or >=).
