@@ -190,22 +190,32 @@ start_acceptd()
 # errors line, or empty).
 wrk_rate()
 {
-    local name=$1 url=$2 out
+    local name=$1 url=$2
     shift 2
     # shellcheck disable=SC2086 # BENCH_WRK is a list of options
-    out=$(wrk $BENCH_WRK "$@" "$url" 2>&1) || {
-        echo "$out" >&2
-        bench_die "wrk failed for $name"
-    }
-    WRK_RPS=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' <<<"$out")
-    WRK_REQUESTS=$(awk '/ requests in / { print $1 }' <<<"$out")
-    WRK_BAD=$(awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); print $2 }' <<<"$out")
-    WRK_SOCKERR=$(grep -m1 'Socket errors' <<<"$out" | sed 's/^ *//' || true)
-    [ -n "$WRK_RPS" ] || {
-        echo "$out" >&2
-        bench_die "no Requests/sec in wrk output for $name"
-    }
+    bench_load "$name" wrk $BENCH_WRK "$@" "$url"
+    WRK_RPS=$(awk '/^Requests\/sec:/ { printf "%d", $2 }' <<<"$BENCH_OUT")
+    WRK_REQUESTS=$(awk '/ requests in / { print $1 }' <<<"$BENCH_OUT")
+    WRK_BAD=$(awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); print $2 }' <<<"$BENCH_OUT")
+    WRK_SOCKERR=$(grep -m1 'Socket errors' <<<"$BENCH_OUT" | sed 's/^ *//' || true)
+    [ -n "$WRK_RPS" ] || bench_die_with_output "no Requests/sec in wrk output for $name"
     bench_record "$name" "$WRK_RPS"
+}
+
+# bench_load NAME TOOL [ARGS...]: run a load generator for NAME; its output (with its errors) in BENCH_OUT. If it
+# fails, the output is shown and the benchmark stops.
+bench_load()
+{
+    local name=$1
+    shift
+    BENCH_OUT=$("$@" 2>&1) || bench_die_with_output "$1 failed for $name"
+}
+
+# bench_die_with_output MESSAGE: show the last load generator's output (BENCH_OUT), then bench_die.
+bench_die_with_output()
+{
+    echo "$BENCH_OUT" >&2
+    bench_die "$1"
 }
 
 # bench_record NAME RATE: keep NAME's requests (or jobs) per second for report, in BENCH_RATE[NAME] and as a

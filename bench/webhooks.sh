@@ -43,21 +43,15 @@ cpu_ms()
 # h2load_rate NAME URL [H2LOAD_ARGS...]: wrk_rate's counterpart with h2load (HTTP/2 over https).
 h2load_rate()
 {
-    local name=$1 url=$2 out rps
+    local name=$1 url=$2 rps
     shift 2
     # shellcheck disable=SC2086 # H2LOAD is a list of options
-    out=$(h2load $H2LOAD "$@" "$url" 2>&1) || {
-        echo "$out" >&2
-        bench_die "h2load failed for $name"
-    }
-    rps=$(awk '/^finished in/ { printf "%d", $4 }' <<<"$out")
-    WRK_REQUESTS=$(awk '/^requests:/ { print $8 }' <<<"$out")
-    WRK_BAD=$(awk '/^status codes:/ { n = $5 + $7 + $9; if (n > 0) print n }' <<<"$out")
+    bench_load "$name" h2load $H2LOAD "$@" "$url"
+    rps=$(awk '/^finished in/ { printf "%d", $4 }' <<<"$BENCH_OUT")
+    WRK_REQUESTS=$(awk '/^requests:/ { print $8 }' <<<"$BENCH_OUT")
+    WRK_BAD=$(awk '/^status codes:/ { n = $5 + $7 + $9; if (n > 0) print n }' <<<"$BENCH_OUT")
     WRK_SOCKERR=
-    [ -n "$rps" ] && [ -n "$WRK_REQUESTS" ] || {
-        echo "$out" >&2
-        bench_die "no req/s in h2load output for $name"
-    }
+    [ -n "$rps" ] && [ -n "$WRK_REQUESTS" ] || bench_die_with_output "no req/s in h2load output for $name"
     bench_record "$name" "$rps"
 }
 
