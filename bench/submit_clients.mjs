@@ -1,8 +1,12 @@
 // bench/submit_clients.mjs - a real Node client POSTing job submits as fast as it can, for bench/submit_clients.sh.
-//   node submit_clients.mjs undici ORIGIN PATH SECONDS CONNS [PREFER]   undici Pool, CONNS connections, pipelining 1
-//   node submit_clients.mjs h2 ORIGIN PATH SECONDS STREAMS [PREFER]     node:http2, one connection, STREAMS at once
+//   node submit_clients.mjs undici ORIGIN PATH SECONDS CONNS [PREFER [replay]]   undici Pool, CONNS connections,
+//                                                                                pipelining 1
+//   node submit_clients.mjs h2 ORIGIN PATH SECONDS STREAMS [PREFER [replay]]     node:http2, one connection,
+//                                                                                STREAMS at once
 // Every request is POST PATH with the submit body of bench/submit.lua (and `Prefer: PREFER` if given); the
-// client reads each answer's whole body, as a real client would. After a 0.5 s warm-up it counts SECONDS of
+// client reads each answer's whole body, as a real client would. With `replay`, each of the CONNS (STREAMS)
+// request loops sends an Idempotency-Key of its own: its first request submits a job, every later one replays
+// it. After a 0.5 s warm-up it counts SECONDS of
 // answers and prints one line:
 //   requests N rps R bad B total T cpu_us C
 // N answers in the window (R per second), B of them not 202, T answers in all (warm-up included, to divide
@@ -11,7 +15,7 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 
-const [mode, origin, path, seconds, width, prefer] = process.argv.slice(2);
+const [mode, origin, path, seconds, width, prefer, replay] = process.argv.slice(2);
 const BODY = '{"type":"bench","payload":{"n":1}}';
 const WARMUP_MS = 500;
 const HZ = 100; // clock ticks per second (getconf CLK_TCK on Linux)
@@ -40,11 +44,21 @@ function answered(status)
         bad++;
 }
 
-async function undiciLoop(pool)
+// The header fields of loop i's requests: PREFER, and with `replay` the loop's own key.
+function fields(i, headers)
 {
-    const headers = { 'content-type': 'application/json' };
     if (prefer)
         headers.prefer = prefer;
+    if (replay === 'replay')
+        headers['idempotency-key'] = `"bench-${process.pid}-${i}"`;
+    else if (replay)
+        throw new Error(`unknown argument ${replay}`);
+    return headers;
+}
+
+async function undiciLoop(pool, i)
+{
+    const headers = fields(i, { 'content-type': 'application/json' });
     while (!stopping) {
         const res = await pool.request({ path, method: 'POST', headers, body: BODY });
         await res.body.text();
@@ -66,11 +80,9 @@ function h2One(session, headers)
     });
 }
 
-async function h2Loop(session)
+async function h2Loop(session, i)
 {
-    const headers = { ':method': 'POST', ':path': path, 'content-type': 'application/json' };
-    if (prefer)
-        headers.prefer = prefer;
+    const headers = fields(i, { ':method': 'POST', ':path': path, 'content-type': 'application/json' });
     while (!stopping)
         answered(await h2One(session, headers));
 }
@@ -82,12 +94,12 @@ async function main()
     let close;
     if (mode === 'undici') {
         const pool = new Pool(origin, { connections: n, pipelining: 1 });
-        loops = Array.from({ length: n }, () => undiciLoop(pool));
+        loops = Array.from({ length: n }, (_, i) => undiciLoop(pool, i));
         close = () => pool.close();
     } else if (mode === 'h2') {
         const session = http2.connect(origin);
         session.on('error', (e) => { console.error(e); process.exit(1); });
-        loops = Array.from({ length: n }, () => h2Loop(session));
+        loops = Array.from({ length: n }, (_, i) => h2Loop(session, i));
         close = () => new Promise((r) => session.close(r));
     } else {
         throw new Error(`unknown mode ${mode}`);

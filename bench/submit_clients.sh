@@ -8,6 +8,11 @@
 #                      within a few bytes of it (the reference the client's other lines are taken against)
 #   CLIENT-minimal     POST /v1/jobs with `Prefer: return=minimal` (durable: 202 after the group commit)
 #   CLIENT-full        POST /v1/jobs with the full representation in the answer
+#   CLIENT-replay      CLIENT-minimal where each connection (stream) sends an Idempotency-Key of its own: after
+#                      its first, every request is a replay. The same path as a submit (parsing, validation,
+#                      the request's fingerprint, the hand-off to the writer, its batch and commit, the answer)
+#                      whose writer reads the key and the job instead of writing the job: no insert, no WAL,
+#                      no fdatasync. CLIENT-minimal / CLIENT-replay is what the durable write costs the client.
 # Every client reads each answer's whole body. The lines are measured in BENCH_ROUNDS rounds (default 3), each
 # measuring every line once; the order of the lines within a client alternates from one round to the next.
 # A rate printed is the median of its rounds, a ratio the median of the ratios within each round, then their
@@ -71,13 +76,15 @@ answer_size()
 answer_size nginx-202 "$NGINX_URL/202"
 answer_size acceptd-minimal "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal'
 answer_size acceptd-full "$ACCEPTD_URL/v1/jobs"
+answer_size acceptd-replay-first "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal' -H 'Idempotency-Key: "size"'
+answer_size acceptd-replay "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal' -H 'Idempotency-Key: "size"'
 
 # measure CLIENT LINE ROUND: run the client for one line, keep its rate as the round's, and record the CPU per
 # request of the client and of the server in CPU[LINE-ROUND].
 declare -A CPU=()
 measure()
 {
-    local client=$1 line=$2 round=$3 origin path prefer="" server_pid before after out hz
+    local client=$1 line=$2 round=$3 origin path prefer="" replay="" server_pid before after out hz
     case $line in
         nginx-202)
             path=/202
@@ -85,15 +92,17 @@ measure()
             origin=$NGINX_URL
             [ "$client" = h2 ] && origin=$NGINX_H2_URL
             ;;
-        minimal | full)
+        minimal | full | replay)
             path=/v1/jobs
             server_pid=$ACCEPTD_PID
             origin=$ACCEPTD_URL
-            [ "$line" = minimal ] && prefer=return=minimal
+            [ "$line" != full ] && prefer=return=minimal
+            [ "$line" = replay ] && replay=replay
             ;;
     esac
     before=$(proc_ticks "$server_pid")
-    out=$(node "$BENCH_DIR/submit_clients.mjs" "$client" "$origin" "$path" "$BENCH_CLIENT_SECONDS" "$WIDTH" $prefer) ||
+    out=$(node "$BENCH_DIR/submit_clients.mjs" "$client" "$origin" "$path" "$BENCH_CLIENT_SECONDS" "$WIDTH" \
+        $prefer $replay) ||
         bench_die "$client $line: the client failed"
     after=$(proc_ticks "$server_pid")
     read -r _ requests _ rps _ bad _ total _ client_cpu <<<"$out"
@@ -114,9 +123,9 @@ measure()
 for round in $(seq "$BENCH_ROUNDS"); do
     for client in "${CLIENTS[@]}"; do
         if [ $((round % 2)) = 1 ]; then
-            lines=(nginx-202 minimal full)
+            lines=(nginx-202 minimal full replay)
         else
-            lines=(full minimal nginx-202)
+            lines=(replay full minimal nginx-202)
         fi
         for line in "${lines[@]}"; do
             measure "$client" "$line" "$round"
@@ -126,11 +135,12 @@ done
 
 for client in "${CLIENTS[@]}"; do
     report_rounds "$client-nginx-202"
-    report_rounds "$client-minimal" "$client-nginx-202"
+    report_rounds "$client-minimal" "$client-nginx-202" "$client-replay"
     report_rounds "$client-full" "$client-nginx-202"
+    report_rounds "$client-replay" "$client-nginx-202"
 done
 for client in "${CLIENTS[@]}"; do
-    for line in nginx-202 minimal full; do
+    for line in nginx-202 minimal full replay; do
         for round in $(seq "$BENCH_ROUNDS"); do
             printf '%-20s cpu per request: %s (round %d)\n' "$client-$line" "${CPU[$client-$line-$round]}" "$round"
         done
