@@ -76,8 +76,9 @@ answer_size()
 answer_size nginx-202 "$NGINX_URL/202"
 answer_size acceptd-minimal "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal'
 answer_size acceptd-full "$ACCEPTD_URL/v1/jobs"
-answer_size acceptd-replay-first "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal' -H 'Idempotency-Key: "size"'
-answer_size acceptd-replay "$ACCEPTD_URL/v1/jobs" -H 'Prefer: return=minimal' -H 'Idempotency-Key: "size"'
+keyed=(-H 'Prefer: return=minimal' -H 'Idempotency-Key: "size"')
+answer_size acceptd-replay "$ACCEPTD_URL/v1/jobs" "${keyed[@]}" >/dev/null # the first submits
+answer_size acceptd-replay "$ACCEPTD_URL/v1/jobs" "${keyed[@]}"            # the second replays
 
 # measure CLIENT LINE ROUND: run the client for one line, keep its rate as the round's, and record the CPU per
 # request of the client and of the server in CPU[LINE-ROUND].
