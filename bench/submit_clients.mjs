@@ -6,8 +6,7 @@
 // Every request is POST PATH with the submit body of bench/submit.lua (and `Prefer: PREFER` if given); the
 // client reads each answer's whole body, as a real client would. With `replay`, each of the CONNS (STREAMS)
 // request loops sends an Idempotency-Key of its own: its first request submits a job, every later one replays
-// it. After a 0.5 s warm-up it counts SECONDS of
-// answers and prints one line:
+// it. After a 0.5 s warm-up the client counts SECONDS of answers and prints one line:
 //   requests N rps R bad B total T cpu_us C
 // N answers in the window (R per second), B of them not 202, T answers in all (warm-up included, to divide
 // the server's CPU by), C this process's CPU (user + system, /proc/self/stat) per answer in the window, in us.
