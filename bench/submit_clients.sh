@@ -108,7 +108,7 @@ measure()
     after=$(proc_ticks "$server_pid")
     read -r _ requests _ rps _ bad _ total _ client_cpu <<<"$out"
     [ "$requests" -gt 0 ] || bench_die "$client $line: no answers ($out)"
-    BENCH_RATE[$client-$line]=$rps
+    bench_record "$client-$line" "$rps"
     WRK_BAD=
     WRK_SOCKERR=
     [ "$bad" != 0 ] && WRK_BAD=$bad
@@ -116,9 +116,6 @@ measure()
     hz=$(getconf CLK_TCK)
     CPU[$client-$line-$round]=$(awk -v c="$client_cpu" -v b="$before" -v a="$after" -v n="$total" -v hz="$hz" \
         -v r="$rps" 'BEGIN { printf "client %5.1f us  server %5.1f us  at %6d req/s", c, (a - b) * 1e6 / hz / n, r }')
-    if [ -n "${BENCH_RESULTS:-}" ]; then
-        printf '%s\t%s\n' "$client-$line" "$rps" >>"$BENCH_RESULTS"
-    fi
 }
 
 for round in $(seq "$BENCH_ROUNDS"); do

@@ -168,10 +168,7 @@ deliver()
     span=$((last - first))
     [ "$span" -gt 0 ] || span=1
     rate=$((BENCH_WEBHOOK_EVENTS * 1000 / span))
-    BENCH_RATE[webhooks$sfx]=$rate
-    if [ -n "${BENCH_RESULTS:-}" ]; then
-        printf 'webhooks%s\t%s\n' "$sfx" "$rate" >>"$BENCH_RESULTS"
-    fi
+    bench_record "webhooks$sfx" "$rate"
     line=$(printf '%-12s %8d deliveries/s' "webhooks$sfx" "$rate")
     line+=$(awk -v a="$rate" -v b="${BENCH_RATE[$ref]}" -v c="${BENCH_RATE[$hdr]}" -v r="$ref" -v h="$hdr" \
         'BEGIN { printf "  %5.2fx %s  %5.2fx %s", a / b, r, a / c, h }')
