@@ -40,8 +40,7 @@ rate()
     local r
     r=$(awk -v b="$2" -v s="$3" 'BEGIN { printf "%.1f", b / s / 1048576 }')
     ROUNDS[$1]+="$r "
-    [ -n "${BENCH_RESULTS:-}" ] && printf '%s\t%s\n' "artifacts-$1" "$r" >>"$BENCH_RESULTS"
-    return 0
+    bench_record "artifacts-$1" "$r"
 }
 list() { tr ' ' '\n' <<<"${ROUNDS[$1]}" | grep .; }
 line()

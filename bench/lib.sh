@@ -218,8 +218,8 @@ bench_die_with_output()
     bench_die "$1"
 }
 
-# bench_record NAME RATE: keep NAME's requests (or jobs) per second for report, in BENCH_RATE[NAME] and as a
-# line of BENCH_RESULTS.
+# bench_record NAME RATE: keep NAME's rate (requests, jobs or MiB per second) for report, in BENCH_RATE[NAME]
+# and as a line of BENCH_RESULTS.
 bench_record()
 {
     BENCH_RATE[$1]=$2
