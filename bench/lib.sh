@@ -6,7 +6,8 @@
 #   ACCEPTD_BIN     binary under test (default: build/acceptd)
 #   BENCH_WRK       wrk options shared by every measurement (default: -t1 -c128 -d5s)
 #   BENCH_ROUNDS    rounds of bench/http.sh (default 5; bench/workers.sh 3): its figures are medians over the rounds
-#   BENCH_RESULTS   if set, a file to which "name<TAB>req/s" lines are appended
+#   BENCH_RESULTS   if set, a file to which "name<TAB>value" lines are appended: rates (bench_record), and
+#                   bench/sse.sh's latencies and ratios, whose names end in -ms and -ratio
 #   BENCH_KEEP=1    keep the temp dir (logs, nginx config, acceptd data) after the run
 
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -16,10 +16,13 @@
 #include "common/timer.h"
 #include "core/writer.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #define PUMP_PAGE 500
 #define PUMP_PERIOD_MS 1000
@@ -37,6 +40,7 @@ static struct {
     /* feed thread */
     pthread_t thread;
     atomic_int stopping;
+    int stop_fd;          /* an eventfd, written by ad_cluster_stop: the feed thread's waits end at once */
     atomic_int wake_sent; /* the wake message is in the queue */
     h2o_multithread_queue_t *mq;
     h2o_multithread_receiver_t receiver;
@@ -182,10 +186,11 @@ static void heard(void *arg, const struct ad_feed_change *ch)
     pthread_mutex_unlock(&cl.mu);
 }
 
+/* Wait ms, or less once ad_cluster_stop has written cl.stop_fd. */
 static void nap(int ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    struct pollfd pfd = {.fd = cl.stop_fd, .events = POLLIN};
+    poll(&pfd, 1, ms);
 }
 
 static void *feed_main(void *arg)
@@ -212,7 +217,7 @@ static void *feed_main(void *arg)
             wake_loop(); /* whatever was committed while we were not listening */
         }
         int any = 0;
-        if (st->feed_wait(f, FEED_WAIT_MS, heard, &any) != 0) {
+        if (st->feed_wait(f, FEED_WAIT_MS, cl.stop_fd, heard, &any) != 0) {
             ad_warn("cluster: lost the change feed; reconnecting");
             st->feed_close(f);
             f = NULL;
@@ -240,6 +245,11 @@ int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
     cl.mq = h2o_multithread_create_queue(loop);
     h2o_multithread_register_receiver(cl.mq, &cl.receiver, on_wake);
     atomic_store(&cl.stopping, 0);
+    cl.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (cl.stop_fd < 0) {
+        snprintf(err, errlen, "cannot create an eventfd (%s)", strerror(errno));
+        return -1;
+    }
     if (pthread_create(&cl.thread, NULL, feed_main, NULL) != 0) {
         snprintf(err, errlen, "cannot start the cluster feed thread");
         return -1;
@@ -254,7 +264,10 @@ void ad_cluster_stop(void)
     if (!cl.enabled)
         return;
     atomic_store(&cl.stopping, 1);
+    if (eventfd_write(cl.stop_fd, 1) != 0)
+        ad_warn("cluster: cannot wake the feed thread (%s); it stops within %d ms", strerror(errno), FEED_WAIT_MS);
     pthread_join(cl.thread, NULL);
+    close(cl.stop_fd);
     ad_timer_cancel(&cl.timer);
     for (size_t i = 0; i < cl.nkicks; i++)
         free(cl.kicks[i]);

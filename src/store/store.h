@@ -331,10 +331,11 @@ struct ad_store_ops {
      * announcements of every node but this one. One feed per process, used by one thread.
      */
     struct ad_feed *(*feed_open)(struct ad_store *s, char *err, size_t errlen);
-    /* Wait up to timeout_ms, then call fn(arg, change) for each job another node changed. 0, or -1 when the
-     * connection is lost: announcements may have been missed, so the caller resynchronises and reopens. */
-    int (*feed_wait)(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const struct ad_feed_change *ch),
-                     void *arg);
+    /* Wait up to timeout_ms, or until wake_fd (when >= 0) is readable (it is not read), then call fn(arg, change)
+     * for each job another node changed. 0, or -1 when the connection is lost: announcements may have been
+     * missed, so the caller resynchronises and reopens. */
+    int (*feed_wait)(struct ad_feed *f, int timeout_ms, int wake_fd,
+                     void (*fn)(void *arg, const struct ad_feed_change *ch), void *arg);
     void (*feed_close)(struct ad_feed *f);
 
     void (*close)(struct ad_store *s);

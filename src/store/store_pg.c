@@ -2230,18 +2230,18 @@ static int feed_dispatch(struct ad_feed *f, void (*fn)(void *arg, const struct a
     return got;
 }
 
-static int pg_feed_wait(struct ad_feed *f, int timeout_ms, void (*fn)(void *arg, const struct ad_feed_change *ch),
-                        void *arg)
+static int pg_feed_wait(struct ad_feed *f, int timeout_ms, int wake_fd,
+                        void (*fn)(void *arg, const struct ad_feed_change *ch), void *arg)
 {
     if (PQstatus(f->pg) != CONNECTION_OK || PQsocket(f->pg) < 0)
         return -1;
     if (feed_dispatch(f, fn, arg) > 0)
         return 0;
-    struct pollfd pfd = {.fd = PQsocket(f->pg), .events = POLLIN};
-    int rc = poll(&pfd, 1, timeout_ms);
+    struct pollfd pfd[2] = {{.fd = PQsocket(f->pg), .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
+    int rc = poll(pfd, wake_fd >= 0 ? 2 : 1, timeout_ms);
     if (rc < 0)
         return errno == EINTR ? 0 : -1;
-    if (rc > 0 && !PQconsumeInput(f->pg)) {
+    if (pfd[0].revents != 0 && !PQconsumeInput(f->pg)) {
         log_failure("listen for changes", PQerrorMessage(f->pg), NULL);
         return -1;
     }

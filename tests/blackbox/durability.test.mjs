@@ -45,8 +45,11 @@ async function burst(d, c, { loops = 16, total = 300, stopAfter = 100, signal = 
     return { accepted, sent, signalled, unexpected };
 }
 
-/** After a restart: every accepted job is there with its nonce; nothing listed that was never sent. */
-async function assertAllThere(c, { accepted, sent }) {
+/**
+ * After a restart: every accepted job is there with its nonce; nothing listed that was never sent. After a
+ * graceful stop (answered), nothing listed that was not answered either: each job committed had its 202 sent.
+ */
+async function assertAllThere(c, { accepted, sent }, { answered = false } = {}) {
     const ids = [...accepted.keys()];
     for (let i = 0; i < ids.length; i += 32) {
         const batch = await Promise.all(ids.slice(i, i + 32).map((id) => c.get(`/v1/jobs/${id}`)));
@@ -60,6 +63,10 @@ async function assertAllThere(c, { accepted, sent }) {
     assert.ok(listed.length >= accepted.size, `${listed.length} jobs listed, ${accepted.size} were accepted`);
     assert.equal(new Set(listed.map((j) => j.id)).size, listed.length, 'a job is listed twice');
     for (const j of listed) assert.ok(sent.has(j.payload?.nonce), `a job nobody sent: ${JSON.stringify(j)}`);
+    if (answered) {
+        const lost = listed.filter((j) => !accepted.has(j.id));
+        assert.deepEqual(lost.map((j) => j.id), [], `${lost.length} of ${listed.length} jobs were committed but their 202 never came`);
+    }
 }
 
 describe('kill -9 during a burst of submits', () => {
@@ -145,7 +152,7 @@ describe('SIGTERM during a burst of submits', () => {
         const exit = await d.waitExit(); // no second SIGTERM: that may mean "exit now" to a daemon
         assert.deepEqual(exit, { code: 0, signal: null }, 'graceful shutdown did not exit 0');
         await d.restart();
-        await assertAllThere(c, b);
+        await assertAllThere(c, b, { answered: true });
     });
 });
 

@@ -1804,7 +1804,7 @@ static void sc_listen_for(struct fx *f, struct ad_feed *feed, int ms, struct sc_
 {
     int64_t end = ad_mono_ms() + ms;
     while (ad_mono_ms() < end)
-        assert_int_equal(f->s->ops->feed_wait(feed, (int)(end - ad_mono_ms()), sc_on_heard, h), 0);
+        assert_int_equal(f->s->ops->feed_wait(feed, (int)(end - ad_mono_ms()), -1, sc_on_heard, h), 0);
 }
 
 /* Every commit that inserted or updated jobs announces each once, as it ended (queued ones with their tenant and

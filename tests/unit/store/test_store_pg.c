@@ -729,7 +729,7 @@ static void test_feed_says_when_its_connection_is_gone(void **state)
     terminate_backends("query = 'LISTEN acceptd_changes'");
     int rc = 0;
     for (int i = 0; i < 20 && rc == 0; i++)
-        rc = ops->feed_wait(theirs, 100, sc_on_heard, &h);
+        rc = ops->feed_wait(theirs, 100, -1, sc_on_heard, &h);
     assert_int_equal(rc, -1);
     ops->feed_close(theirs);
     s2->ops->close(s2);
