@@ -802,10 +802,7 @@ struct ad_http_budget {
     h2o_context_t *ctx;   /* of its requests, to find its HTTP/2 connection */
     struct ad_timer calm; /* sends the GOAWAY from the loop, outside h2o's handling of a stream */
     int calmed;           /* GOAWAY sent or on its way: nothing more to count */
-    h2o_linklist_t open;  /* in open_conns while sock is open */
 };
-
-static h2o_linklist_t open_conns = {&open_conns, &open_conns};
 
 static void linger_start(void *data);
 
@@ -821,14 +818,6 @@ static struct ad_http_budget *budget_of(h2o_req_t *req)
     if (b != NULL)
         b->ctx = req->conn->ctx;
     return b;
-}
-
-/* Its socket has closed (a lingering connection's before the budget's on_close runs, at the linger's end). */
-static void conn_gone(struct ad_http_budget *b)
-{
-    if (h2o_linklist_is_linked(&b->open))
-        h2o_linklist_unlink(&b->open);
-    b->sock = NULL;
 }
 
 static void budget_unref(struct ad_http_budget *b)
@@ -877,7 +866,6 @@ struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock)
     b->refs = 1;
     b->sock = sock;
     b->calm.cb = calm_fire;
-    h2o_linklist_insert(&open_conns, &b->open);
     return b;
 }
 
@@ -885,20 +873,12 @@ void ad_http_conn_closed(struct ad_http_budget *b)
 {
     if (b == NULL)
         return;
-    conn_gone(b);
+    b->sock = NULL;
     if (ad_timer_armed(&b->calm)) {
         ad_timer_cancel(&b->calm);
         b->refs--; /* the timer's: the socket's, dropped below, is still held */
     }
     budget_unref(b);
-}
-
-int ad_http_sending(void)
-{
-    for (h2o_linklist_t *l = open_conns.next; l != &open_conns; l = l->next)
-        if (h2o_socket_is_writing(H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, open, l)->sock))
-            return 1;
-    return 0;
 }
 
 int ad_http_conn_full(h2o_req_t *req)
@@ -1153,8 +1133,6 @@ static void linger_on_read(h2o_socket_t *sock, const char *err)
 static void linger_start(void *data)
 {
     struct lingering_conn *l = data;
-    if (l->prev_data != NULL)
-        conn_gone(l->prev_data); /* an accepted socket's on_close data is its budget (server.c) */
     if (shutdown(l->fd, SHUT_WR) != 0) {
         linger_end(l);
         return;

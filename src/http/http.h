@@ -153,8 +153,6 @@ h2o_req_t *ad_pending_take(struct ad_pending *p);
 /* The budget of a newly accepted sock, to be its on_close.data; ad_http_conn_closed(it) when sock closes. */
 struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock);
 void ad_http_conn_closed(struct ad_http_budget *b);
-/* 1 while an accepted connection still has bytes of an answer to write. */
-int ad_http_sending(void);
 /* 1 when req's connection has as many requests outstanding as it may have streams: refuse more work on it. */
 int ad_http_conn_full(h2o_req_t *req);
 
