@@ -6,6 +6,7 @@
  */
 #include "server.h"
 #include "api/api.h"
+#include "common/signals.h"
 #include "common/timer.h"
 #include "core/core.h"
 #include "hub/cluster.h"
@@ -17,7 +18,6 @@
 
 #include <errno.h>
 #include <netdb.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,6 @@ static struct {
     h2o_context_t ctx;
     h2o_accept_ctx_t accept;
 } srv;
-static volatile sig_atomic_t stop_requested;
 
 static int open_listener(const struct ad_config *cfg, char *bound, size_t boundlen)
 {
@@ -99,11 +98,6 @@ static void loop_turn(h2o_loop_t *loop, int32_t max_wait)
     h2o_evloop_run(loop, max_wait);
     ad_writer_turn();
     ad_timers_run();
-}
-
-static void on_signal(int sig)
-{
-    stop_requested = 1;
 }
 
 static int is_loopback_host(const char *h)
@@ -216,10 +210,11 @@ int ad_server_run(struct ad_config *cfg)
     listener_sock = listener;
     h2o_socket_read_start(listener, on_accept);
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* The loop wakes at least every 200 ms and reads the count; it does not watch the pipe. */
+    if (ad_signals_open(0) != 0) {
+        ad_error("cannot create a pipe: %s", strerror(errno));
+        return 1;
+    }
 
     if (ad_hub.open_mode)
         ad_warn("no keys configured: serving loopback clients only, all as tenant \"default\"");
@@ -231,7 +226,7 @@ int ad_server_run(struct ad_config *cfg)
     printf("acceptd: listening on %s://%s\n", scheme, bound);
     fflush(stdout);
 
-    while (!stop_requested)
+    while (ad_signals_stops() == 0)
         loop_turn(loop, ad_timers_next_wait(200));
 
     /* Graceful stop: no new connections; everything already handed to the writer is committed and its
@@ -262,6 +257,7 @@ int ad_server_run(struct ad_config *cfg)
         loop_turn(loop, 50);
     ad_hub.store->ops->disconnect(ad_hub.rconn);
     ad_hub.store->ops->close(ad_hub.store);
+    ad_signals_close();
     ad_info("stopped");
     return 0;
 }

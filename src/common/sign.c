@@ -2,6 +2,7 @@
  * sign.c - webhook secrets, both signature schemes, and AES-256-GCM sealing of secrets at rest (see sign.h).
  */
 #include "common/sign.h"
+#include "common/base64.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,26 +21,6 @@
 #define KEY_FILE "webhook-secrets.key"
 
 static uint8_t seal_key[AD_SEAL_KEY_BYTES];
-
-void ad_b64_encode(const uint8_t *in, size_t n, char *out)
-{
-    EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-}
-
-long ad_b64_decode(const char *in, size_t len, uint8_t *out)
-{
-    if (len == 0 || len % 4 != 0 || len > INT32_MAX)
-        return len == 0 ? 0 : -1;
-    int n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
-    if (n < 0)
-        return -1;
-    /* EVP_DecodeBlock counts the padding as zero bytes. */
-    if (in[len - 1] == '=')
-        n--;
-    if (in[len - 2] == '=')
-        n--;
-    return n;
-}
 
 void ad_sign_new_secret(char *out)
 {

@@ -32,11 +32,6 @@ void ad_sign_stripe(const char *const *secrets, size_t n, int64_t t, const char 
 int ad_sign_standard(const char *const *secrets, size_t n, const char *msg_id, int64_t t, const char *body, size_t len,
                      struct ad_buf *out);
 
-/* Standard base64 with padding (RFC 4648 section 4), NUL-terminated into out (>= 4 * ceil(n / 3) + 1). */
-void ad_b64_encode(const uint8_t *in, size_t n, char *out);
-/* Decode standard base64 with padding into out (>= 3 * len / 4). Returns the length or -1. */
-long ad_b64_decode(const char *in, size_t len, uint8_t *out);
-
 /* Parse a sealing key given in the configuration: base64 of 32 bytes. 0 or -1. */
 int ad_seal_key_parse(const char *text, uint8_t key[AD_SEAL_KEY_BYTES]);
 /* The key from the configuration (text, may be NULL), else from <dir>/webhook-secrets.key, created with mode

@@ -122,6 +122,13 @@ int64_t ad_mono_ms(void)
     return clock_ms(CLOCK_MONOTONIC);
 }
 
+int64_t ad_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The UTC calendar fields of ms. Not gmtime_r: glibc's takes the time zone lock on every call, and every
  * job rendered calls this six times. The date is Howard Hinnant's days-to-civil algorithm
  * (https://howardhinnant.github.io/date_algorithms.html#civil_from_days), exact for any int64 ms. */
@@ -287,76 +294,6 @@ void ad_time_http(int64_t ms, char *buf, size_t size)
     struct utc u = utc_of(ms);
     snprintf(buf, size, "%s, %02d %s %04lld %02d:%02d:%02d GMT", wday[u.wday], u.mday, month[u.mon - 1],
              (long long)u.year, u.hour, u.min, u.sec);
-}
-
-static const char b64url_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-size_t ad_b64url_len(size_t n)
-{
-    return n / 3 * 4 + (n % 3 == 0 ? 0 : n % 3 + 1);
-}
-
-void ad_b64url_encode(const uint8_t *in, size_t n, char *out)
-{
-    size_t i = 0;
-    char *o = out;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        *o++ = b64url_alphabet[v >> 18 & 63];
-        *o++ = b64url_alphabet[v >> 12 & 63];
-        *o++ = b64url_alphabet[v >> 6 & 63];
-        *o++ = b64url_alphabet[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        *o++ = b64url_alphabet[v >> 18 & 63];
-        *o++ = b64url_alphabet[v >> 12 & 63];
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-        *o++ = b64url_alphabet[v >> 18 & 63];
-        *o++ = b64url_alphabet[v >> 12 & 63];
-        *o++ = b64url_alphabet[v >> 6 & 63];
-    }
-    *o = '\0';
-}
-
-static int b64url_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
-}
-
-long ad_b64url_decode(const char *in, size_t n, uint8_t *out)
-{
-    if (n % 4 == 1)
-        return -1;
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64url_value(in[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6 | (uint32_t)v) & 0xffffff;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    /* Leftover bits must be zero, so each byte string has exactly one encoding (ids and tokens compare as text). */
-    if (acc & ((1u << bits) - 1))
-        return -1;
-    return (long)o;
 }
 
 void ad_hex_encode(const uint8_t *in, size_t n, char *out)

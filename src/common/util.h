@@ -7,6 +7,8 @@
 #ifndef AD_UTIL_H
 #define AD_UTIL_H
 
+#include "common/base64.h" /* the encodings: util.h's users have them with it */
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,8 +32,10 @@ char *ad_asprintf(const char *fmt, ...) AD_PRINTF(1, 2);
 
 /* Wall clock in milliseconds since the Unix epoch. */
 int64_t ad_now_ms(void);
-/* Monotonic clock in milliseconds. */
+/* Monotonic clock (CLOCK_MONOTONIC) in milliseconds, and in nanoseconds for timing work; use these rather than
+ * clock_gettime, so every deadline and duration is read from the same clock. */
 int64_t ad_mono_ms(void);
+int64_t ad_mono_ns(void);
 
 #define AD_RFC3339_LEN 24 /* 2026-11-30T18:11:40.123Z, for years 0000-9999 */
 /* Format ms-since-epoch as RFC 3339 UTC with milliseconds ("2026-11-30T18:11:40.123Z") into buf (>= 32 bytes). */
@@ -41,11 +45,6 @@ int ad_time_parse_rfc3339(const char *s, int64_t *ms);
 /* Format ms-since-epoch as an IMF-fixdate for HTTP headers ("Mon, 30 Nov 2026 18:11:40 GMT") into buf (>= 32). */
 void ad_time_http(int64_t ms, char *buf, size_t size);
 
-/* base64url without padding. Writes a NUL-terminated string into out (>= ad_b64url_len(n) + 1). */
-size_t ad_b64url_len(size_t n);
-void ad_b64url_encode(const uint8_t *in, size_t n, char *out);
-/* Decode base64url (no padding) into out (>= n*3/4 bytes). Returns decoded length or -1. */
-long ad_b64url_decode(const char *in, size_t n, uint8_t *out);
 /* Lowercase hex into out (>= 2n + 1). */
 void ad_hex_encode(const uint8_t *in, size_t n, char *out);
 

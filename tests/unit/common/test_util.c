@@ -1,5 +1,5 @@
 /*
- * test_util.c - unit tests for src/util.c: allocation wrappers, clocks, time formats, base64url, hex,
+ * test_util.c - unit tests for src/util.c: allocation wrappers, clocks, time formats, hex,
  * random ids, duration and integer parsing, constant-time comparison, logging and the capped buffer.
  */
 #include <stdarg.h>
@@ -240,72 +240,6 @@ static void test_time_matches_gmtime(void **state)
         if (strcmp(want, got) != 0)
             fail_msg("ms %lld: want %s, got %s", (long long)ms, want, got);
     }
-}
-
-static void test_b64url_vectors(void **state)
-{
-    (void)state;
-    /* RFC 4648 section 10, without padding */
-    static const struct {
-        const char *raw, *enc;
-    } v[] = {
-        {"", ""},           {"f", "Zg"},          {"fo", "Zm8"},          {"foo", "Zm9v"},
-        {"foob", "Zm9vYg"}, {"fooba", "Zm9vYmE"}, {"foobar", "Zm9vYmFy"},
-    };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        size_t n = strlen(v[i].raw);
-        char out[16];
-        uint8_t back[16];
-        assert_int_equal(ad_b64url_len(n), strlen(v[i].enc));
-        ad_b64url_encode((const uint8_t *)v[i].raw, n, out);
-        assert_string_equal(out, v[i].enc);
-        assert_int_equal(ad_b64url_decode(out, strlen(out), back), (long)n);
-        assert_memory_equal(back, v[i].raw, n);
-    }
-
-    /* The URL-safe alphabet: '-' and '_' instead of '+' and '/'. */
-    const uint8_t fb[] = {0xfb, 0xff};
-    char out[8];
-    ad_b64url_encode(fb, sizeof fb, out);
-    assert_string_equal(out, "-_8");
-    assert_int_equal(ad_b64url_len(16), 22);
-}
-
-static void test_b64url_round_trip(void **state)
-{
-    (void)state;
-    uint8_t raw[64], back[64];
-    char enc[ad_b64url_len(64) + 1];
-    for (size_t n = 0; n <= sizeof raw; n++) {
-        ad_random_bytes(raw, n);
-        ad_b64url_encode(raw, n, enc);
-        assert_int_equal(strlen(enc), ad_b64url_len(n));
-        assert_int_equal(strspn(enc, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"), strlen(enc));
-        assert_int_equal(ad_b64url_decode(enc, strlen(enc), back), (long)n);
-        assert_memory_equal(back, raw, n);
-    }
-}
-
-static void test_b64url_decode_errors(void **state)
-{
-    (void)state;
-    uint8_t out[16];
-    static const char *const bad[] = {
-        "Zg==",  /* padding is not part of base64url here */
-        "Z",     /* a lone sextet cannot encode a byte */
-        "Zm9vY", /* same, after a full group */
-        "Zh",    /* non-zero trailing bits: not the canonical encoding of any byte */
-        "Zm9",   /* 'Zm9' has non-zero trailing bits */
-        "Zm9v+A", "Zm9v/A", "Zm 9v",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        if (ad_b64url_decode(bad[i], strlen(bad[i]), out) != -1)
-            fail_msg("accepted '%s'", bad[i]);
-    }
-    assert_int_equal(ad_b64url_decode("", 0, out), 0);
-    /* Only n characters are read. */
-    assert_int_equal(ad_b64url_decode("Zm9v!!!", 4, out), 3);
-    assert_memory_equal(out, "foo", 3);
 }
 
 static void test_hex(void **state)
@@ -794,9 +728,6 @@ int main(void)
         cmocka_unit_test(test_time_rfc3339_round_trip),
         cmocka_unit_test(test_time_http),
         cmocka_unit_test(test_time_matches_gmtime),
-        cmocka_unit_test(test_b64url_vectors),
-        cmocka_unit_test(test_b64url_round_trip),
-        cmocka_unit_test(test_b64url_decode_errors),
         cmocka_unit_test(test_hex),
         cmocka_unit_test(test_random_and_ids),
         cmocka_unit_test(test_random_pool),
