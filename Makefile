@@ -5,7 +5,8 @@
 #   build/asan/  -O1 ASan+UBSan build/asan/libacceptd.a, build/asan/acceptd, build/asan/tests/LAYER/test_X
 # and a third, built by clang for libFuzzer: build/fuzz/libacceptd.a and build/fuzz/fuzz_X (fuzz/fuzz_X.c).
 # The layers' folders and server.c go into libacceptd.a, src/worker/ and src/cli/ into libworker.a; acceptd is main.c plus
-# both, and each tests/unit/LAYER/test_X.c (testing src/LAYER/X.c) is linked with them and cmocka.
+# both, and each tests/unit/LAYER/test_X.c (testing src/LAYER/X.c) is linked with them and cmocka (libworker.a
+# first: the linker reads archives in order, and the clients use common/ from libacceptd.a, never the reverse).
 #
 # A unit test may `#include "layer/x.c"` to reach x.c's statics. That is safe because tests link the
 # library as an archive, not as a list of objects: the linker pulls an archive member only to resolve a symbol
@@ -103,7 +104,7 @@ $(1)/acceptd: $(1)/obj/main.o $(1)/libacceptd.a $(1)/libworker.a
 	$$(say) "  LINK    $$@"
 	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ $(3) $$(LIBS)
 
-$(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libacceptd.a $(1)/libworker.a
+$(addprefix $(1)/tests/,$(UNIT_NAMES)): $(1)/tests/%: $(1)/tests/%.o $(1)/libworker.a $(1)/libacceptd.a
 	$$(say) "  LINK    $$@"
 	$$(Q)$$(CC) $(2) $$(EXTRA_CFLAGS) -o $$@ $$^ -lcmocka $(3) $$(LIBS)
 endef

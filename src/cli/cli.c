@@ -7,35 +7,13 @@
  * jobs. Text from the server is cleaned of control characters before it reaches a terminal.
  */
 #include "cli/cli_int.h"
+#include "common/signals.h"
 #include "worker/worker.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-static int sig_fd[2] = {-1, -1};
-static volatile sig_atomic_t sig_count;
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    sig_count++;
-    char b = (char)sig;
-    ssize_t w = write(sig_fd[1], &b, 1);
-    (void)w;
-    errno = saved;
-}
-
-static void drain_signals(void)
-{
-    char b[64];
-    while (read(sig_fd[0], b, sizeof(b)) > 0)
-        ;
-}
 
 int ad_cli_open(struct ad_cli *c, const char *prog, const char *url, const char *key)
 {
@@ -51,18 +29,10 @@ int ad_cli_open(struct ad_cli *c, const char *prog, const char *url, const char 
         fprintf(stderr, "%s: --url: expected an http:// or https:// URL, got '%s'\n", prog, url);
         return AD_CLI_USAGE;
     }
-    if (pipe2(sig_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    if (ad_signals_open(0) != 0) {
         fprintf(stderr, "%s: cannot create a pipe: %s\n", prog, strerror(errno));
         return AD_CLI_CONNECT;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (c->multi = curl_multi_init()) == NULL) {
         fprintf(stderr, "%s: cannot initialise libcurl\n", prog);
         return AD_CLI_CONNECT;
@@ -79,11 +49,7 @@ void ad_cli_close(struct ad_cli *c)
         c->multi = NULL;
     }
     ad_client_free(&c->client);
-    for (int i = 0; i < 2; i++) {
-        if (sig_fd[i] >= 0)
-            close(sig_fd[i]);
-        sig_fd[i] = -1;
-    }
+    ad_signals_close();
 }
 
 void ad_cli_req_init(struct ad_cli *c, struct ad_cli_req *r, const char *method, const char *path, char *body,
@@ -139,7 +105,7 @@ int ad_cli_perform(struct ad_cli *c, struct ad_cli_req *r)
         }
         if (done)
             break;
-        if (sig_count > 0) {
+        if (ad_signals_stops() > 0) {
             c->stopped = 1;
             out = AD_CLI_INTERRUPTED;
             break;
@@ -149,9 +115,9 @@ int ad_cli_perform(struct ad_cli *c, struct ad_cli_req *r)
             out = AD_CLI_TIMEOUT;
             break;
         }
-        struct curl_waitfd fd = {.fd = sig_fd[0], .events = CURL_WAIT_POLLIN};
+        struct curl_waitfd fd = {.fd = ad_signals_fd(), .events = CURL_WAIT_POLLIN};
         curl_multi_poll(c->multi, &fd, 1, (int)wait, NULL);
-        drain_signals();
+        ad_signals_drain();
     }
     curl_multi_remove_handle(c->multi, r->easy);
     if (out != 0)
@@ -164,7 +130,7 @@ int ad_cli_sleep(struct ad_cli *c, int64_t ms)
 {
     int64_t end = ad_mono_ms() + ms;
     for (;;) {
-        if (sig_count > 0) {
+        if (ad_signals_stops() > 0) {
             c->stopped = 1;
             return AD_CLI_INTERRUPTED;
         }
@@ -174,9 +140,9 @@ int ad_cli_sleep(struct ad_cli *c, int64_t ms)
         int64_t wait = until_deadline(c, end - now);
         if (wait == 0)
             return AD_CLI_TIMEOUT;
-        struct pollfd p = {.fd = sig_fd[0], .events = POLLIN};
+        struct pollfd p = {.fd = ad_signals_fd(), .events = POLLIN};
         poll(&p, 1, (int)wait);
-        drain_signals();
+        ad_signals_drain();
     }
 }
 
@@ -254,7 +220,7 @@ int ad_cli_report(struct ad_cli *c, struct ad_cli_req *r)
         fprintf(stderr, "%s: HTTP %ld: the answer is larger than %zu bytes\n", c->prog, r->status, r->resp.max);
         return AD_CLI_PROBLEM;
     }
-    json_t *p = json_loadb(r->resp.data != NULL ? r->resp.data : "", r->resp.len, 0, NULL);
+    json_t *p = ad_client_json(&r->resp, 0, NULL);
     if (json_is_object(p)) {
         ad_cli_print_problem(c->prog, r->status, p);
     } else {
@@ -269,7 +235,7 @@ int ad_cli_report(struct ad_cli *c, struct ad_cli_req *r)
 json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r)
 {
     json_error_t e;
-    json_t *v = json_loadb(r->resp.data != NULL ? r->resp.data : "", r->resp.len, JSON_DECODE_ANY, &e);
+    json_t *v = ad_client_json(&r->resp, JSON_DECODE_ANY, &e);
     if (v == NULL) {
         char *t = ad_cli_clean(e.text, 200);
         fprintf(stderr, "%s: HTTP %ld: the answer is not JSON (%s)\n", c->prog, r->status, t);
@@ -344,20 +310,6 @@ int ad_cli_parse_output(const char *v, enum ad_cli_output *out)
     else
         return -1;
     return 0;
-}
-
-int ad_cli_id_ok(const char *id)
-{
-    size_t n = strlen(id);
-    if (n == 0 || n > 128)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = id[i];
-        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-              ch == '-'))
-            return 0;
-    }
-    return 1;
 }
 
 /* ---- the SSE parser ---- */

@@ -3,7 +3,7 @@
  * the multi handle, problem answers printed for people, and the output formats.
  *
  * One thread: each request runs on the curl multi handle until it ends, the deadline passes or a signal
- * comes (a self-pipe that curl_multi_poll() watches, as in the worker), so a wait of any length stays
+ * comes (the self-pipe of common/signals.h, which curl_multi_poll() watches), so a wait of any length stays
  * interruptible and bounded.
  */
 #ifndef AD_CLI_INT_H
@@ -86,8 +86,6 @@ char *ad_cli_clean(const char *s, size_t max);
 
 /* Parse an --output value. 0, or -1. */
 int ad_cli_parse_output(const char *v, enum ad_cli_output *out);
-/* Whether a job id can go into a path as it is (job ids are URL-safe). */
-int ad_cli_id_ok(const char *id);
 
 /*
  * Read the job's SSE stream (GET /v1/jobs/{id}/events), handing each event to on_event, which returns 1 for

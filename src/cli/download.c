@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #define DOWNLOAD_STALL_S 60 /* a download that moves no byte for this long has failed */
-#define DIGEST_PREFIX "sha-256=:"
 
 struct sink {
     struct ad_cli_req *r;
@@ -63,21 +62,6 @@ static size_t on_bytes(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* The 32 bytes of a "sha-256=:<base64>:" digest. 0, or -1 when it is not one. */
-static int parse_digest(const char *d, uint8_t out[AD_SHA256_LEN])
-{
-    if (d == NULL || strncmp(d, DIGEST_PREFIX, strlen(DIGEST_PREFIX)) != 0)
-        return -1;
-    const char *b = d + strlen(DIGEST_PREFIX);
-    size_t n = strcspn(b, ":");
-    uint8_t buf[48];
-    /* 32 bytes in base64 are 44 characters with one padding byte, which EVP_DecodeBlock counts too */
-    if (n != 44 || strcmp(b + n, ":") != 0 || EVP_DecodeBlock(buf, (const unsigned char *)b, 44) != AD_SHA256_LEN + 1)
-        return -1;
-    memcpy(out, buf, AD_SHA256_LEN);
-    return 0;
-}
-
 /* The artifact's path on the server: its href when it is a plain absolute path, else the documented one. */
 static char *artifact_path(const char *id, json_t *artifact)
 {
@@ -93,7 +77,7 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
     uint8_t want[AD_SHA256_LEN], got[AD_SHA256_LEN];
     json_t *size = json_object_get(artifact, "size");
     const char *digest = json_string_value(json_object_get(artifact, "digest"));
-    if (!json_is_integer(size) || json_integer_value(size) < 0 || parse_digest(digest, want) != 0) {
+    if (!json_is_integer(size) || json_integer_value(size) < 0 || ad_digest_sha256_parse(digest, want) != 0) {
         fprintf(stderr, "%s: job %s: the artifact has no size or no sha-256 digest to check the download against\n",
                 c->prog, id);
         return AD_CLI_PROBLEM;
@@ -141,8 +125,8 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
         rc = ad_cli_report(c, &r);
     } else if (rc == 0 &&
                (s.toolong || (r.rc == CURLE_OK && (s.got != s.max || memcmp(got, want, sizeof(got)) != 0)))) {
-        char b64[48] = "";
-        EVP_EncodeBlock((unsigned char *)b64, got, (int)sizeof(got));
+        char mine[AD_DIGEST_SHA256_CHARS + 1];
+        ad_digest_sha256_format(got, mine);
         char *d = ad_cli_clean(digest, 200);
         if (s.toolong)
             fprintf(stderr,
@@ -150,9 +134,9 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
                     c->prog, id, (unsigned long long)s.max, file);
         else
             fprintf(stderr,
-                    "%s: job %s: the download is corrupt: %llu bytes with digest sha-256=:%s:, the artifact has %llu "
+                    "%s: job %s: the download is corrupt: %llu bytes with digest %s, the artifact has %llu "
                     "bytes with digest %s; %s not written\n",
-                    c->prog, id, (unsigned long long)s.got, b64, (unsigned long long)s.max, d, file);
+                    c->prog, id, (unsigned long long)s.got, mine, (unsigned long long)s.max, d, file);
         free(d);
         rc = AD_CLI_DIGEST;
     } else if (rc == 0 && r.rc != CURLE_OK) {

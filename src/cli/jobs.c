@@ -496,7 +496,7 @@ int ad_cli_jobs_main(int argc, char **argv)
         why = "give one job id";
     else if (v > 0 && list_only)
         why = "--status, --type, --updated-after, --limit, --page-token, --all and --watch go with list";
-    else if (v > 0 && !ad_cli_id_ok(argv[optind + 1]))
+    else if (v > 0 && !ad_client_id_ok(argv[optind + 1]))
         why = "not a job id";
     else if (o.file != NULL && v != 2)
         why = "--output-file goes with result";

@@ -85,11 +85,8 @@ int ad_cli_stream(struct ad_cli *c, const char *id,
         s.ctx = ctx;
         s.r = r;
         struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
-        if (last[0] != '\0') {
-            char line[96];
-            snprintf(line, sizeof(line), "Last-Event-ID: %s", last);
-            h = curl_slist_append(h, line);
-        }
+        if (last[0] != '\0')
+            h = ad_client_header_add(h, "Last-Event-ID: %s", last);
         ad_cli_req_init(c, r, "GET", path, NULL, h, 0);
         curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, stream_body);
         curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, &s);
@@ -250,12 +247,7 @@ static json_t *poll_job(struct follow *f, int *exit)
             *exit = rc;
             break;
         }
-        struct curl_slist *h = NULL;
-        if (etag != NULL) {
-            char *line = ad_asprintf("If-None-Match: %s", etag);
-            h = curl_slist_append(h, line);
-            free(line);
-        }
+        struct curl_slist *h = etag != NULL ? ad_client_header_add(NULL, "If-None-Match: %s", etag) : NULL;
         struct ad_cli_req r;
         ad_cli_req_init(c, &r, "GET", path, NULL, h, AD_CLI_REQUEST_TIMEOUT_MS);
         rc = ad_cli_perform(c, &r);
@@ -582,12 +574,7 @@ int ad_cli_submit_main(int argc, char **argv)
     }
     if (timeout > 0)
         c.deadline = ad_mono_ms() + timeout * 1000;
-    struct curl_slist *h = NULL;
-    if (idem != NULL) {
-        char *line = ad_asprintf("Idempotency-Key: %s", idem);
-        h = curl_slist_append(h, line);
-        free(line);
-    }
+    struct curl_slist *h = idem != NULL ? ad_client_header_add(NULL, "Idempotency-Key: %s", idem) : NULL;
     struct ad_cli_req r;
     ad_cli_req_init(&c, &r, "POST", "/v1/jobs", body, h, AD_CLI_REQUEST_TIMEOUT_MS);
     rc = ad_cli_perform(&c, &r);
@@ -600,7 +587,7 @@ int ad_cli_submit_main(int argc, char **argv)
         rc = AD_CLI_PROBLEM;
     ad_cli_req_free(&r);
     const char *id = json_string_value(json_object_get(job, "id"));
-    if (rc == 0 && (id == NULL || !ad_cli_id_ok(id))) {
+    if (rc == 0 && (id == NULL || !ad_client_id_ok(id))) {
         fprintf(stderr, "acceptd submit: the answer has no job id\n");
         rc = AD_CLI_PROBLEM;
     }

@@ -8,6 +8,7 @@
 #include "worker/worker.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,39 @@ CURL *ad_client_easy(const struct ad_client *c, const char *path, struct curl_sl
     return e;
 }
 
+json_t *ad_client_json(const struct ad_buf *resp, size_t flags, json_error_t *err)
+{
+    return json_loadb(resp->data != NULL ? resp->data : "", resp->len, flags, err);
+}
+
+struct curl_slist *ad_client_header_add(struct curl_slist *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *line = NULL;
+    if (vasprintf(&line, fmt, ap) < 0) {
+        ad_error("out of memory (vasprintf)");
+        abort();
+    }
+    va_end(ap);
+    h = curl_slist_append(h, line);
+    free(line);
+    return h;
+}
+
+int ad_client_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 void ad_client_utf8_cut(char *s, size_t max)
 {
     size_t len = strlen(s);
@@ -96,7 +130,7 @@ char *ad_client_describe(CURLcode rc, const char *errbuf, long status, const str
         return ad_strdup(errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc));
     if (resp->toobig)
         return ad_asprintf("HTTP %ld: the answer is larger than %zu bytes", status, resp->max);
-    json_t *p = json_loadb(resp->data != NULL ? resp->data : "", resp->len, 0, NULL);
+    json_t *p = ad_client_json(resp, 0, NULL);
     const char *code = json_string_value(json_object_get(p, "code"));
     const char *detail = json_string_value(json_object_get(p, "detail"));
     char *raw = ad_asprintf("HTTP %ld%s%s%s%s", status, code != NULL ? " " : "", code != NULL ? code : "",

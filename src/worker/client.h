@@ -14,6 +14,7 @@
 #include "common/util.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stddef.h>
 
 /* The type of problem documents, with the code after it ("https://acceptd.dev/problems/not-found"). */
@@ -49,6 +50,16 @@ CURL *ad_client_easy(const struct ad_client *c, const char *path, struct curl_sl
  * request got no answer; cleaned of control characters and cut to 400 bytes, for logs. The caller frees.
  */
 char *ad_client_describe(CURLcode rc, const char *errbuf, long status, const struct ad_buf *resp);
+
+/* The answer in resp as JSON (json_loadb's flags; err may be NULL), or NULL when it is not JSON. The caller
+ * decrefs. */
+json_t *ad_client_json(const struct ad_buf *resp, size_t flags, json_error_t *err);
+
+/* Append the header line fmt... to h (curl_slist_append; the line is copied); returns the list. */
+struct curl_slist *ad_client_header_add(struct curl_slist *h, const char *fmt, ...) AD_PRINTF(2, 3);
+
+/* Whether a job id can go into a path as it is: 1 to 128 of A-Z a-z 0-9 _ - (job ids are URL-safe). */
+int ad_client_id_ok(const char *id);
 
 /* Shorten a valid UTF-8 string in place to at most max bytes without splitting a character. */
 void ad_client_utf8_cut(char *s, size_t max);
