@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,6 +245,18 @@ json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r)
     return v;
 }
 
+int ad_cli_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    usage(stderr);
+    return AD_CLI_USAGE;
+}
+
 void ad_cli_print_json(json_t *v)
 {
     char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
@@ -272,33 +285,37 @@ static void job_cells(json_t *j, char *cells[COLS])
     }
 }
 
+void ad_cli_print_table(const char *const *heads, int header, char **cells, size_t rows, size_t cols, unsigned right)
+{
+    size_t *width = ad_calloc(cols, sizeof(*width));
+    for (size_t k = 0; k < cols; k++) {
+        /* The head's width counts even when it is not printed, so a table printed in parts lines up. */
+        width[k] = strlen(heads[k]);
+        for (size_t i = 0; i < rows; i++)
+            if (strlen(cells[i * cols + k]) > width[k])
+                width[k] = strlen(cells[i * cols + k]);
+    }
+    for (size_t i = header ? 0 : 1; i <= rows; i++) {
+        for (size_t k = 0; k < cols; k++) {
+            const char *v = i == 0 ? heads[k] : cells[(i - 1) * cols + k];
+            int w = k + 1 == cols ? 0 : (int)width[k];
+            printf("%s%*s%s", k > 0 ? "  " : "", (right >> k) & 1 ? w : -w, v, k + 1 == cols ? "\n" : "");
+        }
+    }
+    for (size_t i = 0; i < rows * cols; i++)
+        free(cells[i]);
+    free(cells);
+    free(width);
+    fflush(stdout);
+}
+
 void ad_cli_print_jobs(json_t *const *jobs, size_t n, int header)
 {
     static const char *const heads[COLS] = {"ID", "TYPE", "STATUS", "PROGRESS", "CREATED"};
-    size_t width[COLS];
-    for (int k = 0; k < COLS; k++)
-        width[k] = strlen(heads[k]);
     char **cells = ad_calloc(n * COLS + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         job_cells(jobs[i], cells + i * COLS);
-        for (int k = 0; k < COLS; k++) {
-            size_t w = strlen(cells[i * COLS + k]);
-            if (w > width[k])
-                width[k] = w;
-        }
-    }
-    if (header)
-        printf("%-*s  %-*s  %-*s  %*s  %s\n", (int)width[0], heads[0], (int)width[1], heads[1], (int)width[2], heads[2],
-               (int)width[3], heads[3], heads[4]);
-    for (size_t i = 0; i < n; i++) {
-        char **r = cells + i * COLS;
-        printf("%-*s  %-*s  %-*s  %*s  %s\n", (int)width[0], r[0], (int)width[1], r[1], (int)width[2], r[2],
-               (int)width[3], r[3], r[4]);
-        for (int k = 0; k < COLS; k++)
-            free(r[k]);
-    }
-    free(cells);
-    fflush(stdout);
+    ad_cli_print_table(heads, header, cells, n, COLS, 1u << 3);
 }
 
 int ad_cli_parse_output(const char *v, enum ad_cli_output *out)

@@ -74,11 +74,20 @@ json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r);
 /* Print a problem document (a failed job's `error`, or an answer) on stderr, after the prefix. */
 void ad_cli_print_problem(const char *prefix, long status, json_t *p);
 
+/* A bad command line: print "prog: <fmt...>" and the usage text on stderr; returns AD_CLI_USAGE. */
+int ad_cli_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...) AD_PRINTF(3, 4);
+
 /* Print v as indented JSON and a newline on stdout. */
 void ad_cli_print_json(json_t *v);
 /* Print jobs as a table with aligned columns: id, type, status, progress, created; header first when
  * header is set. */
 void ad_cli_print_jobs(json_t *const *jobs, size_t n, int header);
+/*
+ * Print a table of rows x cols cells on stdout, each column as wide as its widest cell or head and two blanks
+ * apart; column k is aligned right when bit k of right is set, and the last one is not padded. heads (cols
+ * strings) is printed first when header is set. Frees every cell and cells itself.
+ */
+void ad_cli_print_table(const char *const *heads, int header, char **cells, size_t rows, size_t cols, unsigned right);
 
 /* A copy of server text fit for a terminal: controls and bad UTF-8 become '?', cut to max bytes. The caller
  * frees. */

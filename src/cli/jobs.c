@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PROG "acceptd jobs"
 #define WATCH_WAIT_S 30
 #define PAGE_LIMIT 10000 /* pages followed by --all, a bound against a server that never ends the list */
 
@@ -279,14 +280,9 @@ static void print_attempts(json_t *attempts)
 {
     static const char *const keys[] = {"attempt", "worker", "startedAt", "endedAt", "outcome"};
     enum { N = sizeof(keys) / sizeof(keys[0]) };
-    size_t rows = json_array_size(attempts);
-    char **cells = ad_calloc((rows + 1) * N, sizeof(char *));
-    size_t width[N];
     static const char *const heads[N] = {"ATTEMPT", "WORKER", "STARTED", "ENDED", "OUTCOME"};
-    for (size_t k = 0; k < N; k++) {
-        cells[k] = ad_strdup(heads[k]);
-        width[k] = strlen(heads[k]);
-    }
+    size_t rows = json_array_size(attempts);
+    char **cells = ad_calloc(rows * N + 1, sizeof(char *));
     for (size_t i = 0; i < rows; i++) {
         json_t *a = json_array_get(attempts, i);
         for (size_t k = 0; k < N; k++) {
@@ -299,20 +295,10 @@ static void print_attempts(json_t *attempts)
             else
                 s = ad_strdup("-");
             ad_client_utf8_cut(s, 200);
-            cells[(i + 1) * N + k] = s;
-            if (strlen(s) > width[k])
-                width[k] = strlen(s);
+            cells[i * N + k] = s;
         }
     }
-    for (size_t i = 0; i <= rows; i++) {
-        char **r = cells + i * N;
-        printf("%*s  %-*s  %-*s  %-*s  %s\n", (int)width[0], r[0], (int)width[1], r[1], (int)width[2], r[2],
-               (int)width[3], r[3], r[4]);
-        for (size_t k = 0; k < N; k++)
-            free(r[k]);
-    }
-    free(cells);
-    fflush(stdout);
+    ad_cli_print_table(heads, 1, cells, rows, N, 1u << 0);
 }
 
 struct tail {
@@ -442,9 +428,7 @@ int ad_cli_jobs_main(int argc, char **argv)
             break;
         case 'o':
             if (ad_cli_parse_output(optarg, &o.output) != 0) {
-                fprintf(stderr, "acceptd jobs: --output: expected json or table, got '%s'\n", optarg);
-                usage(stderr);
-                return AD_CLI_USAGE;
+                return ad_cli_usage_error(PROG, usage, "--output: expected json or table, got '%s'", optarg);
             }
             break;
         case 's':
@@ -476,9 +460,7 @@ int ad_cli_jobs_main(int argc, char **argv)
             return AD_CLI_OK;
         default:
             ad_getopt_error(ch, argc, argv, err, sizeof(err));
-            fprintf(stderr, "acceptd jobs: %s\n", err);
-            usage(stderr);
-            return AD_CLI_USAGE;
+            return ad_cli_usage_error(PROG, usage, "%s", err);
         }
     }
     const char *verb = optind < argc ? argv[optind] : NULL;
@@ -506,15 +488,13 @@ int ad_cli_jobs_main(int argc, char **argv)
         why = "--all goes without --page-token and --watch";
     else if (o.watch && (o.updated_after != NULL || o.limit != NULL || o.page_token != NULL))
         why = "--watch takes only --status and --type";
-    if (why != NULL) {
-        fprintf(stderr, "acceptd jobs: %s%s%s\n", why, verb != NULL && v == sizeof(verbs) / sizeof(verbs[0]) ? " " : "",
-                verb != NULL && v == sizeof(verbs) / sizeof(verbs[0]) ? verb : "");
-        usage(stderr);
-        return AD_CLI_USAGE;
-    }
+    if (why != NULL)
+        return ad_cli_usage_error(PROG, usage, "%s%s%s", why,
+                                  verb != NULL && v == sizeof(verbs) / sizeof(verbs[0]) ? " " : "",
+                                  verb != NULL && v == sizeof(verbs) / sizeof(verbs[0]) ? verb : "");
     const char *id = v > 0 ? argv[optind + 1] : NULL;
     struct ad_cli c;
-    int rc = ad_cli_open(&c, "acceptd jobs", o.url, o.key);
+    int rc = ad_cli_open(&c, PROG, o.url, o.key);
     if (rc == 0) {
         switch (v) {
         case 0:
@@ -541,7 +521,7 @@ int ad_cli_jobs_main(int argc, char **argv)
         }
     }
     if (rc == AD_CLI_INTERRUPTED)
-        fprintf(stderr, "acceptd jobs: interrupted\n");
+        fprintf(stderr, PROG ": interrupted\n");
     ad_cli_close(&c);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#define PROG "acceptd submit"
 #define PAYLOAD_MAX ((size_t)16 * 1024 * 1024)
 #define BAR_CELLS 30
 #define MESSAGE_SHOWN 60
@@ -519,9 +520,7 @@ int ad_cli_submit_main(int argc, char **argv)
             break;
         case 't':
             if (ad_parse_int(optarg, strlen(optarg), 1, 31536000, &timeout) != 0) {
-                fprintf(stderr, "acceptd submit: --timeout: expected whole seconds from 1, got '%s'\n", optarg);
-                usage(stderr);
-                return AD_CLI_USAGE;
+                return ad_cli_usage_error(PROG, usage, "--timeout: expected whole seconds from 1, got '%s'", optarg);
             }
             break;
         case 'O':
@@ -538,35 +537,24 @@ int ad_cli_submit_main(int argc, char **argv)
             return AD_CLI_OK;
         default:
             ad_getopt_error(ch, argc, argv, err, sizeof(err));
-            fprintf(stderr, "acceptd submit: %s\n", err);
-            usage(stderr);
-            return AD_CLI_USAGE;
+            return ad_cli_usage_error(PROG, usage, "%s", err);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "acceptd submit: %s\n", optind >= argc ? "no job type given" : "one job type only");
-        usage(stderr);
-        return AD_CLI_USAGE;
-    }
-    if (timeout > 0 && !wait) {
-        fprintf(stderr, "acceptd submit: --timeout goes with --wait\n");
-        usage(stderr);
-        return AD_CLI_USAGE;
-    }
-    if (file != NULL && (!wait || file[0] == '\0')) {
-        fprintf(stderr, "acceptd submit: %s\n",
-                !wait ? "--output-file goes with --wait" : "--output-file: give a file name");
-        usage(stderr);
-        return AD_CLI_USAGE;
-    }
+    if (optind != argc - 1)
+        return ad_cli_usage_error(PROG, usage, "%s", optind >= argc ? "no job type given" : "one job type only");
+    if (timeout > 0 && !wait)
+        return ad_cli_usage_error(PROG, usage, "--timeout goes with --wait");
+    if (file != NULL && (!wait || file[0] == '\0'))
+        return ad_cli_usage_error(PROG, usage, "%s",
+                                  !wait ? "--output-file goes with --wait" : "--output-file: give a file name");
     const char *type = argv[optind];
     char *body = submit_body(type, payload, priority, run_at, callback, err, sizeof(err));
     if (body == NULL) {
-        fprintf(stderr, "acceptd submit: %s\n", err);
+        fprintf(stderr, PROG ": %s\n", err);
         return AD_CLI_USAGE;
     }
     struct ad_cli c;
-    int rc = ad_cli_open(&c, "acceptd submit", url, key);
+    int rc = ad_cli_open(&c, PROG, url, key);
     if (rc != 0) {
         free(body);
         ad_cli_close(&c);
@@ -588,7 +576,7 @@ int ad_cli_submit_main(int argc, char **argv)
     ad_cli_req_free(&r);
     const char *id = json_string_value(json_object_get(job, "id"));
     if (rc == 0 && (id == NULL || !ad_client_id_ok(id))) {
-        fprintf(stderr, "acceptd submit: the answer has no job id\n");
+        fprintf(stderr, PROG ": the answer has no job id\n");
         rc = AD_CLI_PROBLEM;
     }
     if (rc == 0 && !wait) {
@@ -599,13 +587,13 @@ int ad_cli_submit_main(int argc, char **argv)
             rc = outcome(&c, final, file);
             json_decref(final);
         } else if (rc == AD_CLI_TIMEOUT) {
-            fprintf(stderr, "acceptd submit: timed out after %lld s; job %s has not ended\n", timeout, id);
+            fprintf(stderr, PROG ": timed out after %lld s; job %s has not ended\n", timeout, id);
         }
     }
     if (rc == AD_CLI_TIMEOUT && !wait)
-        fprintf(stderr, "acceptd submit: timed out\n");
+        fprintf(stderr, PROG ": timed out\n");
     if (rc == AD_CLI_INTERRUPTED)
-        fprintf(stderr, "acceptd submit: interrupted%s%s\n", id != NULL ? "; job " : "", id != NULL ? id : "");
+        fprintf(stderr, PROG ": interrupted%s%s\n", id != NULL ? "; job " : "", id != NULL ? id : "");
     json_decref(job);
     ad_cli_close(&c);
     return rc;

@@ -1,7 +1,8 @@
 /*
  * test_cli.c - unit tests for the pure parts of src/cli/cli.c: the text/event-stream parser (fields, line
  * endings, events cut across reads, the cap) and the poll delay (Retry-After obeyed, backoff doubling to its
- * cap, jitter that never makes a wait shorter than the one before).
+ * cap, jitter that never makes a wait shorter than the one before), the tables of --output table and the usage
+ * errors.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/cli_int.h"
 #include "common/util.h"
 
 struct seen {
@@ -123,12 +125,95 @@ static void test_poll_delay(void **state)
     assert_int_equal(backoff, AD_CLI_BACKOFF_MAX_MS);
 }
 
+/* What fn printed on stdout (at most 4 KiB), NUL-terminated into out. */
+static void capture(void (*fn)(void *), void *arg, char *out, size_t n)
+{
+    char path[] = "/tmp/acceptd-cli-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    fn(arg);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    ssize_t got = pread(fd, out, n - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    close(fd);
+}
+
+static void print_jobs_table(void *arg)
+{
+    json_t *jobs = arg;
+    json_t *v[2] = {json_array_get(jobs, 0), json_array_get(jobs, 1)};
+    ad_cli_print_jobs(v, 2, 1);
+    ad_cli_print_jobs(v, 1, 0); /* a later part: same widths, no header */
+}
+
+static void print_right(void *arg)
+{
+    (void)arg;
+    static const char *const heads[] = {"N", "NAME", "LAST"};
+    char **cells = ad_calloc(6, sizeof(char *));
+    const char *v[] = {"7", "a", "x y", "123", "bcd", "-"};
+    for (int i = 0; i < 6; i++)
+        cells[i] = ad_strdup(v[i]);
+    ad_cli_print_table(heads, 1, cells, 2, 3, 1u << 0);
+}
+
+static void test_tables(void **state)
+{
+    (void)state;
+    json_t *jobs = json_pack("[{s:s,s:s,s:s,s:i,s:s},{s:s,s:s,s:s}]", "id", "job_1", "type", "resize", "status",
+                             "running", "progress", 40, "createdAt", "2026-12-07T10:00:00.000Z", "id", "j2", "type",
+                             "t\x01", "status", "queued");
+    char out[4096];
+    capture(print_jobs_table, jobs, out, sizeof(out));
+    assert_string_equal(out, "ID     TYPE    STATUS   PROGRESS  CREATED\n"
+                             "job_1  resize  running       40%  2026-12-07T10:00:00.000Z\n"
+                             "j2     t?      queued          -  -\n"
+                             "job_1  resize  running       40%  2026-12-07T10:00:00.000Z\n");
+    json_decref(jobs);
+    capture(print_right, NULL, out, sizeof(out));
+    assert_string_equal(out, "  N  NAME  LAST\n"
+                             "  7  a     x y\n"
+                             "123  bcd   -\n");
+}
+
+static void print_usage(FILE *f)
+{
+    fputs("usage: x\n", f);
+}
+
+static void test_usage_error(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/acceptd-cli-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    int rc = ad_cli_usage_error("acceptd jobs", print_usage, "--limit: %s '%d'", "bad", 7);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char out[256];
+    ssize_t got = pread(fd, out, sizeof(out) - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    close(fd);
+    assert_int_equal(rc, AD_CLI_USAGE);
+    assert_string_equal(out, "acceptd jobs: --limit: bad '7'\nusage: x\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sse_events),
-        cmocka_unit_test(test_sse_cap),
-        cmocka_unit_test(test_poll_delay),
+        cmocka_unit_test(test_sse_events), cmocka_unit_test(test_sse_cap),     cmocka_unit_test(test_poll_delay),
+        cmocka_unit_test(test_tables),     cmocka_unit_test(test_usage_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
