@@ -58,7 +58,7 @@ void ad_artifact_state_final(struct ad_artifact_state *st, uint8_t md[AD_SHA256_
 char *ad_artifact_render_view(const char *job_id, uint64_t size, const char *ctype, const uint8_t md[AD_SHA256_LEN])
 {
     char b64[64];
-    EVP_EncodeBlock((unsigned char *)b64, md, AD_SHA256_LEN); /* RFC 9530 digests are sf-binary: base64 */
+    ad_b64_encode(md, AD_SHA256_LEN, b64); /* RFC 9530 digests are sf-binary: base64 */
     struct ad_buf b;
     ad_buf_init(&b, 1024);
     ad_buf_printf(&b, "{\"size\":%llu,\"contentType\":", (unsigned long long)size);
