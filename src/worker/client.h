@@ -1,9 +1,10 @@
 /*
- * client.h - what the daemon's command-line clients share: `acceptd worker` (worker.c) and `acceptd submit`
+ * client.h - what the daemon's command-line clients share: `acceptd worker` (src/worker/) and `acceptd submit`
  * and `acceptd jobs` (src/cli/).
  *
  * A base URL and a bearer key, an easy handle for one request with the common headers and the answer read
- * into a capped buffer, and a one-line description of a failed request. It lives in worker/ and not in
+ * into a capped buffer, header lines, the answer read as JSON, the job id check, and a one-line description
+ * of a failed request. It lives in worker/ and not in
  * common/ because common/ does not link libcurl (the daemon's layers below webhook/ never talk HTTP out);
  * src/cli/ may include worker/ for this header only. It does not run transfers: each client drives its own
  * curl multi handle.

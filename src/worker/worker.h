@@ -2,8 +2,9 @@
  * worker.h - `acceptd worker`: lease jobs over HTTP and run a command once per job.
  *
  * The worker is a client of the daemon's worker API (docs/workers.md); it shares no state with the server
- * and talks to it only over HTTP. Declared here: the entry point and the pure pieces that read outside input
- * (command-line options, the command's output lines), so that unit tests can reach them.
+ * and talks to it only over HTTP. Declared here: the entry point (worker.c) and the pure pieces that read
+ * outside input, so that unit tests and the CLI reach them: the command-line options (args.c), the command's
+ * output lines and text cleaning (lines.c). What the worker's own files share is worker_int.h.
  */
 #ifndef AD_WORKER_H
 #define AD_WORKER_H

@@ -154,6 +154,7 @@ static void test_digest_field(void **state)
     static const char *const bad[] = {
         "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",   /* no closing colon */
         "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:x", /* something after it */
+        "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=;",  /* not a colon at the end */
         "sha-512=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:",  /* another algorithm */
         "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFUA:",  /* 33 bytes, no padding */
         "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSu==:",   /* 31 bytes */

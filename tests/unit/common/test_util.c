@@ -68,6 +68,13 @@ static void test_clocks(void **state)
     int64_t b = ad_mono_ms();
     assert_true(b >= a + 19);
     assert_true(b < a + 5000);
+
+    /* The nanosecond clock is the same clock: it moves with the other, never back. */
+    int64_t n0 = ad_mono_ns(), m = ad_mono_ms(), n1 = ad_mono_ns();
+    assert_true(n1 >= n0);
+    assert_true(n0 / 1000000 <= m && m <= n1 / 1000000);
+    nanosleep(&ts, NULL);
+    assert_true(ad_mono_ns() - n1 >= 19 * 1000000);
 }
 
 static void test_time_rfc3339_format(void **state)

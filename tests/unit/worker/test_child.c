@@ -122,13 +122,55 @@ static void test_spawn_and_drain(void **state)
     free(w.envp);
 }
 
+/* A command that exits while a process it started still holds its stdout: the pipe is closed at its exit
+ * and the unterminated last line still counts. */
+static void test_drain_with_leftover(void **state)
+{
+    (void)state;
+    static char *argv[] = {"/bin/sh", "-c", "printf '::progress 7 tail'; sleep 30 & exit 0", NULL};
+    struct ad_worker w;
+    memset(&w, 0, sizeof(w));
+    w.exe = "/bin/sh";
+    w.o.command = argv;
+    ad_worker_env_init(&w);
+    w.client.base = "http://127.0.0.1:1";
+    struct ad_task t;
+    memset(&t, 0, sizeof(t));
+    t.w = &w;
+    t.id = "job2";
+    t.type = "t";
+    t.dir = "/tmp";
+    t.progress = -1;
+    t.payload = "{}\n";
+    t.payload_len = 3;
+    t.fd_in = t.fd_out = t.fd_err = -1;
+    w.tasks = &t;
+    ad_worker_task_output_init(&t);
+    assert_int_equal(ad_worker_task_spawn(&w, &t), 0);
+    pid_t group = t.pid;
+    for (int i = 0; i < 20000 && t.pid != 0; i++) {
+        ad_worker_task_io(&t);
+        ad_worker_reap(&w);
+        usleep(1000);
+    }
+    assert_int_equal(t.pid, 0);
+    assert_true(t.fd_out >= 0); /* the sleep holds it */
+    ad_worker_task_drain(&t);
+    assert_int_equal(t.fd_out, -1);
+    assert_int_equal(t.progress, 7);
+    assert_string_equal(t.message, "tail");
+    kill(-group, SIGKILL);
+    ad_worker_task_output_free(&t);
+    free(t.message);
+    free(w.envp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resolve_command),
-        cmocka_unit_test(test_env),
-        cmocka_unit_test(test_exit_detail),
-        cmocka_unit_test(test_spawn_and_drain),
+        cmocka_unit_test(test_resolve_command),     cmocka_unit_test(test_env),
+        cmocka_unit_test(test_exit_detail),         cmocka_unit_test(test_spawn_and_drain),
+        cmocka_unit_test(test_drain_with_leftover),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
