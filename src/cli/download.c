@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,7 +22,7 @@
 struct sink {
     struct ad_cli_req *r;
     int fd;
-    EVP_MD_CTX *sha;
+    struct ad_sha256_stream *sha;
     uint64_t got, max;
     int checked, is_body;
     int write_errno; /* a write to the file failed: errno */
@@ -56,8 +55,7 @@ static size_t on_bytes(char *p, size_t size, size_t n, void *ud)
         }
         off += (size_t)w;
     }
-    if (!EVP_DigestUpdate(s->sha, p, len))
-        abort();
+    ad_sha256_update(s->sha, p, len);
     s->got += len;
     return len;
 }
@@ -95,9 +93,7 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
     s.r = &r;
     s.fd = fd;
     s.max = (uint64_t)json_integer_value(size);
-    s.sha = EVP_MD_CTX_new();
-    if (s.sha == NULL || !EVP_DigestInit_ex2(s.sha, EVP_sha256(), NULL))
-        abort();
+    s.sha = ad_sha256_begin();
     char *path = artifact_path(id, artifact);
     ad_cli_req_init(c, &r, "GET", path, NULL, curl_slist_append(NULL, "Accept: */*"), 0);
     free(path);
@@ -114,10 +110,7 @@ int ad_cli_save_artifact(struct ad_cli *c, const char *id, json_t *artifact, con
     c->deadline = 0;
     int rc = ad_cli_perform(c, &r);
     c->deadline = deadline;
-    unsigned int hn = 0;
-    if (!EVP_DigestFinal_ex(s.sha, got, &hn) || hn != AD_SHA256_LEN)
-        abort();
-    EVP_MD_CTX_free(s.sha);
+    ad_sha256_end(s.sha, got);
     if (rc == 0 && s.write_errno != 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", c->prog, part, strerror(s.write_errno));
         rc = AD_CLI_FILE;

@@ -373,6 +373,42 @@ void ad_sha256(const void *data, size_t len, uint8_t out[AD_SHA256_LEN])
         abort();
 }
 
+struct ad_sha256_stream {
+    EVP_MD_CTX *ctx;
+};
+
+struct ad_sha256_stream *ad_sha256_begin(void)
+{
+    pthread_once(&sha256_once, sha256_init);
+    struct ad_sha256_stream *h = ad_malloc(sizeof(*h));
+    h->ctx = EVP_MD_CTX_new();
+    if (h->ctx == NULL || !EVP_DigestInit_ex2(h->ctx, sha256_md, NULL))
+        abort();
+    return h;
+}
+
+void ad_sha256_update(struct ad_sha256_stream *h, const void *data, size_t len)
+{
+    if (!EVP_DigestUpdate(h->ctx, data, len))
+        abort();
+}
+
+void ad_sha256_end(struct ad_sha256_stream *h, uint8_t out[AD_SHA256_LEN])
+{
+    unsigned int n = 0;
+    if (!EVP_DigestFinal_ex(h->ctx, out, &n) || n != AD_SHA256_LEN)
+        abort();
+    ad_sha256_abandon(h);
+}
+
+void ad_sha256_abandon(struct ad_sha256_stream *h)
+{
+    if (h == NULL)
+        return;
+    EVP_MD_CTX_free(h->ctx);
+    free(h);
+}
+
 size_t ad_format_int(int64_t v, char *out)
 {
     char t[AD_INT_CHARS];

@@ -57,6 +57,14 @@ size_t ad_format_int(int64_t v, char *out);
  * job. Aborts if OpenSSL cannot hash. */
 #define AD_SHA256_LEN 32
 void ad_sha256(const void *data, size_t len, uint8_t out[AD_SHA256_LEN]);
+/* SHA-256 of data that comes in pieces (a file streamed up or down): ad_sha256_begin, any number of
+ * ad_sha256_update, then ad_sha256_end, which writes the digest and frees h, or ad_sha256_abandon (NULL is
+ * ignored), which frees h without one. Each aborts if OpenSSL cannot hash. */
+struct ad_sha256_stream;
+struct ad_sha256_stream *ad_sha256_begin(void);
+void ad_sha256_update(struct ad_sha256_stream *h, const void *data, size_t len);
+void ad_sha256_end(struct ad_sha256_stream *h, uint8_t out[AD_SHA256_LEN]);
+void ad_sha256_abandon(struct ad_sha256_stream *h);
 
 /* Fill buf with n bytes from the CSPRNG; aborts if the CSPRNG fails. */
 void ad_random_bytes(uint8_t *buf, size_t n);

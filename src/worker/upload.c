@@ -70,7 +70,7 @@ void ad_worker_upload_end(struct ad_worker *w, struct ad_task *t)
     ad_worker_call_free(w, t->up);
     t->up = NULL;
     ad_worker_close_fd(&t->up_fd);
-    EVP_MD_CTX_free(t->up_sha);
+    ad_sha256_abandon(t->up_sha);
     t->up_sha = NULL;
     t->uploading = 0;
 }
@@ -95,8 +95,7 @@ static size_t upload_read(char *buf, size_t size, size_t n, void *ud)
     /* Each byte is hashed once, in order; a part sent again (a retry, a rewind) is not hashed again. */
     if (at <= t->up_hashed && t->up_hashed < at + (uint64_t)r) {
         size_t skip = (size_t)(t->up_hashed - at);
-        if (!EVP_DigestUpdate(t->up_sha, buf + skip, (size_t)r - skip))
-            abort();
+        ad_sha256_update(t->up_sha, buf + skip, (size_t)r - skip);
         t->up_hashed = at + (uint64_t)r;
     }
     t->part_pos += (uint64_t)r;
@@ -210,9 +209,7 @@ static void upload_begin(struct ad_worker *w, struct ad_task *t, int fd)
     t->up_size = (uint64_t)sb.st_size;
     t->up_off = 0;
     t->up_hashed = 0;
-    t->up_sha = EVP_MD_CTX_new();
-    if (t->up_sha == NULL || !EVP_DigestInit_ex2(t->up_sha, EVP_sha256(), NULL))
-        abort();
+    t->up_sha = ad_sha256_begin();
     t->up_resumes = 0;
     t->up_backoff = AD_WORKER_BACKOFF_MIN_MS;
     t->up_due = 0;
@@ -249,9 +246,8 @@ static void upload_finished(struct ad_worker *w, struct ad_task *t, struct ad_ca
     json_t *size = json_object_get(root, "size");
     const char *digest = json_string_value(json_object_get(root, "digest"));
     uint8_t mine[AD_SHA256_LEN];
-    unsigned int hn = 0;
-    if (!EVP_DigestFinal_ex(t->up_sha, mine, &hn) || hn != AD_SHA256_LEN)
-        abort();
+    ad_sha256_end(t->up_sha, mine);
+    t->up_sha = NULL;
     char want[AD_DIGEST_SHA256_CHARS + 1];
     ad_digest_sha256_format(mine, want);
     int same = t->up_hashed == t->up_size && json_is_integer(size) &&

@@ -15,7 +15,6 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -101,7 +100,7 @@ struct ad_task {
     char *up_type;
     uint64_t up_size, up_off;                /* the file's size; the bytes the server has */
     uint64_t part_start, part_len, part_pos; /* the part in flight */
-    EVP_MD_CTX *up_sha;                      /* SHA-256 of [0, up_hashed) */
+    struct ad_sha256_stream *up_sha;         /* SHA-256 of [0, up_hashed) */
     uint64_t up_hashed;
     int up_errno; /* reading the file failed */
     int up_resumes;
