@@ -106,6 +106,7 @@ static void task_free(struct ad_worker *w, struct ad_task *t)
     free(t);
 }
 
+/* What this worker leases, max at a time: the members of a lease request but wait. */
 static json_t *lease_ask(const struct ad_worker *w, int max)
 {
     json_t *types = json_array();
@@ -516,6 +517,7 @@ static void on_stop_signal(struct ad_worker *w, int64_t now)
     }
 }
 
+/* Timers and state changes of one loop turn. Returns the ms until the next thing is due. */
 static int64_t step(struct ad_worker *w)
 {
     int64_t now = ad_mono_ms();
