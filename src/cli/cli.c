@@ -159,9 +159,7 @@ const char *ad_cli_header(struct ad_cli_req *r, const char *name)
 
 char *ad_cli_clean(const char *s, size_t max)
 {
-    char *t = ad_worker_clean_text(s, strlen(s));
-    ad_client_utf8_cut(t, max);
-    return t;
+    return ad_worker_clean_cut(s, strlen(s), max);
 }
 
 static void print_field(const char *before, json_t *v)

@@ -92,8 +92,7 @@ static void on_progress(void *ctx, const char *line, size_t n)
     free(t->message);
     t->message = NULL;
     if (msg != NULL) {
-        t->message = ad_worker_clean_text(msg, msglen);
-        ad_client_utf8_cut(t->message, MESSAGE_MAX);
+        t->message = ad_worker_clean_cut(msg, msglen, MESSAGE_MAX);
     }
     t->hb_dirty = 1;
 }

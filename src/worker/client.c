@@ -136,8 +136,7 @@ char *ad_client_describe(CURLcode rc, const char *errbuf, long status, const str
     char *raw = ad_asprintf("HTTP %ld%s%s%s%s", status, code != NULL ? " " : "", code != NULL ? code : "",
                             detail != NULL ? ": " : "", detail != NULL ? detail : "");
     json_decref(p);
-    char *s = ad_worker_clean_text(raw, strlen(raw));
+    char *s = ad_worker_clean_cut(raw, strlen(raw), 400);
     free(raw);
-    ad_client_utf8_cut(s, 400);
     return s;
 }

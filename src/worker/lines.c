@@ -8,6 +8,7 @@
  */
 #include "worker/worker.h"
 #include "common/util.h"
+#include "worker/client.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -217,4 +218,11 @@ char *ad_worker_clean_text(const char *p, size_t n)
     }
     out[o] = '\0';
     return out;
+}
+
+char *ad_worker_clean_cut(const char *p, size_t n, size_t max)
+{
+    char *s = ad_worker_clean_text(p, n);
+    ad_client_utf8_cut(s, max);
+    return s;
 }

@@ -216,8 +216,7 @@ static void task_finished(struct ad_worker *w, struct ad_task *t)
         if (t->result.len == 0) {
             d = ad_strdup("the command exited 0 but printed nothing on stdout; the result must be a JSON document");
         } else {
-            char *start = ad_worker_clean_text(t->result.data, t->result.len < 120 ? t->result.len : 120);
-            ad_client_utf8_cut(start, 100);
+            char *start = ad_worker_clean_cut(t->result.data, t->result.len < 120 ? t->result.len : 120, 100);
             d = ad_asprintf("the command's output was not JSON (%s at line %d, column %d); stdout began with: %s",
                             jerr.text, jerr.line, jerr.column, start);
             free(start);

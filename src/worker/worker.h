@@ -80,5 +80,7 @@ void ad_worker_lines_free(struct ad_worker_lines *l);
  * tail) are dropped. The caller frees.
  */
 char *ad_worker_clean_text(const char *p, size_t n);
+/* ad_worker_clean_text's copy cut to at most max bytes without splitting a character. The caller frees. */
+char *ad_worker_clean_cut(const char *p, size_t n, size_t max);
 
 #endif

@@ -214,12 +214,23 @@ static void test_clean_text(void **state)
     check_clean("", 0, "");
 }
 
+static void test_clean_cut(void **state)
+{
+    (void)state;
+    char *s = ad_worker_clean_cut("ab\x01\xc3\xa9z", 6, 4); /* "ab?éz" cut inside é */
+    assert_string_equal(s, "ab?");
+    free(s);
+    s = ad_worker_clean_cut("abc", 3, 10);
+    assert_string_equal(s, "abc");
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_progress_prefix), cmocka_unit_test(test_parse_progress),
         cmocka_unit_test(test_lines_split),     cmocka_unit_test(test_lines_long),
-        cmocka_unit_test(test_clean_text),
+        cmocka_unit_test(test_clean_text),      cmocka_unit_test(test_clean_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
