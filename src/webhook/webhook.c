@@ -6,6 +6,10 @@
  * deliveries the delivery thread must not start again ("busy": in flight, or finished with the outcome not
  * committed yet), under a mutex, and the wake-up. The resolver thread (ssrf.c) only wakes the delivery thread.
  *
+ * A bad receiver holds a slot only so long: its answer is read up to webhooks.maxResponseBytes and its headers
+ * must come within webhooks.headersTimeoutSeconds (the transfer is cut otherwise), and an endpoint that keeps
+ * failing gets fewer slots (struct health).
+ *
  * The delivery thread never writes: each outcome is an operation for the writer, and the delivery stays busy
  * until that operation's batch has ended. Before sending, the row is read again, so an outcome committed after
  * the due list was read is never sent twice by this process. A crash between sending and committing the
@@ -285,14 +289,43 @@ void ad_webhook_judge(struct ad_delivery *d, int is_callback, long status, long 
 
 /* ---- the delivery thread ---- */
 
+/*
+ * How an endpoint has been answering, as this node saw it: what decides its share of the slots. An endpoint
+ * may have perEndpoint >> strikes transfers in flight (at least one); a failed or slow attempt adds a strike,
+ * a quick 2xx takes one away, so an endpoint that keeps failing is down to one slot after a few attempts and
+ * back to its share after as many good ones. Endpoints with strikes together hold at most TROUBLED_QUARTERS
+ * quarters of the slots: the rest are always there for endpoints that answer well. Only endpoints with a transfer in
+ * flight or a strike have a record; the state is this node's, kept in memory only.
+ */
+struct health {
+    struct health *next; /* in its bucket of eng.health */
+    char *id;            /* the webhook id (a tenant's callbacks are one) */
+    size_t inflight;
+    unsigned strikes;
+};
+
+#define HEALTH_BUCKETS 256
+/* Records of endpoints with strikes and nothing in flight beyond this many are all forgotten at once: a
+ * failing endpoint then gets its share again once, and loses it at its next failures. */
+#define HEALTH_IDLE_MAX 4096
+/* Endpoints with strikes hold at most this share of the slots (in quarters), whatever their number. */
+#define TROUBLED_QUARTERS 3
+
 struct flight {
     struct flight *next, **pprev; /* eng.flights */
     struct ad_delivery *d;
+    struct health *h;
     int is_callback;
     CURL *easy;
     struct curl_slist *headers, *resolve;
     struct ad_ssrf_dial dial;
-    long retry_after; /* seconds, -1 = none */
+    long retry_after;    /* seconds, -1 = none */
+    long status;         /* of the last status line read, 0 before one */
+    int headers_done;    /* the final answer's headers have all arrived */
+    size_t answer_bytes; /* of headers and body read so far */
+    int64_t started_ms;  /* monotonic */
+    int64_t headers_by;  /* monotonic ms by which the headers must be complete */
+    char cut[160];       /* why we ended the transfer ourselves; "" = we did not */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -314,7 +347,12 @@ static struct {
     size_t inflight;
     CURL **idle; /* easy handles kept for reuse, up to the concurrency */
     size_t nidle;
-    int64_t next_due; /* wall ms of the soonest delivery not started; INT64_MAX = none known */
+    int64_t headers_at; /* monotonic ms of the soonest flight's headers deadline (or earlier); INT64_MAX = none */
+    struct health *health[HEALTH_BUCKETS];
+    size_t nhealth_idle;  /* records with strikes and nothing in flight */
+    size_t troubled;      /* transfers in flight to endpoints with strikes */
+    unsigned strikes_max; /* the strikes that bring perEndpoint down to 1 */
+    int64_t next_due;     /* wall ms of the soonest delivery not started; INT64_MAX = none known */
     pthread_mutex_t mu;
     int64_t *busy; /* seqs; under mu */
     size_t nbusy, capbusy;
@@ -546,16 +584,42 @@ static void sweep_done(struct ad_op *op)
     ad_op_free(op);
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+/* Count len more bytes of f's answer: -1 once they pass webhooks.maxResponseBytes (the transfer then ends). */
+static int answer_take(struct flight *f, size_t len)
 {
-    return size * n; /* the answer's body means nothing to us; it is read and dropped */
+    f->answer_bytes += len;
+    if (f->answer_bytes <= eng.cfg->webhooks.max_response_bytes)
+        return 0;
+    snprintf(f->cut, sizeof(f->cut), "the answer passed webhooks.maxResponseBytes (%zu bytes); the rest was not read",
+             eng.cfg->webhooks.max_response_bytes);
+    return -1;
 }
 
-/* Keep the Retry-After of the answer: delta-seconds or an HTTP date. */
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    /* The answer's body means nothing to us: it is read and dropped, up to the cap. */
+    return answer_take(ud, size * n) == 0 ? size * n : 0;
+}
+
+/* Note the status line and the end of the headers, and keep the Retry-After of the answer: delta-seconds or an
+ * HTTP date. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     struct flight *f = ud;
     size_t len = size * n;
+    if (answer_take(f, len) != 0)
+        return 0;
+    if (len >= 12 && strncmp(p, "HTTP/", 5) == 0) { /* "HTTP/1.1 200 OK": a new answer (after a 1xx) */
+        const char *sp = memchr(p, ' ', len);
+        long long code;
+        f->status = sp != NULL && p + len - sp > 3 && ad_parse_int(sp + 1, 3, 100, 999, &code) == 0 ? (long)code : 0;
+        f->retry_after = -1;
+        return len;
+    }
+    if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
+        f->headers_done = f->status >= 200;
+        return len;
+    }
     if (len <= 12 || strncasecmp(p, "retry-after:", 12) != 0)
         return len;
     const char *v = p + 12, *end = p + len;
@@ -693,6 +757,117 @@ static struct curl_slist *signed_headers(const struct ad_delivery *d, const stru
     return h;
 }
 
+/* ---- endpoint health (struct health) ---- */
+
+static struct health **health_bucket(const char *id)
+{
+    uint32_t x = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id; *p != '\0'; p++)
+        x = (x ^ *p) * 16777619u;
+    return &eng.health[x % HEALTH_BUCKETS];
+}
+
+/* The record of endpoint id; with create, made when missing (no strikes, nothing in flight). */
+static struct health *health_find(const char *id, int create)
+{
+    struct health **b = health_bucket(id);
+    for (struct health *h = *b; h != NULL; h = h->next)
+        if (strcmp(h->id, id) == 0)
+            return h;
+    if (!create)
+        return NULL;
+    struct health *h = ad_calloc(1, sizeof(*h));
+    h->id = ad_strdup(id);
+    h->next = *b;
+    *b = h;
+    return h;
+}
+
+static void health_unlink(struct health *h)
+{
+    struct health **pp = health_bucket(h->id);
+    while (*pp != h)
+        pp = &(*pp)->next;
+    *pp = h->next;
+    free(h->id);
+    free(h);
+}
+
+/* Forget every record with nothing in flight (at stop, or when too many failing endpoints are remembered). */
+static void health_forget_idle(void)
+{
+    for (size_t i = 0; i < HEALTH_BUCKETS; i++) {
+        struct health **pp = &eng.health[i];
+        while (*pp != NULL) {
+            struct health *h = *pp;
+            if (h->inflight > 0) {
+                pp = &h->next;
+                continue;
+            }
+            *pp = h->next;
+            free(h->id);
+            free(h);
+        }
+    }
+    eng.nhealth_idle = 0;
+}
+
+/* The transfers h's endpoint may have in flight. */
+static size_t health_cap(const struct health *h)
+{
+    size_t per = (size_t)eng.cfg->webhooks.per_endpoint, cap = per >> h->strikes;
+    return cap > 0 ? cap : 1;
+}
+
+/* Whether endpoint id may have one more transfer in flight. */
+static int may_start(const char *id)
+{
+    const struct health *h = health_find(id, 0);
+    if (h == NULL)
+        return 1; /* nothing in flight, no strikes */
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency, troubled_max = conc - conc * (4 - TROUBLED_QUARTERS) / 4;
+    return h->inflight < health_cap(h) && (h->strikes == 0 || eng.troubled < troubled_max);
+}
+
+/* A transfer to endpoint id starts. */
+static struct health *health_begin(const char *id)
+{
+    struct health *h = health_find(id, 1);
+    if (h->inflight++ == 0 && h->strikes > 0)
+        eng.nhealth_idle--;
+    if (h->strikes > 0)
+        eng.troubled++;
+    return h;
+}
+
+/* The answer of a transfer to h's endpoint (still counted in flight) was good (a quick 2xx) or not. */
+static void health_judge(struct health *h, int good)
+{
+    unsigned before = h->strikes;
+    if (good && h->strikes > 0)
+        h->strikes--;
+    else if (!good && h->strikes < eng.strikes_max)
+        h->strikes++;
+    if (before == 0 && h->strikes > 0)
+        eng.troubled += h->inflight;
+    else if (before > 0 && h->strikes == 0)
+        eng.troubled -= h->inflight;
+}
+
+/* A transfer to h's endpoint ended. */
+static void health_end(struct health *h)
+{
+    if (h->strikes > 0)
+        eng.troubled--;
+    if (--h->inflight > 0)
+        return;
+    if (h->strikes == 0) {
+        health_unlink(h);
+    } else if (++eng.nhealth_idle > HEALTH_IDLE_MAX) {
+        health_forget_idle();
+    }
+}
+
 /* End a transfer: its easy handle is kept for the next one when there is room. */
 static void flight_free(struct flight *f)
 {
@@ -709,6 +884,7 @@ static void flight_free(struct flight *f)
     if (f->next != NULL)
         f->next->pprev = f->pprev;
     eng.inflight--;
+    health_end(f->h);
     free(f);
 }
 
@@ -740,6 +916,7 @@ static void transfer_start(struct flight *f, const char *host, long port, const 
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(e, CURLOPT_PRIVATE, f);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -764,6 +941,11 @@ static void transfer_start(struct flight *f, const char *host, long port, const 
     f->pprev = &eng.flights;
     eng.flights = f;
     eng.inflight++;
+    f->h = health_begin(d->webhook_id);
+    f->started_ms = ad_mono_ms();
+    f->headers_by = f->started_ms + (int64_t)eng.cfg->webhooks.headers_timeout_seconds * 1000;
+    if (f->headers_by < eng.headers_at)
+        eng.headers_at = f->headers_by;
     curl_multi_add_handle(eng.multi, e);
 }
 
@@ -844,14 +1026,26 @@ static void start(struct scan_state *ss, int64_t seq)
     transfer_start(f, host, port, addrs);
 }
 
-/* A transfer ended: judge it and free it. */
+/* A transfer ended (or we ended it: f->cut says why): judge it and free it. */
 static void finish(struct flight *f, CURLcode rc)
 {
     long status = 0;
     char why[320];
     const char *error = NULL;
-    if (rc == CURLE_OK) {
+    if (f->cut[0] != '\0') {
+        /* An answer cut short is no success; a status the headers gave keeps its meaning (410, Retry-After). */
+        status = f->headers_done && (f->status < 200 || f->status > 299) ? f->status : 0;
+        if (f->headers_done)
+            snprintf(why, sizeof(why), "the receiver answered HTTP %ld, but %s", f->status, f->cut);
+        else
+            snprintf(why, sizeof(why), "%s", f->cut);
+        error = why;
+    } else if (rc == CURLE_OK) {
         curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 300 && status <= 399) {
+            snprintf(why, sizeof(why), "the receiver answered HTTP %ld (redirects are not followed)", status);
+            error = why;
+        }
     } else {
         snprintf(why, sizeof(why), "%s%s", f->dial.why[0] != '\0' ? "refused: " : "",
                  f->dial.why[0] != '\0' ? f->dial.why
@@ -862,10 +1056,38 @@ static void finish(struct flight *f, CURLcode rc)
     struct ad_delivery *d = f->d;
     int is_callback = f->is_callback;
     long retry_after = f->retry_after;
-    curl_off_t us = 0;
-    curl_easy_getinfo(f->easy, CURLINFO_TOTAL_TIME_T, &us);
+    int64_t ms = ad_mono_ms() - f->started_ms;
+    /* A 2xx that took more than half the headers timeout counts against the endpoint like a failure. */
+    health_judge(f->h,
+                 status >= 200 && status <= 299 && ms * 2 <= (int64_t)eng.cfg->webhooks.headers_timeout_seconds * 1000);
     flight_free(f);
-    settle(d, is_callback, status, retry_after, error, (double)us / 1e6);
+    settle(d, is_callback, status, retry_after, error, (double)ms / 1e3);
+}
+
+/* End the transfers whose answer's headers are late (webhooks.headersTimeoutSeconds); returns how many. */
+static int cut_late(void)
+{
+    int64_t now = ad_mono_ms();
+    if (now < eng.headers_at)
+        return 0;
+    eng.headers_at = INT64_MAX;
+    int n = 0;
+    struct flight *next;
+    for (struct flight *f = eng.flights; f != NULL; f = next) {
+        next = f->next;
+        if (f->headers_done)
+            continue;
+        if (f->headers_by > now) {
+            if (f->headers_by < eng.headers_at)
+                eng.headers_at = f->headers_by;
+            continue;
+        }
+        snprintf(f->cut, sizeof(f->cut), "no complete answer headers within webhooks.headersTimeoutSeconds (%d s)",
+                 eng.cfg->webhooks.headers_timeout_seconds);
+        finish(f, CURLE_OPERATION_TIMEDOUT);
+        n++;
+    }
+    return n;
 }
 
 /* Handle every transfer that ended; returns how many. */
@@ -885,39 +1107,16 @@ static int reap(void)
     return n;
 }
 
-static int id_cmp(const void *a, const void *b)
+/* The endpoints that may not start another transfer now (may_start), at most AD_DUE_EXCLUDE_MAX, those with
+ * transfers in flight first, into out (pointers into the health records, valid until a transfer ends). */
+static size_t full_endpoints(const char **out)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Transfers in flight to one endpoint (a tenant's job callbacks count as one). */
-static size_t endpoint_inflight(const char *webhook_id)
-{
-    size_t n = 0;
-    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
-        n += strcmp(f->d->webhook_id, webhook_id) == 0;
-    return n;
-}
-
-/* The endpoints with per transfers or more in flight, at most AD_DUE_EXCLUDE_MAX, into out (pointers into
- * the flights). */
-static size_t full_endpoints(size_t per, const char **out)
-{
-    if (eng.inflight < per)
-        return 0;
-    const char **ids = ad_malloc(eng.inflight * sizeof(*ids));
-    size_t n = 0, nout = 0;
-    for (const struct flight *f = eng.flights; f != NULL; f = f->next)
-        ids[n++] = f->d->webhook_id;
-    qsort(ids, n, sizeof(*ids), id_cmp);
-    for (size_t i = 0, run = 1; i < n && nout < AD_DUE_EXCLUDE_MAX; i++, run++) {
-        if (i + 1 < n && strcmp(ids[i], ids[i + 1]) == 0)
-            continue;
-        if (run >= per)
-            out[nout++] = ids[i];
-        run = 0;
-    }
-    free(ids);
+    size_t nout = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < HEALTH_BUCKETS; i++)
+            for (const struct health *h = eng.health[i]; h != NULL && nout < AD_DUE_EXCLUDE_MAX; h = h->next)
+                if ((h->inflight > 0) == (pass == 0) && !may_start(h->id))
+                    out[nout++] = h->id;
     return nout;
 }
 
@@ -927,7 +1126,7 @@ static size_t full_endpoints(size_t per, const char **out)
  * the front of due, soonest first, and *kept says how many; the others are dropped. */
 static int start_due(struct scan_state *ss, struct ad_due *due, size_t n, size_t *kept)
 {
-    size_t conc = (size_t)eng.cfg->webhooks.concurrency, per = (size_t)eng.cfg->webhooks.per_endpoint;
+    size_t conc = (size_t)eng.cfg->webhooks.concurrency;
     int skipped = 0;
     size_t i, k = 0;
     for (i = 0; i < n && eng.inflight < conc; i++) {
@@ -939,7 +1138,7 @@ static int start_due(struct scan_state *ss, struct ad_due *due, size_t n, size_t
         }
         if (bsearch(&due[i].seq, ss->busy, ss->nbusy, sizeof(*ss->busy), seq_cmp) != NULL)
             continue;
-        if (endpoint_inflight(due[i].webhook_id) >= per) {
+        if (!may_start(due[i].webhook_id)) {
             skipped = 1;
             if (kept != NULL)
                 due[k++] = due[i];
@@ -967,10 +1166,11 @@ static int start_due(struct scan_state *ss, struct ad_due *due, size_t n, size_t
  * row again before sending it. The store is read again when they are used up, when something may have put a
  * sooner row there (reread: a name resolved, the start), and when a known due time comes (next_due).
  *
- * Fairness: an endpoint has at most perEndpoint transfers in flight, so a slow one cannot take every slot
- * from the others. The soonest due rows are read as they come, skipping endpoints at their share. When that
- * skipped some and left room, the others' rows may lie behind a long backlog of those endpoints; reading
- * past it walks the whole backlog, so that second read, without them, runs at most every FAIR_SCAN_MS.
+ * Fairness: an endpoint has at most perEndpoint transfers in flight, fewer while its attempts keep failing
+ * (struct health), so a slow one cannot take every slot from the others. The soonest due rows are read as they come,
+ * skipping endpoints at their share. When that skipped some and left room, the others' rows may lie behind a long
+ * backlog of those endpoints; reading past it walks the whole backlog, so that second read, without them, runs at most
+ * every FAIR_SCAN_MS.
  */
 static void scan(int64_t now, int reread)
 {
@@ -1014,7 +1214,7 @@ static void scan(int64_t now, int reread)
         if (now >= next_fair || next_fair - now > FAIR_SCAN_MS) { /* (the clock may have been set back) */
             next_fair = now + FAIR_SCAN_MS;
             const char *full[AD_DUE_EXCLUDE_MAX];
-            size_t nfull = full_endpoints((size_t)eng.cfg->webhooks.per_endpoint, full), n = 0;
+            size_t nfull = full_endpoints(full), n = 0;
             size_t limit = ss.nbusy + conc - eng.inflight;
             struct ad_due *due = ad_malloc(limit * sizeof(*due));
             if (st->delivery_due(eng.conn, full, nfull, (int)limit, due, &n) == AD_E_OK)
@@ -1078,9 +1278,12 @@ static void curl_timeout(void)
 static void wait_events(int64_t wait_ms)
 {
     struct epoll_event evs[EVENTS_MAX];
-    int64_t curl_wait = eng.curl_at == INT64_MAX ? INT64_MAX : eng.curl_at - ad_mono_ms();
+    int64_t mono = ad_mono_ms();
+    int64_t curl_wait = eng.curl_at == INT64_MAX ? INT64_MAX : eng.curl_at - mono;
     if (curl_wait < wait_ms)
         wait_ms = curl_wait;
+    if (eng.headers_at != INT64_MAX && eng.headers_at - mono < wait_ms)
+        wait_ms = eng.headers_at - mono;
     if (wait_ms < 0)
         wait_ms = 0;
     int n = epoll_wait(eng.epfd, evs, EVENTS_MAX, wait_ms > INT32_MAX ? INT32_MAX : (int)wait_ms);
@@ -1118,7 +1321,7 @@ static void *delivery_main(void *arg)
             scan(now, atomic_exchange(&eng.reread, 0) || now >= eng.next_due);
         }
         curl_timeout(); /* a transfer just added is started by its timeout of 0 */
-        room += (size_t)reap();
+        room += (size_t)reap() + (size_t)cut_late();
         flush_results();
         if (ad_mono_ms() >= next_sweep) {
             struct sweep_op *x = ad_calloc(1, sizeof(*x));
@@ -1136,7 +1339,7 @@ static void *delivery_main(void *arg)
             (room > 0 && conc - eng.inflight >= room_at && (room >= need || eng.inflight < need)))
             wait = 0;
         wait_events(wait);
-        room += (size_t)reap();
+        room += (size_t)reap() + (size_t)cut_late();
         flush_results();
     }
     return NULL;
@@ -1224,6 +1427,12 @@ int ad_webhook_start(const struct ad_config *cfg, struct ad_store *store, const 
     curl_multi_setopt(eng.multi, CURLMOPT_MAXCONNECTS, (long)cfg->webhooks.concurrency * 2);
     eng.idle = ad_calloc((size_t)cfg->webhooks.concurrency, sizeof(*eng.idle));
     eng.next_due = INT64_MAX;
+    eng.headers_at = INT64_MAX;
+    eng.strikes_max = 0;
+    while (((size_t)cfg->webhooks.per_endpoint >> eng.strikes_max) > 1)
+        eng.strikes_max++;
+    if (eng.strikes_max == 0)
+        eng.strikes_max = 1; /* perEndpoint 1: a strike still counts against the slots of troubled endpoints */
     atomic_store(&eng.stopping, 0);
     atomic_store(&eng.dirty, 1); /* whatever was pending before a restart */
     atomic_store(&eng.reread, 1);
@@ -1253,6 +1462,8 @@ void ad_webhook_stop(void)
         ad_delivery_free(eng.flights->d);
         flight_free(eng.flights);
     }
+    health_forget_idle();
+    eng.troubled = 0;
     /* The transfers just cut: another node may send them at once (outcomes still being committed win). */
     eng.store->ops->delivery_release(eng.conn, eng.node, ad_now_ms());
     while (eng.nidle > 0)
