@@ -69,7 +69,7 @@ static void test_failing_endpoints_never_hold_every_slot(void **state)
 {
     /* 4 slots, 2 an endpoint. Four endpoints fail once each: one slot each, and three of the four together. */
     struct ad_wh_health *h[4];
-    char id[4][16];
+    char id[4][24];
     ad_wh_slots_init(2, 4);
     for (int i = 0; i < 4; i++) {
         snprintf(id[i], sizeof(id[i]), "whk_bad%d", i);

@@ -1,9 +1,9 @@
 /*
- * test_webhook.c - unit tests for src/webhook.c and the webhook rows of the SQLite store: which change makes
- * which event, the outbox rows a change writes (filters, disabled endpoints, the callback secret, one event id
- * for every destination, same transaction as the job), how an attempt's outcome is judged (schedule, jitter,
- * Retry-After, 410, exhaustion) and written (disabling on 410), and the endpoint operations (create, rotate,
- * enable, redeliver, delete).
+ * test_webhook.c - unit tests for src/webhook/webhook.c, outcome.c and endpoints.c, and the webhook rows of
+ * the SQLite store: which change makes which event, the outbox rows a change writes (filters, disabled
+ * endpoints, the callback secret, one event id for every destination, same transaction as the job), how an
+ * attempt's outcome is judged (schedule, jitter, Retry-After, 410, exhaustion) and written (disabling on
+ * 410), and the endpoint operations (create, rotate, enable, redeliver, delete).
  * Operations are applied directly on a connection inside begin/commit, as the writer would; no thread, no
  * network.
  */
