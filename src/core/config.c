@@ -711,6 +711,8 @@ static const struct field webhooks_fields[] = {
     {"allowNetworks", F_FN, 0, 0, 0, NULL, webhooks_allow},
     {"retrySchedule", F_FN, 0, 0, 0, NULL, webhooks_schedule},
     {"timeoutSeconds", F_INT, offsetof(struct ad_webhooks_conf, timeout_seconds), 1, 300, NULL, NULL},
+    {"headersTimeoutSeconds", F_INT, offsetof(struct ad_webhooks_conf, headers_timeout_seconds), 1, 300, NULL, NULL},
+    {"maxResponseBytes", F_SIZE, offsetof(struct ad_webhooks_conf, max_response_bytes), 1024, 1 << 30, NULL, NULL},
     {"concurrency", F_INT, offsetof(struct ad_webhooks_conf, concurrency), 1, 1024, NULL, NULL},
     {"perEndpoint", F_INT, offsetof(struct ad_webhooks_conf, per_endpoint), 1, 1024, NULL, NULL},
     {"secretKey", F_FN, 0, 0, 0, NULL, webhooks_secret_key},
@@ -941,6 +943,8 @@ void ad_config_defaults(struct ad_config *cfg)
     for (size_t i = 0; i < cfg->webhooks.nretry_schedule; i++)
         cfg->webhooks.retry_schedule_ms[i] = schedule_s[i] * 1000;
     cfg->webhooks.timeout_seconds = 10;
+    cfg->webhooks.headers_timeout_seconds = 5;
+    cfg->webhooks.max_response_bytes = 64 * 1024;
     cfg->webhooks.concurrency = 64;
     cfg->webhooks.per_endpoint = 16;
     cfg->webhooks.keep_ms = 30 * day;

@@ -69,6 +69,10 @@ struct ad_webhooks_conf {
     int64_t rotation_grace_ms; /* the previous secret keeps signing this long after a rotation: default 24h */
     char *ca_file;             /* PEM certificates https receivers are verified against; NULL = the system's */
     int http2;                 /* offer HTTP/2 to https receivers (ALPN); default off: HTTP/1.1 */
+    /* A receiver's answer: its headers must be complete within this (default 5), and at most this many bytes of
+     * it (headers and body) are read before the attempt fails (default 64 KiB). */
+    int headers_timeout_seconds;
+    size_t max_response_bytes;
 };
 
 /* sse: Server-Sent Events streams (docs/protocol.md, "Server-Sent Events"). */

@@ -745,6 +745,8 @@ static void test_webhooks(void **state)
     assert_int_equal(cfg.webhooks.timeout_seconds, 10);
     assert_int_equal(cfg.webhooks.concurrency, 64);
     assert_int_equal(cfg.webhooks.per_endpoint, 16);
+    assert_int_equal(cfg.webhooks.headers_timeout_seconds, 5);
+    assert_int_equal(cfg.webhooks.max_response_bytes, 64 * 1024);
     assert_null(cfg.webhooks.secret_key);
     assert_null(cfg.webhooks.ca_file);
     assert_int_equal(cfg.webhooks.http2, 0);
@@ -757,6 +759,8 @@ static void test_webhooks(void **state)
                           "  timeoutSeconds: 3\n"
                           "  concurrency: 8\n"
                           "  perEndpoint: 2\n"
+                          "  headersTimeoutSeconds: 2\n"
+                          "  maxResponseBytes: 4096\n"
                           "  secretKey: AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n"
                           "  keepDeliveries: 7d\n"
                           "  rotationGrace: 0\n"
@@ -773,6 +777,8 @@ static void test_webhooks(void **state)
     assert_int_equal(cfg.webhooks.timeout_seconds, 3);
     assert_int_equal(cfg.webhooks.concurrency, 8);
     assert_int_equal(cfg.webhooks.per_endpoint, 2);
+    assert_int_equal(cfg.webhooks.headers_timeout_seconds, 2);
+    assert_int_equal(cfg.webhooks.max_response_bytes, 4096);
     assert_non_null(cfg.webhooks.secret_key);
     assert_int_equal(cfg.webhooks.keep_ms, 7 * DAY);
     assert_int_equal(cfg.webhooks.rotation_grace_ms, 0);
@@ -789,6 +795,8 @@ static void test_webhooks(void **state)
     expect_error("webhooks: { timeoutSeconds: 0 }\n", "webhooks.timeoutSeconds");
     expect_error("webhooks: { concurrency: 0 }\n", "webhooks.concurrency");
     expect_error("webhooks: { perEndpoint: 0 }\n", "webhooks.perEndpoint");
+    expect_error("webhooks: { headersTimeoutSeconds: 0 }\n", "webhooks.headersTimeoutSeconds");
+    expect_error("webhooks: { maxResponseBytes: 100 }\n", "webhooks.maxResponseBytes");
     expect_error("webhooks: { retries: 3 }\n", "unknown key 'retries' in webhooks");
     /* A bad key is described, never quoted. */
     expect_error("webhooks: { secretKey: c2VjcmV0LXZhbHVl }\n", "webhooks.secretKey: expected base64 of 32 bytes");

@@ -1,9 +1,9 @@
 /*
- * test_webhook.c - unit tests for src/webhook.c and the webhook rows of the SQLite store: which change makes
- * which event, the outbox rows a change writes (filters, disabled endpoints, the callback secret, one event id
- * for every destination, same transaction as the job), how an attempt's outcome is judged (schedule, jitter,
- * Retry-After, 410, exhaustion) and written (disabling on 410), and the endpoint operations (create, rotate,
- * enable, redeliver, delete).
+ * test_webhook.c - unit tests for src/webhook/webhook.c, outcome.c and endpoints.c, and the webhook rows of
+ * the SQLite store: which change makes which event, the outbox rows a change writes (filters, disabled
+ * endpoints, the callback secret, one event id for every destination, same transaction as the job), how an
+ * attempt's outcome is judged (schedule, jitter, Retry-After, 410, exhaustion) and written (disabling on
+ * 410), and the endpoint operations (create, rotate, enable, redeliver, delete).
  * Operations are applied directly on a connection inside begin/commit, as the writer would; no thread, no
  * network.
  */
@@ -22,7 +22,7 @@
 #include "core/core.h"
 #include "tmpdir.h"
 /* The .c itself, to reach the outcome operation of the delivery thread (see the Makefile's note). */
-#include "webhook/webhook.c"
+#include "webhook/outcome.c"
 
 #define T0 INT64_C(1800000000000)
 #define BIT(e) (1u << (e))
@@ -575,7 +575,7 @@ static void test_due_order_abandon_and_sweep(void **state)
     free(hook);
 }
 
-/* Take the outcomes queued by settle() and apply them as the writer would. */
+/* Take the outcomes queued by ad_wh_settle() and apply them as the writer would. */
 static ad_err apply_results(struct fx *f)
 {
     struct result_op *x = results;
@@ -601,8 +601,8 @@ static void test_outcomes_follow_the_endpoint(void **state)
      * become dead letters, including the one whose retry was decided while it was in flight. */
     struct ad_delivery *failed = l.items[0], *gone = l.items[1];
     l.items[0] = l.items[1] = NULL;
-    settle(gone, 0, 410, -1, NULL, 0);
-    settle(failed, 0, 500, -1, NULL, 0); /* its retry is decided after the 410 in the same batch */
+    ad_wh_settle(gone, 0, 410, -1, NULL, 0);
+    ad_wh_settle(failed, 0, 500, -1, NULL, 0); /* its retry is decided after the 410 in the same batch */
     assert_int_equal(apply_results(f), AD_E_OK);
     ad_delivery_list_free(&l);
     struct ad_webhook *w;
@@ -629,7 +629,7 @@ static void test_outcomes_follow_the_endpoint(void **state)
     x->id = strdup(hook);
     assert_int_equal(apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
-    settle(late, 0, 200, -1, NULL, 0);
+    ad_wh_settle(late, 0, 200, -1, NULL, 0);
     assert_int_equal(apply_results(f), AD_E_OK);
     free(hook);
 }
