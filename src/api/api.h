@@ -116,6 +116,11 @@ int ad_api_heartbeat(struct ad_request *r);
 int ad_api_complete(struct ad_request *r);
 int ad_api_fail_job(struct ad_request *r);
 int ad_api_release(struct ad_request *r);
+/* Answer r with the outcome of the report x, whose job is published as e (api_leases.c). */
+void ad_api_report_answer(struct ad_request *r, struct ad_report_op *x, struct ad_entry *e);
+/* Write the heartbeat x (validated) for r, coalesced with the other heartbeats of its lease (api_heartbeats.c):
+ * r is answered once a write holding it is durable. Takes x. Returns 0. */
+int ad_api_heartbeat_submit(struct ad_request *r, struct ad_report_op *x);
 int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
