@@ -4,7 +4,7 @@
  * Every endpoint is listed in `routes` below; business routes from the configuration are matched first
  * and all submit jobs. A request reaches its handler only after its key and role were checked.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "job/job.h"
 #include "common/json.h"
 #include "common/version.h"
@@ -249,6 +249,11 @@ int ad_api_init(char *err, size_t errlen)
     if (ad_api_artifacts_init(err, errlen) != 0)
         return -1;
     return ad_api_events_init(err, errlen);
+}
+
+void ad_api_shutdown(void)
+{
+    ad_api_events_shutdown();
 }
 
 /* A GET (or HEAD) of a configured route's resource, whose job id it notes in r->id. */

@@ -12,7 +12,7 @@
  * consumer that cannot keep up (sse.h). Its ids are job seqs, the cursor of /v1/jobs/changes: resuming
  * replays the change feed from that cursor, page by page as the client drains, then goes live.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "job/event.h"
 #include "http/sse.h"
 #include "api/valet.h"

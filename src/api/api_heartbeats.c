@@ -17,7 +17,7 @@
  * n nodes gets n writes per window), or answer faster than the window (a worker sending progress more often than
  * that waits for its answers: that is the back-pressure). Event loop thread only.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "common/timer.h"
 
 #include <stdlib.h>

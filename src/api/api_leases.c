@@ -5,7 +5,7 @@
  * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
  * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "core/core.h"
 #include "common/json.h"
 #include "common/timer.h"
