@@ -254,6 +254,7 @@ int ad_api_init(char *err, size_t errlen)
 void ad_api_shutdown(void)
 {
     ad_api_events_shutdown();
+    ad_api_heartbeats_flush(); /* before the drain, which waits for the writer */
 }
 
 /* A GET (or HEAD) of a configured route's resource, whose job id it notes in r->id. */

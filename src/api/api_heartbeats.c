@@ -13,9 +13,10 @@
  * (the write counts it from the latest heartbeat's arrival, not later). The window is never more than a quarter
  * of the lease length, so that a worker on a short lease keeps it. No heartbeat is refused for its rate.
  *
- * What this does not do: limit heartbeats across nodes (each node spaces its own; a worker spreading one lease over
- * n nodes gets n writes per window), or answer faster than the window (a worker sending progress more often than
- * that waits for its answers: that is the back-pressure). Event loop thread only.
+ * At shutdown (ad_api_heartbeats_flush) every waiting heartbeat is written at once, so that the drain commits
+ * and answers it. What this does not do: limit heartbeats across nodes (each node spaces its own; a worker
+ * spreading one lease over n nodes gets n writes per window), or answer faster than the window (a worker sending
+ * progress more often than that waits for its answers: that is the back-pressure). Event loop thread only.
  */
 #include "api/api_int.h"
 #include "common/timer.h"
@@ -210,4 +211,16 @@ int ad_api_heartbeat_submit(struct ad_request *r, struct ad_report_op *x)
     l->waiting[l->nwaiting++] = ad_api_write_begin(r);
     hb_settle(l);
     return 0;
+}
+
+void ad_api_heartbeats_flush(void)
+{
+    for (size_t i = 0; i < nbuckets; i++) {
+        struct hb_lease *l = buckets[i];
+        while (l != NULL) {
+            struct hb_lease *next = l->next; /* settling may free l */
+            hb_settle(l);
+            l = next;
+        }
+    }
 }

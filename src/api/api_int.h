@@ -198,6 +198,8 @@ void ad_api_report_answer(struct ad_request *r, struct ad_report_op *x, struct a
 /* Write the heartbeat x (validated) for r, coalesced with the other heartbeats of its lease (api_heartbeats.c):
  * r is answered once a write holding it is durable. Takes x. Returns 0. */
 int ad_api_heartbeat_submit(struct ad_request *r, struct ad_report_op *x);
+/* At shutdown (ad_hub.shutting_down set): hand every heartbeat still waiting for its window to the writer now. */
+void ad_api_heartbeats_flush(void);
 int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);

@@ -6,7 +6,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
-import { complete, expectStatus, getJob, heartbeat, submitAndLease } from './lib/jobs.mjs';
+import { complete, expectStatus, getJob, heartbeat, sleep, submitAndLease } from './lib/jobs.mjs';
 import { openSse } from './lib/sse.mjs';
 
 const WINDOW_MS = 1000; // the documented spacing of one lease's writes
@@ -80,5 +80,32 @@ describe('heartbeats', () => {
         assert.equal(job.status, 'running');
         assert.equal(job.attempt, 1);
         await complete(w, l.job.id, l.leaseId);
+    });
+
+    it('SIGTERM writes a heartbeat that waits for its window, and answers it', async () => {
+        // Its own daemon: this one is stopped. The first heartbeat opens a window of a second; the second waits in
+        // it when SIGTERM comes, and is written and answered by the drain rather than dropped with its connection.
+        const d2 = await startDaemon({ config: standardConfig() });
+        try {
+            const { c, w } = tenant(d2);
+            const l = await submitAndLease(c, w);
+            expectStatus(await heartbeat(w, l.job.id, l.leaseId, { progress: 10 }), 200);
+            const waiting = heartbeat(w, l.job.id, l.leaseId, { progress: 20 }).then(
+                (res) => res,
+                (e) => ({ status: 0, error: e.message }),
+            );
+            await sleep(300);
+            await d2.stop();
+            const res = await waiting;
+            // 503 only when the heartbeat came after SIGTERM (a host so slow that 300 ms were not enough): refused,
+            // never written. Never an answer lost.
+            assert.ok(res.status === 200 || res.status === 503, `the waiting heartbeat got ${res.status} ${res.error ?? res.text}`);
+            await d2.restart();
+            const job = await getJob(c, l.job.id);
+            assert.equal(job.progress, res.status === 200 ? 20 : 10);
+            if (res.status === 200) assert.equal(res.json.job.progress, 20);
+        } finally {
+            await d2.stop();
+        }
     });
 });
