@@ -24,7 +24,7 @@ static void render_items(struct ad_buf *b, const struct ad_job_list *l)
     AD_BUF_LIT(b, "[");
     int first = 1;
     for (size_t i = 0; i < l->n; i++) {
-        if (ad_api_expiry_state(l->items[i]) != AD_E_OK)
+        if (!ad_api_job_live(l->items[i]))
             continue;
         if (!first)
             AD_BUF_LIT(b, ",");

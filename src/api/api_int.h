@@ -116,6 +116,8 @@ int ad_api_inflight_claim(const char *name);
 void ad_api_inflight_release(const char *name);
 /* AD_E_OK while the job is live, AD_E_GONE in its tombstone period, then AD_E_NOT_FOUND. */
 ad_err ad_api_expiry_state(const struct ad_job *j);
+/* 1 while j is live (neither expired nor tombstoned): what every read, list and stream shows. */
+int ad_api_job_live(const struct ad_job *j);
 /* Read an integer query parameter into *out (unchanged when absent). Sends 400 and returns -1 when bad. */
 int ad_api_query_int(struct ad_request *r, const char *name, long long min, long long max, long long *out);
 /* A wait in seconds, capped at limits.maxWaitSeconds. */

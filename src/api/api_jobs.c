@@ -73,6 +73,11 @@ ad_err ad_api_expiry_state(const struct ad_job *j)
     return now < j->expires_at + ad_hub.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
 }
 
+int ad_api_job_live(const struct ad_job *j)
+{
+    return ad_api_expiry_state(j) == AD_E_OK;
+}
+
 /* The live job named by the request, given what ad_api_lookup found, or NULL after sending 404/410. */
 static struct ad_entry *live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
 {

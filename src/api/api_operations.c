@@ -203,18 +203,10 @@ int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
     return send_body(r, 200, &b);
 }
 
-/* AD_E_OK while the job is live (not past its retention), as the jobs API decides (api_jobs.c). */
-static int job_live(const struct ad_job *j)
-{
-    if (j->expires_at == 0 && !j->tombstoned)
-        return 1;
-    return !j->tombstoned && ad_now_ms() < j->expires_at;
-}
-
 /* The live job named by the request, or NULL after answering 404 (an expired job is gone as an operation). */
 static struct ad_entry *live_op(struct ad_request *r, ad_err err, struct ad_entry *e)
 {
-    if (err == AD_E_OK && !job_live(e->job))
+    if (err == AD_E_OK && !ad_api_job_live(e->job))
         err = AD_E_NOT_FOUND;
     if (err == AD_E_NOT_FOUND) {
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no operation operations/%s", r->id);
@@ -337,7 +329,7 @@ static void list_send(struct ad_request *r, struct list_read *x)
     AD_BUF_LIT(&b, "{\"operations\":[");
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        if (!job_live(l->items[i]) || !filter_keeps(&x->f, l->items[i]))
+        if (!ad_api_job_live(l->items[i]) || !filter_keeps(&x->f, l->items[i]))
             continue;
         if (!first)
             AD_BUF_LIT(&b, ",");
