@@ -512,6 +512,19 @@ int ad_api_read(struct ad_request *r, struct ad_api_read *rd)
     return 0;
 }
 
+int ad_api_send_buf(struct ad_request *r, int status, struct ad_buf *b)
+{
+    if (ad_json_end(b) != 0) {
+        ad_buf_free(b);
+        return ad_api_fail(r, AD_E_INTERNAL);
+    }
+    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
+    memcpy(body, b->data, b->len);
+    size_t len = b->len;
+    ad_buf_free(b);
+    return ad_http_json(r, status, body, len);
+}
+
 int ad_api_fail(struct ad_request *r, ad_err err)
 {
     return ad_http_problem(r->req, err, NULL, NULL);

@@ -169,13 +169,6 @@ int ad_api_send_monitor(struct ad_request *r, struct ad_entry *e, int status)
         return ad_http_empty(r->req, 304);
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
-    if (ad_api_monitor_render(&b, e->job) != 0) {
-        ad_buf_free(&b);
-        return ad_api_fail(r, AD_E_INTERNAL);
-    }
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b.len);
-    memcpy(body, b.data, b.len);
-    size_t len = b.len;
-    ad_buf_free(&b);
-    return ad_http_json(r, status, body, len);
+    ad_api_monitor_render(&b, e->job);
+    return ad_api_send_buf(r, status, &b);
 }

@@ -34,14 +34,10 @@ static void render_items(struct ad_buf *b, const struct ad_job_list *l)
     AD_BUF_LIT(b, "]");
 }
 
-static int send_buf(struct ad_request *r, struct ad_buf *b)
+static int send_list(struct ad_request *r, struct ad_buf *b)
 {
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
-    memcpy(body, b->data, b->len);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    int rc = ad_http_json(r, 200, body, b->len);
-    ad_buf_free(b);
-    return rc;
+    return ad_api_send_buf(r, 200, b);
 }
 
 /* The attempts answer: the rows read, with the attempt the job holds itself (ad_attempt_own). */
@@ -69,7 +65,7 @@ static int send_attempts(struct ad_request *r, struct ad_attempt_list *l, const 
         AD_BUF_LIT(&b, "}");
     }
     AD_BUF_LIT(&b, "]}");
-    return send_buf(r, &b);
+    return send_list(r, &b);
 }
 
 struct attempts_read {
@@ -189,7 +185,7 @@ static void list_send(struct ad_request *r, struct ad_job_list *lp, int limit)
     }
     AD_BUF_LIT(&b, "}");
     *lp = l;
-    send_buf(r, &b);
+    send_list(r, &b);
 }
 
 /*
@@ -251,7 +247,7 @@ static void changes_send(struct ad_request *r, const struct ad_job_list *l, int6
     AD_JSON_KEY(&b, "cursor");
     ad_json_str(&b, cursor);
     AD_BUF_LIT(&b, "}");
-    send_buf(r, &b);
+    send_list(r, &b);
 }
 
 static void changes_read(struct changes_wait *c);

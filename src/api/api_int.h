@@ -167,6 +167,10 @@ const char *ad_api_problem_message(const json_t *p);
  * updates the RateLimit field (and sets Retry-After when some did not fit). n when the key has no limit. */
 int ad_api_rate_more(struct ad_request *r, int n);
 
+/* Answer r with the JSON rendered into b (copied into the request's pool) and free b; a render that hit b's cap
+ * (ad_json_end) is answered 500 instead. */
+int ad_api_send_buf(struct ad_request *r, int status, struct ad_buf *b);
+
 /* The problem for an ad_err coming back from the core. */
 int ad_api_fail(struct ad_request *r, ad_err err);
 

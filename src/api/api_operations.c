@@ -160,12 +160,8 @@ static void operation_etag(struct ad_entry *e, char *out)
 
 static int send_body(struct ad_request *r, int status, struct ad_buf *b)
 {
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
-    memcpy(body, b->data, b->len);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    int rc = ad_http_json(r, status, body, b->len);
-    ad_buf_free(b);
-    return rc;
+    return ad_api_send_buf(r, status, b);
 }
 
 /* Answer the operation of e, or 304 when If-None-Match names its ETag. */

@@ -137,20 +137,6 @@ static void render_delivery(struct ad_buf *b, const struct ad_delivery *d, const
     AD_BUF_LIT(b, "}}");
 }
 
-/* Send b as the JSON answer (copied into the request pool), or 500 when it was cut short, and free it. */
-static int send_buf(struct ad_request *r, int status, struct ad_buf *b)
-{
-    if (ad_json_end(b) != 0) {
-        ad_buf_free(b);
-        return ad_api_fail(r, AD_E_INTERNAL);
-    }
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
-    memcpy(body, b->data, b->len);
-    int rc = ad_http_json(r, status, body, b->len);
-    ad_buf_free(b);
-    return rc;
-}
-
 /* Answer with one endpoint (and its new secret, which must not be cached anywhere). */
 static int send_hook(struct ad_request *r, int status, const struct ad_webhook *w, const char *secret)
 {
@@ -158,7 +144,7 @@ static int send_hook(struct ad_request *r, int status, const struct ad_webhook *
     ad_buf_init(&b, SIZE_MAX);
     render_hook(&b, w, secret);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, secret != NULL ? "no-store" : "no-cache");
-    return send_buf(r, status, &b);
+    return ad_api_send_buf(r, status, &b);
 }
 
 /*
@@ -389,7 +375,7 @@ static void redeliver_done(struct ad_op *op)
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
         render_delivery(&b, x->delivery, x->hook != NULL ? hook_public_id(x->hook) : x->delivery->webhook_id);
-        send_buf(r, 202, &b);
+        ad_api_send_buf(r, 202, &b);
     }
     ad_op_free(op);
 }
@@ -422,7 +408,7 @@ static int send_hook_list(struct ad_request *r, const struct ad_webhook_list *l)
     }
     AD_BUF_LIT(&b, "]}");
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    return send_buf(r, 200, &b);
+    return ad_api_send_buf(r, 200, &b);
 }
 
 int ad_api_webhook_get(struct ad_request *r)
@@ -477,5 +463,5 @@ static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, str
     AD_BUF_LIT(&b, "}");
     *lp = l;
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    return send_buf(r, 200, &b);
+    return ad_api_send_buf(r, 200, &b);
 }
