@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # layers.sh - the layout is the architecture: check that every include points down and that every source
-# file sits in a folder the README's "Layout" section names. `make test` runs it (`make layers`).
+# file sits in a folder the README's "Layout" section names, and that tests/unit/ mirrors src/ folder for folder.
+# `make test` runs it (`make layers`).
 #
 # Each folder of src/ is a layer with a rank; a file may include headers of its own folder and of folders of
 # a lower rank, never of a higher one or of another folder of the same rank (hub, webhook and http stand side
 # by side and do not know each other). src/worker/ is a client of the daemon's HTTP API and may use common/
 # only; src/cli/, the other client, may use common/ and worker/ (whose client.h both clients share). server.c wires the layers together and main.c is the command line; nothing includes either but main.c.
-# Includes name their folder ("core/job.h"), so a reader sees the direction at the top of every file.
+# Includes name their folder ("core/job.h"), so a reader sees the direction at the top of every file. A header
+# named *_int.h is its folder's own (api/api_int.h): only files of that folder include it.
 # Usage: scripts/layers.sh   Prints file:line: message per violation; exits 1 if there was any.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -70,17 +72,23 @@ while IFS= read -r f; do
         esac
         if [ "$to" = .. ] || [ ! -e "src/$inc" ]; then
             say "$f:$line: #include \"$inc\" is not a header under src/"
+        elif [[ "$inc" == *_int.h ]] && [ "$from" != "$to" ]; then
+            say "$f:$line: $inc is internal to src/$to/ (an _int.h header); include $to/'s public header"
         elif ! may_include "$from" "$to"; then
             say "$f:$line: src/$from/ may not include $to/ ($inc): dependencies point down only (scripts/layers.sh)"
         fi
     done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed 's/^\([0-9]*\):/\1:/' || true)
 done < <(find src -name '*.[ch]' | sort)
 
-# tests/unit mirrors src/: each test folder is a layer's.
+# tests/unit mirrors src/: each test folder is a layer's, and each layer's folder has its test folder.
 for d in tests/unit/*/; do
     name=$(basename "$d")
     [ -d "src/$name" ] || say "$d: no src/$name/ to mirror"
 done
+for d in src/*/; do
+    name=$(basename "$d")
+    [ -d "tests/unit/$name" ] || say "$d: no tests/unit/$name/ with its unit tests (tests/unit mirrors src/)"
+done
 
-[ "$bad" -eq 0 ] && echo "layers: every include points down; every source file is in a documented folder"
+[ "$bad" -eq 0 ] && echo "layers: every include points down; every source file is in a documented folder, and every folder has its unit tests"
 exit "$bad"

@@ -233,7 +233,7 @@ int ad_server_run(struct ad_config *cfg)
      * answer sent before the process exits. */
     ad_info("shutting down");
     ad_hub.shutting_down = 1;
-    ad_api_events_shutdown();
+    ad_api_shutdown();
     h2o_socket_read_stop(listener);
     h2o_socket_close(listener);
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */

@@ -4,7 +4,7 @@
  * Every endpoint is listed in `routes` below; business routes from the configuration are matched first
  * and all submit jobs. A request reaches its handler only after its key and role were checked.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "job/job.h"
 #include "common/json.h"
 #include "common/version.h"
@@ -249,6 +249,12 @@ int ad_api_init(char *err, size_t errlen)
     if (ad_api_artifacts_init(err, errlen) != 0)
         return -1;
     return ad_api_events_init(err, errlen);
+}
+
+void ad_api_shutdown(void)
+{
+    ad_api_events_shutdown();
+    ad_api_heartbeats_flush(); /* before the drain, which waits for the writer */
 }
 
 /* A GET (or HEAD) of a configured route's resource, whose job id it notes in r->id. */
@@ -504,6 +510,19 @@ int ad_api_read(struct ad_request *r, struct ad_api_read *rd)
     rd->pend = ad_hub.store->ops->reads_may_block ? ad_api_write_begin(r) : NULL;
     ad_hub_read(&rd->op);
     return 0;
+}
+
+int ad_api_send_buf(struct ad_request *r, int status, struct ad_buf *b)
+{
+    if (ad_json_end(b) != 0) {
+        ad_buf_free(b);
+        return ad_api_fail(r, AD_E_INTERNAL);
+    }
+    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
+    memcpy(body, b->data, b->len);
+    size_t len = b->len;
+    ad_buf_free(b);
+    return ad_http_json(r, status, body, len);
 }
 
 int ad_api_fail(struct ad_request *r, ad_err err)

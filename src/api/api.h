@@ -1,17 +1,13 @@
 /*
- * api.h - the resource handlers (api_*.c) and what they share: body parsing, validation errors, auth.
+ * api.h - the HTTP API as the daemon sees it: start it, hand it every request, stop it.
  *
- * Handlers turn HTTP requests into core operations and their outcomes back into HTTP answers.
+ * What the handlers share among themselves is api_int.h's, for api/ alone. The route table and one file of
+ * handlers per resource live behind ad_api_on_req.
  */
 #ifndef AD_API_H
 #define AD_API_H
 
-#include <jansson.h>
 #include "http/http.h"
-#include "common/metrics.h"
-#include "core/core.h"
-#include "core/writer.h"
-#include "hub/hub.h"
 
 /* At start: register what the API does with published changes (hub.h) and set up signed URLs and SSE.
  * 0, or -1 with err filled. */
@@ -20,186 +16,10 @@ int ad_api_init(char *err, size_t errlen);
 /* The h2o handler for every request: auth, routing, then the route's handler. */
 int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req);
 
-/* Parse the request body as a JSON value. On failure sends the problem (415/413/400) and returns NULL.
- * The caller decrefs. */
-json_t *ad_api_body(struct ad_request *r);
+/* At SIGTERM, once new requests are refused: close every event stream with a retry hint. */
+void ad_api_shutdown(void);
 
-/* The text of v if it is a JSON string of min to max bytes holding no U+0000, else NULL. The body parser
- * lets U+0000 into strings (payloads and results are kept as JSON, so it survives there), but a C string
- * ends at it: a type, URL or lease id read as one would silently lose its tail. The text belongs to v. */
-const char *ad_api_text(const json_t *v, size_t min, size_t max);
-
-/* Validation errors collected for one 422 answer. */
-struct ad_verr {
-    struct ad_buf b;
-    int n;
-};
-void ad_verr_init(struct ad_verr *v);
-void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail);
-/* Close v's list for a problem: the detail (written to detail) and the extra members, or NULL when none; v still
- * owns them (ad_buf_free(&v->b) afterwards). */
-const char *ad_verr_finish(struct ad_verr *v, char *detail, size_t len);
-/* Send 422 validation-failed with every collected error and free v. */
-int ad_verr_send(struct ad_verr *v, struct ad_request *r);
-
-/* Job answers shared by the handlers: representation with ETag and cache headers. */
-int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
-/* ETag, Cache-Control and Retry-After or Expires of a job answer, for one that is not the job view. */
-void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e);
-/* Location, Operation-Location (the Azure status monitor) and, as the submit's route asks, Azure-AsyncOperation
- * and a Location that answers 202 while pending (api_jobs.c, docs/protocol.md "Azure compatibility"). */
-void ad_api_monitor_headers(struct ad_request *r, const char *id);
-/* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. */
-int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
-/* A request answered when its writer operation is done: begin returns the op's ctx; take (in done) gives the
- * request back, or NULL when the client went away meanwhile. */
-struct ad_pending *ad_api_write_begin(struct ad_request *r);
-struct ad_request *ad_api_write_take(void *ctx);
-
-/*
- * Store reads for a request, which never stall the event loop (hub.h, ad_hub_read). A handler returns at once and
- * answers from a continuation: at once on SQLite or a cache hit, later on PostgreSQL, and not at all when the
- * client went away meanwhile.
- *
- * ad_api_lookup: the job id of the request's tenant (ad_hub_lookup); then(r, err, e, arg) answers. arg must own
- * nothing (it is dropped when the client goes). A cache hit is a hash lookup and a call, as the poll path needs.
- */
-typedef int (*ad_api_found)(struct ad_request *r, ad_err err, struct ad_entry *e, void *arg);
-int ad_api_lookup(struct ad_request *r, const char *id, ad_api_found then, void *arg);
-/* A read of its own for a request: allocate it with ad_calloc, set op.apply (runs on whichever thread reads, on
- * the connection it is given: it touches nothing but the read) and answer, then hand it to ad_api_read. */
-struct ad_api_read {
-    struct ad_op op; /* done and destroy are ad_api_read's */
-    struct ad_pending *pend;
-    struct ad_request *r;
-    /* Event loop: answer r with the read's outcome (op.err and what apply filled in), or with r NULL when the
-     * client went away; either way free what the read owns (not the struct itself). */
-    void (*answer)(struct ad_api_read *rd, struct ad_request *r);
-};
-/* Run rd for r and answer it through rd->answer; rd is freed afterwards. Returns 0 (a handler's value). */
-int ad_api_read(struct ad_request *r, struct ad_api_read *rd);
-
-/* The message of a failed job's stored problem p (parsed; NULL or not an object is fine) for the compatibility
- * views: its detail, else its title, else a generic one. The text belongs to p or is static. */
-const char *ad_api_problem_message(const json_t *p);
-
-/* Count n more requests against the rate limit of the request's key (a batch counts each job; the request itself
- * was counted when it was authenticated): returns how many of them fit in what is left of the window, and
- * updates the RateLimit field (and sets Retry-After when some did not fit). n when the key has no limit. */
-int ad_api_rate_more(struct ad_request *r, int n);
-
-/* The problem for an ad_err coming back from the core. */
-int ad_api_fail(struct ad_request *r, ad_err err);
-
-/* Handlers. */
-int ad_api_submit(struct ad_request *r);
-int ad_api_submit_batch(struct ad_request *r);
-int ad_api_get_job(struct ad_request *r);
-int ad_api_get_result(struct ad_request *r);
-/* Shared by the job answers of api_jobs.c and the business resources: the live job given what ad_api_lookup
- * found (else NULL after a 404/410), a finished job's result (200, or 303 to its resultLocation), a failed
- * one's stored problem with its own status. */
-struct ad_entry *ad_api_live_job(struct ad_request *r, ad_err err, struct ad_entry *e);
-int ad_api_send_result(struct ad_request *r, const struct ad_job *j);
-int ad_api_send_stored_problem(h2o_req_t *req, const struct ad_job *j);
-/* GET on a route's resource (api_resources.c): ad_api_resource_match says whether path is one (1, with the
- * job id it names in the request pool in *id), and ad_api_get_resource answers it. */
-int ad_api_resource_match(h2o_req_t *req, h2o_iovec_t path, char **id);
-int ad_api_get_resource(struct ad_request *r);
-int ad_api_get_status(struct ad_request *r);
-int ad_api_list(struct ad_request *r);
-int ad_api_changes(struct ad_request *r);
-int ad_api_cancel(struct ad_request *r);
-int ad_api_retry(struct ad_request *r);
-int ad_api_lease(struct ad_request *r);
-int ad_api_heartbeat(struct ad_request *r);
-int ad_api_complete(struct ad_request *r);
-int ad_api_fail_job(struct ad_request *r);
-int ad_api_release(struct ad_request *r);
-int ad_api_attempts(struct ad_request *r);
-int ad_api_healthz(struct ad_request *r);
-int ad_api_readyz(struct ad_request *r);
-int ad_api_metrics(struct ad_request *r);
-/* Result artifacts (api_artifacts.c). At start (embedded store only): the artifact directory, the thread that
- * writes uploads and the collector; stop finishes the queued writes and ends the thread. */
-int ad_api_artifacts_init(char *err, size_t errlen);
+/* After the drain: finish the artifact uploads queued to their thread, then end it (api_artifacts.c). */
 void ad_api_artifacts_stop(void);
-/* PUT /v1/jobs/{id}/result: a part of the result artifact, under the worker's lease (Lease-Id). */
-int ad_api_put_result(struct ad_request *r);
-/* GET or HEAD of the result with Lease-Id: how far the upload under that lease got (Upload-Offset). */
-int ad_api_upload_progress(struct ad_request *r);
-/* A complete with "artifact": true (x ready but for its artifact): read the view of the finished upload under
- * x's lease, then hand x to the writer, or answer 409 artifact-incomplete. Takes x. Returns 0. */
-int ad_api_complete_artifact(struct ad_request *r, struct ad_report_op *x);
-/* Answer with job j's artifact (j->artifact set): the bytes, a range of them, or 304. */
-int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j);
-/* Location: a signed URL of j's result, valid for artifacts.urlLifetime. */
-void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j);
-/* GET /openapi.json (api_openapi.c). */
-int ad_api_openapi(struct ad_request *r);
-
-/* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
-int ad_api_webhook_create(struct ad_request *r);
-int ad_api_webhook_list(struct ad_request *r);
-int ad_api_webhook_get(struct ad_request *r);
-int ad_api_webhook_delete(struct ad_request *r);
-int ad_api_webhook_deliveries(struct ad_request *r);
-int ad_api_webhook_rotate(struct ad_request *r);
-int ad_api_webhook_enable(struct ad_request *r);
-int ad_api_redeliver(struct ad_request *r);
-/* 1 when url (may be NULL) cannot be a webhook destination: not an http(s) URL of at most 2048 characters, or
- * refused by the SSRF guard; the detail is written to why. */
-int ad_api_webhook_url_invalid(const char *url, char *why, size_t whylen);
-
-/* A job of tenant changed: wake the /changes long polls of that tenant (a hub listener). */
-void ad_api_changes_notify(const char *tenant);
-/* Take a parked lease request of tenant that waits for type, to hand it a job being submitted in the same
- * transaction (its lease length and worker name are written to *lease_ms and *worker). NULL when no
- * one waits. The claim must be settled with ad_api_leases_handoff_done. */
-void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_ms, const char **worker);
-/* Settle a claim: e is the published job leased to it, or NULL when the hand-off did not happen. */
-void ad_api_leases_handoff_done(void *claim, struct ad_entry *e);
-/* Serve parked lease requests of tenant for type (a hub listener). */
-void ad_api_leases_kick(const char *tenant, const char *type);
-
-/* Each parked lease request of tenant (NULL: of every tenant), for the dashboard: fn gets its tenant, types, worker
- * name (may be NULL) and how long it has waited. */
-void ad_api_leases_parked(const char *tenant,
-                          void (*fn)(void *arg, const char *tenant, char *const *types, size_t ntypes,
-                                     const char *worker, int64_t waited_ms),
-                          void *arg);
-
-/* The dashboard (api_stats.c, api_ui.c): GET /v1/stats (counts, rates and latencies of the caller's tenant, every
- * tenant's for an admin), GET /v1/leases (running jobs' leases and parked lease requests), and the files of /ui/. */
-void ad_api_stats_init(void);
-int ad_api_stats(struct ad_request *r);
-int ad_api_lease_list(struct ad_request *r);
-int ad_api_ui(struct ad_request *r);
-
-/* The Google AIP-151 operations view of jobs (api_operations.c). */
-int ad_api_op_get(struct ad_request *r);
-int ad_api_op_list(struct ad_request *r);
-int ad_api_op_cancel(struct ad_request *r);
-int ad_api_op_delete(struct ad_request *r);
-int ad_api_op_wait(struct ad_request *r);
-/* The answer to an accepted job of a route with style: operation: 200 with its Operation (ad_api_send_accepted). */
-int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
-
-/* Server-Sent Events, signed URLs and CORS (api_events.c). */
-#define AD_API_SIGNED 8 /* role bit of a request carrying a signed URL: read access to the one job it names */
-int ad_api_job_events(struct ad_request *r);
-int ad_api_events(struct ad_request *r);
-int ad_api_sign(struct ad_request *r);
-/* At start: the signing key and the SSE limits. 0, or -1 with err filled. */
-int ad_api_events_init(char *err, size_t errlen);
-/* A committed change, in seq order: append it (the job and its rendered body) to the matching /v1/events
- * streams (a hub listener: the hub calls it for every published change in seq order). */
-void ad_api_events_notify(const struct ad_job *j, const char *body, size_t len);
-/* server.c, at SIGTERM: close every stream with a retry hint. */
-void ad_api_events_shutdown(void);
-/* Authenticate a request by its signed URL (?exp=&sig=) for the job in its path. */
-ad_err ad_api_auth_signed(struct ad_request *r);
-/* CORS headers for a request with Origin; answers a preflight and returns 1, else 0. */
-int ad_api_cors(struct ad_request *r);
 
 #endif

@@ -12,7 +12,7 @@
  * single ranges and If-None-Match / If-Range; a redirect goes to a signed URL. Where the bytes live is the store's
  * (ad_store_ops.artifact_*): files next to SQLite's database, rows in PostgreSQL that every node reads.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "api/valet.h"
 #include "common/timer.h"
 #include "hub/reader.h"

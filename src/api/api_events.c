@@ -12,7 +12,7 @@
  * consumer that cannot keep up (sse.h). Its ids are job seqs, the cursor of /v1/jobs/changes: resuming
  * replays the change feed from that cursor, page by page as the client drains, then goes live.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "job/event.h"
 #include "http/sse.h"
 #include "api/valet.h"
@@ -74,12 +74,6 @@ void ad_api_events_shutdown(void)
     ad_sse_close_all(conf != NULL ? conf->retry_ms : 2000);
 }
 
-/* A job that expired or was tombstoned is gone for streams as for every read. */
-static int job_live(const struct ad_job *j)
-{
-    return !j->tombstoned && (j->expires_at == 0 || j->expires_at > ad_now_ms());
-}
-
 /* The live job named by the request, given what ad_api_lookup found, or NULL after answering 404 or 410. */
 static struct ad_entry *live_job(struct ad_request *r, ad_err err, struct ad_entry *e)
 {
@@ -87,7 +81,7 @@ static struct ad_entry *live_job(struct ad_request *r, ad_err err, struct ad_ent
         ad_api_fail(r, err);
         return NULL;
     }
-    if (e != NULL && job_live(e->job))
+    if (e != NULL && ad_api_job_live(e->job))
         return e;
     if (e != NULL && ad_now_ms() < e->job->expires_at + ad_hub.cfg->tombstone_ms) {
         ad_http_problemf(r->req, AD_E_GONE, "job %s expired", r->id);
@@ -379,7 +373,7 @@ static h2o_linklist_t feeds = {&feeds, &feeds};
 static int feed_match(const struct feed_stream *fs, const struct ad_job *j)
 {
     return strcmp(fs->tenant, j->tenant) == 0 && (fs->type == NULL || strcmp(fs->type, j->type) == 0) &&
-           (!fs->has_status || fs->status == j->status) && job_live(j);
+           (!fs->has_status || fs->status == j->status) && ad_api_job_live(j);
 }
 
 static ad_err feed_apply(struct ad_op *op, struct ad_conn *c)

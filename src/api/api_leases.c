@@ -5,7 +5,7 @@
  * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
  * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "core/core.h"
 #include "common/json.h"
 #include "common/timer.h"
@@ -385,11 +385,9 @@ int ad_api_lease(struct ad_request *r)
 
 /* ---- reports under a lease ---- */
 
-static void report_done(struct ad_op *op)
+void ad_api_report_answer(struct ad_request *r, struct ad_report_op *x, struct ad_entry *e)
 {
-    struct ad_report_op *x = (struct ad_report_op *)op;
-    struct ad_request *r = ad_api_write_take(x->ctx);
-    struct ad_entry *e = ad_op_published(op, 0); /* the job; the jobs next leased follow (core.h) */
+    struct ad_op *op = &x->op;
     if (op->err == AD_E_OK && x->next != NULL)
         ad_metrics_lease_granted(x->next->leased.n);
     struct ad_buf b; /* the answer to a heartbeat ({"job", "leaseExpiresAt", ...}) or a report with next */
@@ -439,6 +437,13 @@ static void report_done(struct ad_op *op)
         }
     }
     ad_buf_free(&b);
+}
+
+static void report_done(struct ad_op *op)
+{
+    struct ad_report_op *x = (struct ad_report_op *)op;
+    struct ad_request *r = ad_api_write_take(x->ctx);
+    ad_api_report_answer(r, x, ad_op_published(op, 0)); /* the job; the jobs next leased follow (core.h) */
     ad_op_free(op);
 }
 
@@ -551,6 +556,8 @@ static int report(struct ad_request *r, enum ad_job_event event)
     x->op.done = report_done;
     if (artifact)
         return ad_api_complete_artifact(r, x);
+    if (event == AD_EV_HEARTBEAT)
+        return ad_api_heartbeat_submit(r, x); /* coalesced per lease (api_heartbeats.c) */
     x->ctx = ad_api_write_begin(r);
     ad_writer_submit(&x->op);
     return 0;

@@ -5,7 +5,7 @@
  * the black-box suite's validator check, with nothing to install beside it. It never changes while the
  * process runs: its strong ETag is computed once, and a matching If-None-Match answers 304.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "common/embed.h"
 #include "job/job.h"
 

@@ -6,7 +6,7 @@
  * for it; every answer is rendered from the job the jobs API reads (cache or store), and writes are the jobs'
  * own cancel operation, so tenants, roles, signed URLs and long polls behave as they do for jobs.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "core/core.h"
 #include "common/json.h"
 #include "common/timer.h"
@@ -160,12 +160,8 @@ static void operation_etag(struct ad_entry *e, char *out)
 
 static int send_body(struct ad_request *r, int status, struct ad_buf *b)
 {
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
-    memcpy(body, b->data, b->len);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    int rc = ad_http_json(r, status, body, b->len);
-    ad_buf_free(b);
-    return rc;
+    return ad_api_send_buf(r, status, b);
 }
 
 /* Answer the operation of e, or 304 when If-None-Match names its ETag. */
@@ -203,18 +199,10 @@ int ad_api_op_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
     return send_body(r, 200, &b);
 }
 
-/* AD_E_OK while the job is live (not past its retention), as the jobs API decides (api_jobs.c). */
-static int job_live(const struct ad_job *j)
-{
-    if (j->expires_at == 0 && !j->tombstoned)
-        return 1;
-    return !j->tombstoned && ad_now_ms() < j->expires_at;
-}
-
 /* The live job named by the request, or NULL after answering 404 (an expired job is gone as an operation). */
 static struct ad_entry *live_op(struct ad_request *r, ad_err err, struct ad_entry *e)
 {
-    if (err == AD_E_OK && !job_live(e->job))
+    if (err == AD_E_OK && !ad_api_job_live(e->job))
         err = AD_E_NOT_FOUND;
     if (err == AD_E_NOT_FOUND) {
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no operation operations/%s", r->id);
@@ -337,7 +325,7 @@ static void list_send(struct ad_request *r, struct list_read *x)
     AD_BUF_LIT(&b, "{\"operations\":[");
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        if (!job_live(l->items[i]) || !filter_keeps(&x->f, l->items[i]))
+        if (!ad_api_job_live(l->items[i]) || !filter_keeps(&x->f, l->items[i]))
             continue;
         if (!first)
             AD_BUF_LIT(&b, ",");
@@ -346,9 +334,8 @@ static void list_send(struct ad_request *r, struct list_read *x)
     }
     AD_BUF_LIT(&b, "]");
     if (more && n > 0) {
-        char raw[32], tok[48];
-        int k = snprintf(raw, sizeof(raw), "o1:%lld", (long long)l->items[n - 1]->cseq);
-        ad_b64url_encode((uint8_t *)raw, (size_t)k, tok);
+        char tok[AD_API_PAGE_TOKEN_MAX];
+        ad_api_page_token("o1", l->items[n - 1]->cseq, tok);
         AD_JSON_KEY(&b, "nextPageToken");
         ad_json_str(&b, tok);
     }
@@ -384,14 +371,9 @@ int ad_api_op_list(struct ad_request *r)
     struct ad_list_query q = {
         .tenant = r->tenant, .limit = (int)size + 1, .has_status = f.has_status, .status = f.status};
     const char *token = ad_http_query(r, "pageToken");
-    if (token != NULL && token[0] != '\0') {
-        uint8_t raw[32];
-        long n = strlen(token) < 40 ? ad_b64url_decode(token, strlen(token), raw) : -1;
-        long long cseq;
-        if (n < 3 || memcmp(raw, "o1:", 3) != 0 || ad_parse_int((char *)raw + 3, n - 3, 1, INT64_MAX, &cseq) != 0)
-            return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "pageToken is not one this server issued", NULL);
-        q.before_cseq = cseq;
-    }
+    /* AIP-158: an empty token asks for the first page. */
+    if ((token == NULL || token[0] != '\0') && ad_api_page_token_read(r, "o1", &q.before_cseq) != 0)
+        return 0;
     struct list_read *x = ad_calloc(1, sizeof(*x));
     x->q = q;
     x->f = f;
@@ -457,51 +439,18 @@ int ad_api_op_delete(struct ad_request *r)
 
 /* ---- WaitOperation ---- */
 
-struct op_wait {
-    struct ad_waiter w;
-    struct ad_timer timer;
-    struct ad_pending *pend;
-    struct ad_request *r;
-};
-
-static void wait_free(struct op_wait *p)
+/* A wait ends once the operation is done. */
+static int wait_keep(struct ad_api_wait *w, const struct ad_entry *e)
 {
-    ad_cache_unwatch(&p->w);
-    ad_timer_cancel(&p->timer);
-    free(p);
+    return !ad_status_terminal(e->job->status);
 }
 
-static void wait_gone(struct ad_pending *pd)
+static void wait_finish(struct ad_api_wait *w, struct ad_request *r, struct ad_entry *e, int timed_out)
 {
-    struct op_wait *p = pd->owner;
-    ad_pending_take(pd);
-    wait_free(p);
-}
-
-static void wait_finish(struct op_wait *p, struct ad_entry *e)
-{
-    struct ad_request *r = p->r;
-    ad_pending_take(p->pend);
-    wait_free(p);
-    if (e == NULL) /* it left the cache meanwhile: read it back */
+    if (e == NULL) /* the timeout, or it left the cache meanwhile: read it back */
         ad_api_lookup(r, r->id, get_found, NULL);
     else
         send_operation(r, e);
-}
-
-static void wait_wake(struct ad_waiter *w, struct ad_entry *e)
-{
-    struct op_wait *p = H2O_STRUCT_FROM_MEMBER(struct op_wait, w, w);
-    if (e != NULL && !ad_status_terminal(e->job->status)) {
-        ad_cache_watch(e, &p->w);
-        return;
-    }
-    wait_finish(p, e);
-}
-
-static void wait_timeout(struct ad_timer *t)
-{
-    wait_finish(H2O_STRUCT_FROM_MEMBER(struct op_wait, timer, t), NULL);
 }
 
 /* A google.protobuf.Duration in JSON: seconds with up to 9 fractional digits and an "s" ("30s", "1.5s").
@@ -541,13 +490,10 @@ static int wait_found(struct ad_request *r, ad_err err, struct ad_entry *e, void
     int64_t ms = (int64_t)(intptr_t)arg;
     if (ms <= 0 || ad_status_terminal(e->job->status))
         return send_operation(r, e);
-    struct op_wait *p = ad_calloc(1, sizeof(*p));
-    p->r = r;
-    p->w.wake = wait_wake;
-    p->timer.cb = wait_timeout;
-    p->pend = ad_pending_new(r->req, p, wait_gone);
-    ad_cache_watch(e, &p->w);
-    ad_timer_arm(&p->timer, ad_mono_ms() + ms);
+    struct ad_api_wait *w = ad_calloc(1, sizeof(*w));
+    w->keep = wait_keep;
+    w->finish = wait_finish;
+    ad_api_wait_start(w, r, e, ms);
     return 0;
 }
 

@@ -6,7 +6,7 @@
  * its resource (a job of another route, or none, is not found). While the job is pending the path serves a
  * placeholder that points at the job; once it ended, its outcome as the resource's own representation.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "common/json.h"
 
 #include <string.h>

@@ -11,7 +11,7 @@
  * GET /v1/leases lists the running jobs (their worker, lease expiry and last heartbeat) and the lease requests
  * parked on this node. Both are the caller's tenant's, or every tenant's for an admin key.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "common/json.h"
 #include "common/util.h"
 

@@ -8,7 +8,7 @@
  * has a strong ETag, its content's hash, and is revalidated on every load (no-cache), so an upgraded daemon
  * never meets a browser holding the old script.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "common/embed.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * answered from its done() once durable. A secret leaves the daemon exactly twice: in the answer to the
  * create or rotate that made it. Nothing here logs a secret or a destination URL.
  */
-#include "api/api.h"
+#include "api/api_int.h"
 #include "webhook/webhook.h"
 #include "common/json.h"
 
@@ -137,20 +137,6 @@ static void render_delivery(struct ad_buf *b, const struct ad_delivery *d, const
     AD_BUF_LIT(b, "}}");
 }
 
-/* Send b as the JSON answer (copied into the request pool), or 500 when it was cut short, and free it. */
-static int send_buf(struct ad_request *r, int status, struct ad_buf *b)
-{
-    if (ad_json_end(b) != 0) {
-        ad_buf_free(b);
-        return ad_api_fail(r, AD_E_INTERNAL);
-    }
-    char *body = h2o_mem_alloc_pool(&r->req->pool, b->len);
-    memcpy(body, b->data, b->len);
-    int rc = ad_http_json(r, status, body, b->len);
-    ad_buf_free(b);
-    return rc;
-}
-
 /* Answer with one endpoint (and its new secret, which must not be cached anywhere). */
 static int send_hook(struct ad_request *r, int status, const struct ad_webhook *w, const char *secret)
 {
@@ -158,7 +144,7 @@ static int send_hook(struct ad_request *r, int status, const struct ad_webhook *
     ad_buf_init(&b, SIZE_MAX);
     render_hook(&b, w, secret);
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, secret != NULL ? "no-store" : "no-cache");
-    return send_buf(r, status, &b);
+    return ad_api_send_buf(r, status, &b);
 }
 
 /*
@@ -389,7 +375,7 @@ static void redeliver_done(struct ad_op *op)
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
         render_delivery(&b, x->delivery, x->hook != NULL ? hook_public_id(x->hook) : x->delivery->webhook_id);
-        send_buf(r, 202, &b);
+        ad_api_send_buf(r, 202, &b);
     }
     ad_op_free(op);
 }
@@ -422,7 +408,7 @@ static int send_hook_list(struct ad_request *r, const struct ad_webhook_list *l)
     }
     AD_BUF_LIT(&b, "]}");
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    return send_buf(r, 200, &b);
+    return ad_api_send_buf(r, 200, &b);
 }
 
 int ad_api_webhook_get(struct ad_request *r)
@@ -432,7 +418,8 @@ int ad_api_webhook_get(struct ad_request *r)
 
 int ad_api_webhook_deliveries(struct ad_request *r)
 {
-    long long limit = AD_DELIVERIES_DEFAULT, before = 0;
+    long long limit = AD_DELIVERIES_DEFAULT;
+    int64_t before = 0;
     const char *v = ad_http_query(r, "limit");
     if (v != NULL && ad_parse_int(v, strlen(v), 1, AD_DELIVERIES_MAX, &limit) != 0)
         return ad_http_problemf(r->req, AD_E_INVALID_REQUEST, "limit must be an integer from 1 to %d",
@@ -444,13 +431,8 @@ int ad_api_webhook_deliveries(struct ad_request *r)
             state = i;
     if (status != NULL && state < 0)
         return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "status must be pending, delivered or dead", NULL);
-    const char *token = ad_http_query(r, "pageToken");
-    if (token != NULL) {
-        uint8_t raw[32];
-        long n = strlen(token) < 40 ? ad_b64url_decode(token, strlen(token), raw) : -1;
-        if (n < 3 || memcmp(raw, "d1:", 3) != 0 || ad_parse_int((char *)raw + 3, n - 3, 1, INT64_MAX, &before) != 0)
-            return ad_http_problem(r->req, AD_E_INVALID_REQUEST, "pageToken is not one this server issued", NULL);
-    }
+    if (ad_api_page_token_read(r, "d1", &before) != 0)
+        return 0;
     return hook_read(r, HR_DELIVERIES, state, before, (int)limit);
 }
 
@@ -472,9 +454,8 @@ static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, str
     AD_BUF_LIT(&b, "]");
     AD_JSON_KEY(&b, "nextPageToken");
     if (more && l.n > 0) {
-        char raw[32], tok[48];
-        int n = snprintf(raw, sizeof(raw), "d1:%lld", (long long)l.items[l.n - 1]->seq);
-        ad_b64url_encode((uint8_t *)raw, (size_t)n, tok);
+        char tok[AD_API_PAGE_TOKEN_MAX];
+        ad_api_page_token("d1", l.items[l.n - 1]->seq, tok);
         ad_json_str(&b, tok);
     } else {
         ad_json_null(&b);
@@ -482,5 +463,5 @@ static int send_deliveries(struct ad_request *r, const struct ad_webhook *w, str
     AD_BUF_LIT(&b, "}");
     *lp = l;
     ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    return send_buf(r, 200, &b);
+    return ad_api_send_buf(r, 200, &b);
 }

@@ -51,6 +51,16 @@ describe('UTF-8 in answers', () => {
         assert.equal(p.instance, '/v1/jobs?status=%ff', res.text);
     });
 
+    it('/v1/events?status=%ff: 400 with a problem before any stream starts', async () => {
+        const { keys } = tenant(d);
+        for (const target of ['/v1/events?status=%ff', '/v1/events?status=%FF&type=report.export']) {
+            const res = await rawGet(d, keys.c, target);
+            assert.match(res.headers['content-type'] ?? '', /^application\/problem\+json/, res.text);
+            const p = assertProblem(res, 400, 'invalid-request', { instance: target });
+            assert.equal(p.detail, 'unknown status \uFFFD', res.text);
+        }
+    });
+
     it('raw bytes 0xff 0xfe in the path: a 404 whose instance is percent-encoded', async () => {
         const { keys } = tenant(d);
         const res = await rawGet(d, keys.c, '/v1/jobs/\xff\xfe');
