@@ -218,27 +218,27 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                       " WHERE ($1::text IS NULL OR tenant = $1) AND tombstoned = 0"
                       " GROUP BY type, status ORDER BY type, status LIMIT $2",
     [ST_EVENTS_AFTER] = "SELECT seq, kind, data FROM job_events WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-    [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" PG_WEBHOOK_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" AD_WEBHOOK_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
                        " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
                        " secret = excluded.secret, prev_secret = excluded.prev_secret,"
                        " prev_until = excluded.prev_until, disabled_at = excluded.disabled_at,"
                        " disabled_reason = excluded.disabled_reason",
-    [ST_WEBHOOK_GET] = "SELECT " PG_WEBHOOK_COLS " FROM webhooks WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
-    [ST_WEBHOOK_CALLBACK] = "SELECT " PG_WEBHOOK_COLS " FROM webhooks WHERE tenant = $1 AND url IS NULL",
-    [ST_WEBHOOK_LIST] = "SELECT " PG_WEBHOOK_COLS " FROM webhooks WHERE tenant = $1 AND url IS NOT NULL"
+    [ST_WEBHOOK_GET] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+    [ST_WEBHOOK_CALLBACK] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE tenant = $1 AND url IS NULL",
+    [ST_WEBHOOK_LIST] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE tenant = $1 AND url IS NOT NULL"
                         " AND ($2::int = 0 OR disabled_at IS NULL) ORDER BY created_at, ord",
     [ST_WEBHOOK_DELETE] = "DELETE FROM webhooks WHERE id = $1 AND tenant = $2 AND url IS NOT NULL",
-    [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (seq, " PG_DELIVERY_COLS ")"
+    [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (seq, " AD_DELIVERY_COLS ")"
                            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
     [ST_DELIVERY_UPDATE] = "UPDATE deliveries SET state = $2, attempts = $3, next_at = $4, last_at = $5,"
                            " last_status = $6, last_error = $7 WHERE seq = $1",
-    [ST_DELIVERY_GET] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE id = $1 AND tenant = $2",
-    [ST_DELIVERY_GET_SEQ] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE seq = $1",
+    [ST_DELIVERY_GET] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE id = $1 AND tenant = $2",
+    [ST_DELIVERY_GET_SEQ] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE seq = $1",
     [ST_DELIVERY_DUE] = "SELECT seq, next_at, webhook_id FROM deliveries WHERE state = 0"
                         " AND webhook_id <> ALL ($2::text[]) ORDER BY next_at, seq LIMIT $1",
-    [ST_DELIVERY_LIST] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1 AND seq < $2"
+    [ST_DELIVERY_LIST] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1 AND seq < $2"
                          " ORDER BY seq DESC LIMIT $3",
-    [ST_DELIVERY_LIST_STATE] = "SELECT seq, " PG_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1"
+    [ST_DELIVERY_LIST_STATE] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE webhook_id = $1"
                                " AND state = $4 AND seq < $2 ORDER BY seq DESC LIMIT $3",
     [ST_DELIVERY_ABANDON] = "UPDATE deliveries SET state = 2, next_at = NULL, last_error = $2"
                             " WHERE webhook_id = $1 AND state = 0",

@@ -213,14 +213,7 @@ ad_err ad_pg_delivery_get(struct ad_conn *c, const char *tenant, const char *id,
     }
     struct ad_delivery_list l;
     ad_err e = fetch_deliveries(c, id != NULL ? ST_DELIVERY_GET : ST_DELIVERY_GET_SEQ, &p, &l, "get delivery");
-    if (e == AD_E_OK && l.n == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        *out = l.items[0];
-        l.items[0] = NULL;
-    }
-    ad_delivery_list_free(&l);
-    return e;
+    return ad_delivery_list_one(&l, e, out);
 }
 
 ad_err ad_pg_delivery_due(struct ad_conn *c, const char *const *exclude, size_t nexclude, int limit, struct ad_due *out,

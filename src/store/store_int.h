@@ -49,6 +49,23 @@
     XX(tombstoned, INT, 29, 1)                                                                                         \
     XX(artifact, TEXT, 30, 0)
 
+/* The columns of the webhooks and deliveries tables in the order every backend selects them and reads them back
+ * (deliveries with seq before them). */
+#define AD_WEBHOOK_COLS                                                                                                \
+    "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
+#define AD_DELIVERY_COLS                                                                                               \
+    "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
+    " last_at, last_status, last_error"
+
+/* Whether job a goes to a worker before job b: higher priority first, then lower cseq (the order of submits). */
+int ad_lease_before(const struct ad_job *a, const struct ad_job *b);
+
+/* The one row a lookup by key read into l: on AD_E_OK *out takes its first item (the caller frees it), and an empty
+ * l is AD_E_NOT_FOUND; any other e is returned as it is, *out NULL. l is freed either way. */
+ad_err ad_job_list_one(struct ad_job_list *l, ad_err e, struct ad_job **out);
+ad_err ad_webhook_list_one(struct ad_webhook_list *l, ad_err e, struct ad_webhook **out);
+ad_err ad_delivery_list_one(struct ad_delivery_list *l, ad_err e, struct ad_delivery **out);
+
 /*
  * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the
  * tenant's endpoints on every change of a job. A backend keeps one per connection, asks it only while its

@@ -350,12 +350,6 @@ ad_err ad_pg_begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
     return e != AD_E_OK ? ad_pg_auto_end(c, *own, e) : AD_E_OK;
 }
 
-/* Whether a ranks before b in lease order: higher priority first, then lower cseq. */
-static int lease_before(const struct ad_job *a, const struct ad_job *b)
-{
-    return a->priority != b->priority ? a->priority > b->priority : a->cseq < b->cseq;
-}
-
 /*
  * Keep the pool exact after job was written: its old row leaves the pool, and if it is now a queued job the
  * pool's lease query would find, it goes in at its place, unless it ranks after the pool's last job and the
@@ -382,7 +376,7 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job)
     if (t == pl->ntypes)
         return;
     size_t at = pl->n;
-    while (at > 0 && lease_before(job, pl->rows[at - 1]))
+    while (at > 0 && ad_lease_before(job, pl->rows[at - 1]))
         at--;
     if (at == pl->n && !pl->exhaustive)
         return;
@@ -549,14 +543,7 @@ static ad_err pg_job_get(struct ad_conn *c, const char *tenant, const char *id, 
     ad_pg_param_TEXT(&p, tenant);
     struct ad_job_list l;
     ad_err e = fetch_jobs(c, ST_GET, &p, &l, "get job");
-    if (e == AD_E_OK && l.n == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        *out = l.items[0];
-        l.n = 0;
-    }
-    ad_job_list_free(&l);
-    return e;
+    return ad_job_list_one(&l, e, out);
 }
 
 static ad_err pg_job_list(struct ad_conn *c, const struct ad_list_query *q, struct ad_job_list *out)

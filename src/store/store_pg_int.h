@@ -63,12 +63,6 @@ _Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
 #define PG_LIST_F_UPDATED " AND updated_at > $5"
 #define PG_LIST_TAIL " ORDER BY cseq DESC LIMIT $6"
 
-#define PG_WEBHOOK_COLS                                                                                                \
-    "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
-#define PG_DELIVERY_COLS                                                                                               \
-    "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
-    " last_at, last_status, last_error"
-
 enum pg_stmt {
     ST_BEGIN,
     ST_COMMIT,
