@@ -53,11 +53,9 @@ static ad_err art_exec(struct ad_conn *c, const char *sql, int n, const char *co
             PQclear(r);
         return AD_E_OK;
     }
-    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    int full = state != NULL && strcmp(state, "53100") == 0; /* disk_full */
     ad_err e = r != NULL ? ad_pg_fail_result(c, r, what) : ad_pg_fail_conn(c, what);
     PQclear(r);
-    return full ? AD_E_STORAGE_FULL : e;
+    return e;
 }
 
 static void art_rollback(struct ad_conn *c)

@@ -18,8 +18,9 @@
 /* ---- errors ---- */
 
 /*
- * Losing the server, the server shutting down or running out of resources, and a serialization failure or
- * deadlock are transient: 503, try again. Anything else is a bug in a statement or in this file.
+ * Losing the server, the server shutting down, and a serialization failure or deadlock are transient: 503, try
+ * again. So is running out of resources, which has its own code (below). Anything else is a bug in a statement or
+ * in this file.
  */
 static int sqlstate_lost(const char *state)
 {
@@ -33,8 +34,12 @@ static ad_err map_sqlstate(PGconn *pg, const char *state)
         return AD_E_UNAVAILABLE;
     if (state == NULL)
         return AD_E_INTERNAL;
-    if (sqlstate_lost(state) || strncmp(state, "53", 2) == 0 || strcmp(state, "40001") == 0 ||
-        strcmp(state, "40P01") == 0)
+    /* Class 53, insufficient resources (53100 disk_full, 53200 out_of_memory, 53400 configuration_limit_exceeded):
+     * the server cannot take writes for want of room, as SQLite's SQLITE_FULL, and the writer keeps /readyz at 503
+     * until its probe (ops->reclaim) writes again. */
+    if (strncmp(state, "53", 2) == 0)
+        return AD_E_STORAGE_FULL;
+    if (sqlstate_lost(state) || strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
         return AD_E_UNAVAILABLE;
     return AD_E_INTERNAL;
 }
@@ -57,7 +62,8 @@ ad_err ad_pg_fail_result(struct ad_conn *c, const PGresult *r, const char *what)
 {
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-    ad_pg_log_failure(what, msg != NULL ? msg : PQerrorMessage(c->pg), state);
+    if (!c->quiet)
+        ad_pg_log_failure(what, msg != NULL ? msg : PQerrorMessage(c->pg), state);
     /* The server is closing this connection: the rest of its results would only say so again. */
     if (PQstatus(c->pg) != CONNECTION_OK || (state != NULL && sqlstate_lost(state)))
         c->broken = 1;
@@ -67,7 +73,8 @@ ad_err ad_pg_fail_result(struct ad_conn *c, const PGresult *r, const char *what)
 /* libpq could not send or receive: the connection is gone or unusable. */
 ad_err ad_pg_fail_conn(struct ad_conn *c, const char *what)
 {
-    ad_pg_log_failure(what, PQerrorMessage(c->pg), NULL);
+    if (!c->quiet)
+        ad_pg_log_failure(what, PQerrorMessage(c->pg), NULL);
     c->broken = 1;
     return AD_E_UNAVAILABLE;
 }

@@ -159,6 +159,8 @@ static const char *const migrations[] = {
      " AND table_name IN ('jobs', 'idempotency', 'attempts', 'job_events', 'webhooks', 'deliveries',"
      " 'artifact_uploads', 'artifact_chunks') GROUP BY table_name ORDER BY table_name"
      " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"),
+    /* 9: the table of the space probe (store_pg.c, pg_reclaim), in the tablespace of the other tables. */
+    "CREATE TABLE acceptd_space (n int);",
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -176,6 +178,9 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_COUNTER_LOCK] = "SELECT seq FROM acceptd_counter WHERE id = 1",
     [ST_COUNTER_SET] = "UPDATE acceptd_counter SET seq = $1 WHERE id = 1",
     [ST_NOTIFY] = "SELECT pg_notify('" PG_CHANNEL "', $1)",
+    /* The space probe (pg_reclaim): a new, empty file for the table, then a row, which extends it by a page. */
+    [ST_SPACE_CLEAR] = "TRUNCATE acceptd_space",
+    [ST_SPACE_PROBE] = "INSERT INTO acceptd_space (n) VALUES (1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
     [ST_UPDATE] =
         "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $32 WHERE id = $1",

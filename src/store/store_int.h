@@ -2,7 +2,7 @@
  * store_int.h - what the store backends share among themselves and with store.c, and nothing above them uses:
  * the columns of the jobs table, the per-transaction webhook lookups, a due entry's endpoint id and the
  * backends' constructors. The contract for the layers above is store.h (as curl keeps vtls.h and vtls_int.h).
- * Included by store.c, store_sqlite.c, store_pg.c and their unit tests only.
+ * Included by store.c, the backends' own headers (store_sqlite_int.h, store_pg_int.h) and their unit tests only.
  */
 #ifndef AD_STORE_INT_H
 #define AD_STORE_INT_H

@@ -281,6 +281,30 @@ static void pg_rollback_to(struct ad_conn *c)
     ad_hook_cache_drop(&c->hooks);
 }
 
+/*
+ * Out of space (AD_E_STORAGE_FULL, SQLSTATE class 53): the server's room is its own, so there is nothing to give
+ * back, and there is room again once a write that needs a new page goes through. A row in a page the table already
+ * has would fit in the room the failed batches left behind and say yes too soon: the probe gives acceptd_space a
+ * new, empty file (TRUNCATE) and writes a row, which extends it by a page, in the tablespace where the other tables
+ * grow. Under the write lock like any write; its failures are not logged: the writer tries again and again while
+ * the server is full.
+ */
+static ad_err pg_reclaim(struct ad_conn *c)
+{
+    c->quiet = 1;
+    int own;
+    ad_err e = ad_pg_auto_begin(c, &own);
+    if (e == AD_E_OK) {
+        struct pg_params p = {0};
+        e = ad_pg_send_write(c, ST_SPACE_CLEAR, &p, CHECK_NONE, "probe for space");
+        if (e == AD_E_OK)
+            e = ad_pg_send_write(c, ST_SPACE_PROBE, &p, CHECK_NONE, "probe for space");
+        e = ad_pg_auto_end(c, own, e);
+    }
+    c->quiet = 0;
+    return e;
+}
+
 /* A write outside begin/commit is a transaction of its own (as SQLite's autocommit): it takes the write
  * lock and hands out seqs like any batch. *own tells ad_pg_auto_end whether to end it. */
 ad_err ad_pg_auto_begin(struct ad_conn *c, int *own)
@@ -931,6 +955,7 @@ static const struct ad_store_ops pg_ops = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
+    .reclaim = pg_reclaim,
     .changes = pg_changes,
     .savepoint = pg_savepoint,
     .release = pg_release,

@@ -74,6 +74,8 @@ enum pg_stmt {
     ST_COUNTER_LOCK,
     ST_COUNTER_SET,
     ST_NOTIFY,
+    ST_SPACE_CLEAR,
+    ST_SPACE_PROBE,
     ST_INSERT,
     ST_UPDATE,
     ST_GET,
@@ -169,6 +171,7 @@ struct ad_conn {
     unsigned char prepared[ST__COUNT]; /* 0 not, 1 sent (result pending), 2 known to exist */
     int broken;                        /* the pipeline lost track of its results: reset before the next use */
     int down;                          /* reconnecting failed; logged once per outage */
+    int quiet;                         /* failures are not logged nor counted (the space probe, pg_reclaim) */
     struct pg_pending *pend;           /* results still to collect, oldest at pend[head] */
     size_t head, npend, pend_cap;
     int in_tx;         /* between begin and commit/rollback */
