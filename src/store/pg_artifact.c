@@ -1,7 +1,13 @@
 /*
- * pg_artifact.c - result artifacts in the PostgreSQL store (store.h, artifact_*), as rows every node reads. It
- * shares the store's connections but not their pipeline (below). What is checked of a part (offsets, digests,
- * sizes) is store/artifact.c's, shared with SQLite's files.
+ * pg_artifact.c - result artifacts in the PostgreSQL store (store.h, artifact_*), as rows every node reads.
+ *
+ * artifact_uploads has a row per upload (its size, the state that resumes it, and once finished its view);
+ * artifact_chunks a row per part, keyed by its offset, stored uncompressed (STORAGE EXTERNAL) so that a read of a
+ * range fetches only the pages it covers. A part is committed with its state in one transaction: what a client was
+ * told is received is durable. These statements share the store's connections but leave the pipeline for their run
+ * (art_begin): they carry megabytes as binary parameters and results, one at a time, on a connection that has
+ * nothing else in flight. What is checked of a part (offsets, digests, sizes) is store/artifact.c's, shared with
+ * SQLite's files.
  */
 #include "store/store_pg_int.h"
 #include "store/artifact.h"
@@ -9,16 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/*
- * ---- result artifacts: rows every node reads (store.h, artifact_*) ----
- *
- * artifact_uploads has a row per upload (its size, the state that resumes it, and once finished its view);
- * artifact_chunks a row per part, keyed by its offset, stored uncompressed (STORAGE EXTERNAL) so that a read of a
- * range fetches only the pages it covers. A part is committed with its state in one transaction: what a client was
- * told is received is durable. These statements leave the pipeline for their run (art_begin): they carry megabytes
- * as binary parameters and results, one at a time, on a connection that has nothing else in flight.
- */
 
 /* Leave pipeline mode for a run of artifact statements. AD_E_OK, or AD_E_UNAVAILABLE when the connection is down. */
 static ad_err art_begin(struct ad_conn *c)

@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the feed ---- */
-
 struct ad_feed {
     struct pg_store *s;
     PGconn *pg;
