@@ -27,16 +27,9 @@ void ad_pg_snapshot_end(struct ad_conn *c)
 static struct ad_webhook *read_webhook(const PGresult *r, int row)
 {
     struct ad_webhook *w = ad_calloc(1, sizeof(*w));
-    w->id = ad_pg_col_TEXT(r, row, 0);
-    w->tenant = ad_pg_col_TEXT(r, row, 1);
-    w->url = ad_pg_col_TEXT(r, row, 2);
-    w->events = (unsigned)ad_pg_col_INT64(r, row, 3);
-    w->secret = ad_pg_col_TEXT(r, row, 4);
-    w->prev_secret = ad_pg_col_TEXT(r, row, 5);
-    w->prev_until = ad_pg_col_TIME(r, row, 6);
-    w->created_at = ad_pg_col_TIME(r, row, 7);
-    w->disabled_at = ad_pg_col_TIME(r, row, 8);
-    w->disabled_reason = ad_pg_col_TEXT(r, row, 9);
+#define PG_READ(name, kind, n) w->name = ad_pg_col_##kind(r, row, n);
+    AD_WEBHOOK_COLUMNS(PG_READ)
+#undef PG_READ
     return w;
 }
 
@@ -122,21 +115,9 @@ static struct ad_delivery *read_delivery(const PGresult *r, int row)
 {
     struct ad_delivery *d = ad_calloc(1, sizeof(*d));
     d->seq = ad_pg_col_INT64(r, row, 0);
-    d->id = ad_pg_col_TEXT(r, row, 1);
-    d->tenant = ad_pg_col_TEXT(r, row, 2);
-    d->webhook_id = ad_pg_col_TEXT(r, row, 3);
-    d->url = ad_pg_col_TEXT(r, row, 4);
-    d->event_id = ad_pg_col_TEXT(r, row, 5);
-    d->event_type = ad_pg_col_TEXT(r, row, 6);
-    d->job_id = ad_pg_col_TEXT(r, row, 7);
-    d->body = ad_pg_col_TEXT(r, row, 8);
-    d->created_at = ad_pg_col_TIME(r, row, 9);
-    d->state = (enum ad_delivery_state)ad_pg_col_INT(r, row, 10);
-    d->attempts = ad_pg_col_INT(r, row, 11);
-    d->next_at = ad_pg_col_TIME(r, row, 12);
-    d->last_at = ad_pg_col_TIME(r, row, 13);
-    d->last_status = ad_pg_col_INT(r, row, 14);
-    d->last_error = ad_pg_col_TEXT(r, row, 15);
+#define PG_READ(name, kind, n) d->name = ad_pg_col_##kind(r, row, n);
+    AD_DELIVERY_COLUMNS(PG_READ)
+#undef PG_READ
     return d;
 }
 

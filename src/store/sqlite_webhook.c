@@ -25,16 +25,9 @@ void ad_sq_snapshot_end(struct ad_conn *c)
 static struct ad_webhook *read_webhook(sqlite3_stmt *st)
 {
     struct ad_webhook *w = ad_calloc(1, sizeof(*w));
-    w->id = ad_sq_read_TEXT(st, 0);
-    w->tenant = ad_sq_read_TEXT(st, 1);
-    w->url = ad_sq_read_TEXT(st, 2);
-    w->events = (unsigned)sqlite3_column_int64(st, 3);
-    w->secret = ad_sq_read_TEXT(st, 4);
-    w->prev_secret = ad_sq_read_TEXT(st, 5);
-    w->prev_until = ad_sq_read_TIME(st, 6);
-    w->created_at = ad_sq_read_TIME(st, 7);
-    w->disabled_at = ad_sq_read_TIME(st, 8);
-    w->disabled_reason = ad_sq_read_TEXT(st, 9);
+#define SQ_READ(name, kind, n) w->name = ad_sq_read_##kind(st, n);
+    AD_WEBHOOK_COLUMNS(SQ_READ)
+#undef SQ_READ
     return w;
 }
 
@@ -122,21 +115,9 @@ static struct ad_delivery *read_delivery(sqlite3_stmt *st)
 {
     struct ad_delivery *d = ad_calloc(1, sizeof(*d));
     d->seq = sqlite3_column_int64(st, 0);
-    d->id = ad_sq_read_TEXT(st, 1);
-    d->tenant = ad_sq_read_TEXT(st, 2);
-    d->webhook_id = ad_sq_read_TEXT(st, 3);
-    d->url = ad_sq_read_TEXT(st, 4);
-    d->event_id = ad_sq_read_TEXT(st, 5);
-    d->event_type = ad_sq_read_TEXT(st, 6);
-    d->job_id = ad_sq_read_TEXT(st, 7);
-    d->body = ad_sq_read_TEXT(st, 8);
-    d->created_at = ad_sq_read_TIME(st, 9);
-    d->state = (enum ad_delivery_state)sqlite3_column_int(st, 10);
-    d->attempts = sqlite3_column_int(st, 11);
-    d->next_at = ad_sq_read_TIME(st, 12);
-    d->last_at = ad_sq_read_TIME(st, 13);
-    d->last_status = sqlite3_column_int(st, 14);
-    d->last_error = ad_sq_read_TEXT(st, 15);
+#define SQ_READ(name, kind, n) d->name = ad_sq_read_##kind(st, n);
+    AD_DELIVERY_COLUMNS(SQ_READ)
+#undef SQ_READ
     return d;
 }
 

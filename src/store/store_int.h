@@ -49,8 +49,39 @@
     XX(tombstoned, INT, 29, 1)                                                                                         \
     XX(artifact, TEXT, 30, 0)
 
-/* The columns of the webhooks and deliveries tables in the order every backend selects them and reads them back
- * (deliveries with seq before them). */
+/*
+ * The columns of the webhooks and deliveries tables in the order every backend selects them (deliveries with seq
+ * before them), as text for the statements and as lists XX(name, kind, n) of the struct's fields, n being the
+ * column's place in a row (kinds as in AD_JOB_COLUMNS, and INT64), from which each backend generates its row
+ * readers. The text and the lists must name the same columns in the same order.
+ */
+#define AD_WEBHOOK_COLUMNS(XX)                                                                                         \
+    XX(id, TEXT, 0)                                                                                                    \
+    XX(tenant, TEXT, 1)                                                                                                \
+    XX(url, TEXT, 2)                                                                                                   \
+    XX(events, INT64, 3)                                                                                               \
+    XX(secret, TEXT, 4)                                                                                                \
+    XX(prev_secret, TEXT, 5)                                                                                           \
+    XX(prev_until, TIME, 6)                                                                                            \
+    XX(created_at, TIME, 7)                                                                                            \
+    XX(disabled_at, TIME, 8)                                                                                           \
+    XX(disabled_reason, TEXT, 9)
+#define AD_DELIVERY_COLUMNS(XX)                                                                                        \
+    XX(id, TEXT, 1)                                                                                                    \
+    XX(tenant, TEXT, 2)                                                                                                \
+    XX(webhook_id, TEXT, 3)                                                                                            \
+    XX(url, TEXT, 4)                                                                                                   \
+    XX(event_id, TEXT, 5)                                                                                              \
+    XX(event_type, TEXT, 6)                                                                                            \
+    XX(job_id, TEXT, 7)                                                                                                \
+    XX(body, TEXT, 8)                                                                                                  \
+    XX(created_at, TIME, 9)                                                                                            \
+    XX(state, INT, 10)                                                                                                 \
+    XX(attempts, INT, 11)                                                                                              \
+    XX(next_at, TIME, 12)                                                                                              \
+    XX(last_at, TIME, 13)                                                                                              \
+    XX(last_status, INT, 14)                                                                                           \
+    XX(last_error, TEXT, 15)
 #define AD_WEBHOOK_COLS                                                                                                \
     "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
 #define AD_DELIVERY_COLS                                                                                               \

@@ -82,6 +82,11 @@ int64_t ad_sq_read_TIME(sqlite3_stmt *st, int i)
     return sqlite3_column_int64(st, i);
 }
 
+int64_t ad_sq_read_INT64(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_int64(st, i);
+}
+
 /* A new job from the current row of a SQ_SELECT_JOB statement; the caller frees. */
 static struct ad_job *read_job(sqlite3_stmt *st)
 {

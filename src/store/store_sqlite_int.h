@@ -186,6 +186,7 @@ char *ad_sq_read_TEXT(sqlite3_stmt *st, int i);
 int ad_sq_read_INT(sqlite3_stmt *st, int i);
 int ad_sq_read_PROG(sqlite3_stmt *st, int i);
 int64_t ad_sq_read_TIME(sqlite3_stmt *st, int i);
+int64_t ad_sq_read_INT64(sqlite3_stmt *st, int i);
 /* Step a bound select to the end into a growing array (*items, *n), read filling an element; resets st. */
 ad_err ad_sq_fetch_rows(struct ad_conn *c, sqlite3_stmt *st, void *items, size_t *n, size_t elem,
                         void (*read)(sqlite3_stmt *st, void *slot), const char *what);
