@@ -92,6 +92,42 @@ void ad_event_list_free(struct ad_event_list *l)
     l->n = 0;
 }
 
+int ad_lease_before(const struct ad_job *a, const struct ad_job *b)
+{
+    return a->priority != b->priority ? a->priority > b->priority : a->cseq < b->cseq;
+}
+
+/* The body of each ad_*_list_one: the same steps over a list of another type, freed by F. */
+#define AD_LIST_ONE(l, e, out, F)                                                                                      \
+    do {                                                                                                               \
+        *(out) = NULL;                                                                                                 \
+        if ((e) == AD_E_OK && (l)->n == 0)                                                                             \
+            (e) = AD_E_NOT_FOUND;                                                                                      \
+        if ((e) == AD_E_OK) {                                                                                          \
+            *(out) = (l)->items[0];                                                                                    \
+            (l)->items[0] = NULL;                                                                                      \
+        }                                                                                                              \
+        F(l);                                                                                                          \
+    } while (0)
+
+ad_err ad_job_list_one(struct ad_job_list *l, ad_err e, struct ad_job **out)
+{
+    AD_LIST_ONE(l, e, out, ad_job_list_free);
+    return e;
+}
+
+ad_err ad_webhook_list_one(struct ad_webhook_list *l, ad_err e, struct ad_webhook **out)
+{
+    AD_LIST_ONE(l, e, out, ad_webhook_list_free);
+    return e;
+}
+
+ad_err ad_delivery_list_one(struct ad_delivery_list *l, ad_err e, struct ad_delivery **out)
+{
+    AD_LIST_ONE(l, e, out, ad_delivery_list_free);
+    return e;
+}
+
 void ad_webhook_free(struct ad_webhook *w)
 {
     if (w == NULL)
@@ -234,12 +270,5 @@ ad_err ad_hooks_get(struct ad_hook_cache *cache, int in_tx, struct ad_conn *c, a
     *out = NULL;
     struct ad_webhook_list l;
     ad_err e = hooks_lookup(cache, in_tx, c, fetch, id != NULL ? AD_HOOKS_BY_ID : AD_HOOKS_CALLBACK, tenant, id, &l);
-    if (e == AD_E_OK && l.n == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        *out = l.items[0];
-        l.items[0] = NULL;
-    }
-    ad_webhook_list_free(&l);
-    return e;
+    return ad_webhook_list_one(&l, e, out);
 }

@@ -2,7 +2,7 @@
  * store_int.h - what the store backends share among themselves and with store.c, and nothing above them uses:
  * the columns of the jobs table, the per-transaction webhook lookups, a due entry's endpoint id and the
  * backends' constructors. The contract for the layers above is store.h (as curl keeps vtls.h and vtls_int.h).
- * Included by store.c, store_sqlite.c, store_pg.c and their unit tests only.
+ * Included by store.c, the backends' own headers (store_sqlite_int.h, store_pg_int.h) and their unit tests only.
  */
 #ifndef AD_STORE_INT_H
 #define AD_STORE_INT_H
@@ -48,6 +48,54 @@
     XX(worker, TEXT, 28, 0)                                                                                            \
     XX(tombstoned, INT, 29, 1)                                                                                         \
     XX(artifact, TEXT, 30, 0)
+
+/*
+ * The columns of the webhooks and deliveries tables in the order every backend selects them (deliveries with seq
+ * before them), as text for the statements and as lists XX(name, kind, n) of the struct's fields, n being the
+ * column's place in a row (kinds as in AD_JOB_COLUMNS, and INT64), from which each backend generates its row
+ * readers. The text and the lists must name the same columns in the same order.
+ */
+#define AD_WEBHOOK_COLUMNS(XX)                                                                                         \
+    XX(id, TEXT, 0)                                                                                                    \
+    XX(tenant, TEXT, 1)                                                                                                \
+    XX(url, TEXT, 2)                                                                                                   \
+    XX(events, INT64, 3)                                                                                               \
+    XX(secret, TEXT, 4)                                                                                                \
+    XX(prev_secret, TEXT, 5)                                                                                           \
+    XX(prev_until, TIME, 6)                                                                                            \
+    XX(created_at, TIME, 7)                                                                                            \
+    XX(disabled_at, TIME, 8)                                                                                           \
+    XX(disabled_reason, TEXT, 9)
+#define AD_DELIVERY_COLUMNS(XX)                                                                                        \
+    XX(id, TEXT, 1)                                                                                                    \
+    XX(tenant, TEXT, 2)                                                                                                \
+    XX(webhook_id, TEXT, 3)                                                                                            \
+    XX(url, TEXT, 4)                                                                                                   \
+    XX(event_id, TEXT, 5)                                                                                              \
+    XX(event_type, TEXT, 6)                                                                                            \
+    XX(job_id, TEXT, 7)                                                                                                \
+    XX(body, TEXT, 8)                                                                                                  \
+    XX(created_at, TIME, 9)                                                                                            \
+    XX(state, INT, 10)                                                                                                 \
+    XX(attempts, INT, 11)                                                                                              \
+    XX(next_at, TIME, 12)                                                                                              \
+    XX(last_at, TIME, 13)                                                                                              \
+    XX(last_status, INT, 14)                                                                                           \
+    XX(last_error, TEXT, 15)
+#define AD_WEBHOOK_COLS                                                                                                \
+    "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
+#define AD_DELIVERY_COLS                                                                                               \
+    "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
+    " last_at, last_status, last_error"
+
+/* Whether job a goes to a worker before job b: higher priority first, then lower cseq (the order of submits). */
+int ad_lease_before(const struct ad_job *a, const struct ad_job *b);
+
+/* The one row a lookup by key read into l: on AD_E_OK *out takes its first item (the caller frees it), and an empty
+ * l is AD_E_NOT_FOUND; any other e is returned as it is, *out NULL. l is freed either way. */
+ad_err ad_job_list_one(struct ad_job_list *l, ad_err e, struct ad_job **out);
+ad_err ad_webhook_list_one(struct ad_webhook_list *l, ad_err e, struct ad_webhook **out);
+ad_err ad_delivery_list_one(struct ad_delivery_list *l, ad_err e, struct ad_delivery **out);
 
 /*
  * The webhook lookups of one write transaction, remembered for the rest of it: the outbox asks for the

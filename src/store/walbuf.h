@@ -7,7 +7,7 @@
  * truncates, asks for its size or closes it, or when the next write does not continue them. Every other file
  * goes straight to the default VFS.
  *
- * It relies on synchronous=FULL (which store_sqlite.c always sets): SQLite then syncs the WAL before it
+ * It relies on synchronous=FULL (which sqlite_conn.c always sets): SQLite then syncs the WAL before it
  * publishes a commit in the wal-index, so no other connection can look for frames still held here.
  */
 #ifndef AD_WALBUF_H

@@ -244,18 +244,19 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "8:8");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "9:9");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
     /* The schema is the whole one: every table the store uses. */
-    assert_string_equal(raw_exec(pg,
-                                 "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables"
-                                 " WHERE schemaname = current_schema()",
-                                 buf, sizeof(buf)),
-                        "acceptd_counter,acceptd_schema,artifact_chunks,artifact_uploads,attempts,deliveries,"
-                        "idempotency,job_events,jobs,"
-                        "webhooks");
+    assert_string_equal(
+        raw_exec(pg,
+                 "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables"
+                 " WHERE schemaname = current_schema()",
+                 buf, sizeof(buf)),
+        "acceptd_counter,acceptd_schema,acceptd_space,artifact_chunks,artifact_uploads,attempts,deliveries,"
+        "idempotency,job_events,jobs,"
+        "webhooks");
     /* A database from a newer acceptd is refused, not downgraded. */
     raw_exec(pg, "INSERT INTO acceptd_schema (version) VALUES (99)", buf, sizeof(buf));
     char err[256] = "";
@@ -277,13 +278,14 @@ static void test_text_columns_compare_bytes(void **state)
     PGconn *pg = raw_schema(f);
     char buf[256];
     assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:0");
-    /* Back to version 7: every text column in the database's own collation, and rows in the tables it touches. */
+    /* Back to version 7 (migration 9 is undone too): every text column in the database's own collation, and rows in the
+     * tables it touches. */
     raw_exec(pg,
              "DO $$DECLARE t record; BEGIN FOR t IN SELECT table_name, string_agg(format('ALTER COLUMN %I TYPE text"
              " COLLATE pg_catalog.\"default\"', column_name), ', ') AS alters FROM information_schema.columns"
              " WHERE table_schema = current_schema() AND data_type = 'text' GROUP BY table_name"
              " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"
-             "DELETE FROM acceptd_schema WHERE version = 8",
+             "DELETE FROM acceptd_schema WHERE version >= 8; DROP TABLE acceptd_space",
              buf, sizeof(buf));
     assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:45");
     insert_new(f, f->c, "job_a", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
@@ -301,7 +303,7 @@ static void test_text_columns_compare_bytes(void **state)
     f->c = f->s->ops->connect(f->s, err, sizeof(err));
     assert_non_null(f->c);
     assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "45:0");
-    assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "8");
+    assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "9");
     struct ad_job *g = get(f, f->c, "t1", "job_b");
     assert_string_equal(g->type, "kind");
     ad_job_free(g);
@@ -451,6 +453,49 @@ static void test_error_poisons_the_batch(void **state)
     assert_int_equal(ops->commit(f->c), AD_E_OK);
     g = get(f, f->c, "t1", "fine2");
     ad_job_free(g);
+}
+
+/*
+ * The server out of room (SQLSTATE class 53, insufficient resources) is AD_E_STORAGE_FULL, as SQLite's SQLITE_FULL,
+ * which keeps /readyz at 503: a batch that meets it fails with it, a write outside a batch too, and reclaim, the
+ * writer's probe, says so until a write that needs a new page goes through again. A trigger raises the server's
+ * own disk_full (53100) and out_of_memory (53200) here; a disk that fills up is tests/blackbox/pg_diskfull.test.mjs's.
+ */
+static void test_out_of_space_is_storage_full(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->ops;
+    assert_non_null(ops->reclaim);
+    assert_int_equal(ops->reclaim(f->c), AD_E_OK);
+    sc_exec_behind(f, "CREATE FUNCTION no_room() RETURNS trigger LANGUAGE plpgsql AS"
+                      " $$BEGIN RAISE EXCEPTION 'no room' USING ERRCODE = 'disk_full'; END$$;"
+                      "CREATE TRIGGER no_room BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION no_room();"
+                      "CREATE TRIGGER no_room BEFORE INSERT ON acceptd_space FOR EACH ROW EXECUTE FUNCTION no_room()");
+    /* In a batch: the insert is only sent, and the commit reports it. */
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    struct ad_job *j = new_job("j1", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    ad_err e = ops->job_insert(f->c, j);
+    ad_job_free(j);
+    if (e == AD_E_OK)
+        e = ops->commit(f->c);
+    ops->rollback(f->c);
+    assert_string_equal(ad_err_code(e), ad_err_code(AD_E_STORAGE_FULL));
+    /* Outside one. */
+    j = new_job("j2", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL);
+    assert_string_equal(ad_err_code(ops->job_insert(f->c, j)), ad_err_code(AD_E_STORAGE_FULL));
+    ad_job_free(j);
+    assert_string_equal(ad_err_code(ops->reclaim(f->c)), ad_err_code(AD_E_STORAGE_FULL));
+    sc_exec_behind(f, "CREATE OR REPLACE FUNCTION no_room() RETURNS trigger LANGUAGE plpgsql AS"
+                      " $$BEGIN RAISE EXCEPTION 'no memory' USING ERRCODE = 'out_of_memory'; END$$");
+    assert_string_equal(ad_err_code(ops->reclaim(f->c)), ad_err_code(AD_E_STORAGE_FULL));
+    /* Room again: the probe goes through, and so do writes; nothing of the failed ones was kept. */
+    sc_exec_behind(f, "DROP TRIGGER no_room ON acceptd_space; DROP TRIGGER no_room ON jobs");
+    assert_int_equal(ops->reclaim(f->c), AD_E_OK);
+    assert_int_equal(ops->reclaim(f->c), AD_E_OK);
+    insert_new(f, f->c, "j3", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_not_found(f, f->c, NULL, "j1");
+    assert_not_found(f, f->c, NULL, "j2");
+    ad_job_free(get(f, f->c, "t1", "j3"));
 }
 
 /*
@@ -846,6 +891,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_feed_says_when_its_connection_is_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delivery_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnects_after_connections_are_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_space_is_storage_full, setup, teardown),
         cmocka_unit_test(test_open_fails_cleanly_without_a_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,9 +7,8 @@
  * a few calls and checkpointed after the batch, no memory statistics, the rows a transaction reads back without
  * a select, the migrations from older files, and update leaving the fixed columns alone.
  */
-/* Before cmocka.h, whose fail() macro would take over store_sqlite.c's fail(). Included to reach a connection's
- * sqlite3 handle. */
-#include "store/store_sqlite.c"
+/* To reach a connection's sqlite3 handle (store_sqlite_int.h) and the migrations. */
+#include "store/sqlite_schema.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +33,12 @@ struct fx {
     struct ad_store *s;
     struct ad_conn *c;
 };
+
+/* The SQL of statement i, NULL past the last one. */
+static const char *stmt_sql(size_t i)
+{
+    return i < ST__COUNT ? ad_sq_stmt_sql[i] : NULL;
+}
 
 static void open_store(struct fx *f)
 {
@@ -180,8 +185,8 @@ static void test_update_leaves_fixed_columns(void **state)
 static void test_colliding_keys_keep_tenants_and_types_apart(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(sq_key("t439599", NULL), sq_key("t622382", NULL));
-    assert_int_equal(sq_key("t1", "y821118"), sq_key("t1", "y1219044"));
+    assert_int_equal(ad_sq_key("t439599", NULL), ad_sq_key("t622382", NULL));
+    assert_int_equal(ad_sq_key("t1", "y821118"), ad_sq_key("t1", "y1219044"));
     sc_insert_new(f, "a1", "t439599", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
     sc_insert_new(f, "b1", "t622382", "x", AD_QUEUED, AD_PRIO_NORMAL, 0);
     sc_insert_new(f, "b2", "t622382", "x", AD_RUNNING, AD_PRIO_NORMAL, 0);
@@ -382,11 +387,11 @@ static const char *plan_problem(const char *p)
 static void plan_of(sqlite3 *db, const char *fragment, char *buf, size_t size)
 {
     const char *found = NULL;
-    for (size_t i = 0; ad_store_sqlite_stmt_sql(i) != NULL; i++) {
-        if (strstr(ad_store_sqlite_stmt_sql(i), fragment) != NULL) {
+    for (size_t i = 0; stmt_sql(i) != NULL; i++) {
+        if (strstr(stmt_sql(i), fragment) != NULL) {
             if (found != NULL)
                 fail_msg("more than one statement contains \"%s\"", fragment);
-            found = ad_store_sqlite_stmt_sql(i);
+            found = stmt_sql(i);
         }
     }
     if (found == NULL)
@@ -420,15 +425,15 @@ static void test_every_statement_uses_an_index(void **state)
     assert_null(plan_problem(p));
 
     size_t n = 0;
-    for (; ad_store_sqlite_stmt_sql(n) != NULL; n++) {
+    for (; stmt_sql(n) != NULL; n++) {
         /* The job counts (GET /v1/stats, GET /metrics) group every row of a tenant, or of the store: a full pass is
          * what they are for, and nothing on a job's path runs them. The tenant's still seeks its rows. */
-        if (strstr(ad_store_sqlite_stmt_sql(n), "count(*), min(created_at)") != NULL)
+        if (strstr(stmt_sql(n), "count(*), min(created_at)") != NULL)
             continue;
-        plan(db, ad_store_sqlite_stmt_sql(n), p, sizeof(p));
+        plan(db, stmt_sql(n), p, sizeof(p));
         const char *bad = plan_problem(p);
         if (bad != NULL)
-            fail_msg("%s\nplan line: %s\nfull plan:\n%s", ad_store_sqlite_stmt_sql(n), bad, p);
+            fail_msg("%s\nplan line: %s\nfull plan:\n%s", stmt_sql(n), bad, p);
     }
     assert_true(n >= 20);
 
@@ -454,10 +459,10 @@ static void test_every_statement_uses_an_index(void **state)
     if (strstr(p, "jobs_updated") == NULL || strstr(p, "USING INTEGER PRIMARY KEY (rowid=?)") == NULL)
         fail_msg("the list of the few updated jobs is not read by cseq from jobs_updated:\n%s", p);
     int walks = 0;
-    for (size_t i = 0; ad_store_sqlite_stmt_sql(i) != NULL; i++) {
-        if (strstr(ad_store_sqlite_stmt_sql(i), "+updated_at > ?5") == NULL)
+    for (size_t i = 0; stmt_sql(i) != NULL; i++) {
+        if (strstr(stmt_sql(i), "+updated_at > ?5") == NULL)
             continue;
-        plan(db, ad_store_sqlite_stmt_sql(i), p, sizeof(p));
+        plan(db, stmt_sql(i), p, sizeof(p));
         if (strstr(p, "jobs_updated") != NULL)
             fail_msg("a walk by cseq uses jobs_updated:\n%s", p);
         walks++;

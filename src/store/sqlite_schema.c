@@ -1,0 +1,415 @@
+/*
+ * sqlite_schema.c - the SQLite store's schema and statements: the integer keys of tenants and types that lead
+ * the jobs indexes, the numbered migrations applied at open (in one transaction), and the text of every
+ * statement (indexed by enum sq_stmt, store_sqlite_int.h). It runs nothing but the migrations: statements
+ * are prepared and run by sqlite_conn.c and the operations.
+ */
+#include "store/store_sqlite_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The integer that stands for a tenant (type NULL), or for a tenant and a type, at the head of the jobs
+ * indexes: FNV-1a over the names (a NUL byte between them), 31 bits. SQLite compares an integer key in a few
+ * instructions and a text key through memcmp and its collation, once per entry on every level of each
+ * index it seeks. Stored in the file: never change it.
+ */
+int64_t ad_sq_key(const char *tenant, const char *type)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)tenant; *p != '\0'; p++)
+        h = (h ^ *p) * 16777619u;
+    if (type != NULL) {
+        h *= 16777619u; /* the NUL byte: h ^ 0 is h */
+        for (const unsigned char *p = (const unsigned char *)type; *p != '\0'; p++)
+            h = (h ^ *p) * 16777619u;
+    }
+    return (int64_t)(h & 0x7fffffffu);
+}
+
+/* acceptd_key(tenant [, type]) in SQL, for migration 9. */
+static void sql_key(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *tenant = (const char *)sqlite3_value_text(argv[0]);
+    const char *type = argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL;
+    if (tenant == NULL || (argc > 1 && type == NULL)) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_result_int64(ctx, ad_sq_key(tenant, type));
+}
+
+/*
+ * Migrations, applied in order; schema_version holds the number applied. Never edit a shipped migration:
+ * append a new one.
+ *
+ * Index notes. cseq is the rowid, so every index ends in it implicitly. Since migration 9 the per-tenant
+ * indexes lead with tkey (or ttkey, for tenant and type), integer keys of the names (ad_sq_key), and every query
+ * compares the names as well. jobs_queue holds only queued jobs in lease order (per tenant and type); jobs_running and
+ * jobs_scheduled are partial too, so they stay as small as the sets they serve. jobs_expiry leads with tombstoned so
+ * that the tombstoning pass does not walk the tombstones still waiting for deletion, and the deleting pass does not
+ * walk live jobs. jobs_updated serves the lists by updatedAfter that few jobs match (sq_job_list). meta keeps seq_hw,
+ * the highest seq a committed transaction handed out, so that seq never repeats, even after the newest rows are swept
+ * away (before migration 5: seq_floor, the highest seq handed out before rows were deleted).
+ */
+static const char *const migrations[] = {
+    /* 1 */
+    "CREATE TABLE jobs ("
+    " cseq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " seq INTEGER NOT NULL UNIQUE,"
+    " tenant TEXT NOT NULL,"
+    " type TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " progress INTEGER,"
+    " priority INTEGER NOT NULL,"
+    " payload TEXT,"
+    " result TEXT,"
+    " result_location TEXT,"
+    " error TEXT,"
+    " message TEXT,"
+    " attempt INTEGER NOT NULL,"
+    " max_attempts INTEGER NOT NULL,"
+    " cancel_requested INTEGER NOT NULL,"
+    " timeout_seconds INTEGER NOT NULL,"
+    " on_complete_redirect INTEGER NOT NULL,"
+    " created_at INTEGER,"
+    " started_at INTEGER,"
+    " updated_at INTEGER,"
+    " finished_at INTEGER,"
+    " expires_at INTEGER,"
+    " run_at INTEGER,"
+    " callback_url TEXT,"
+    " retry_of TEXT,"
+    " resource TEXT,"
+    " lease_id TEXT,"
+    " lease_expires_at INTEGER,"
+    " worker TEXT,"
+    " tombstoned INTEGER NOT NULL);"
+    "CREATE INDEX jobs_tenant_cseq ON jobs (tenant, cseq);"
+    "CREATE INDEX jobs_tenant_status ON jobs (tenant, status, cseq);"
+    "CREATE INDEX jobs_tenant_type ON jobs (tenant, type, cseq);"
+    "CREATE INDEX jobs_tenant_seq ON jobs (tenant, seq);"
+    "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, cseq) WHERE status = 0;"
+    "CREATE INDEX jobs_running ON jobs (lease_expires_at) WHERE status = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE status = 0 AND run_at IS NOT NULL;"
+    "CREATE INDEX jobs_expiry ON jobs (tombstoned, expires_at) WHERE expires_at IS NOT NULL;"
+    "CREATE TABLE idempotency ("
+    " tenant TEXT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL,"
+    " job_id TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " PRIMARY KEY (tenant, key));"
+    "CREATE INDEX idempotency_created ON idempotency (created_at);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+    /* 2: attempt history, one row per lease, removed with its job. */
+    "CREATE TABLE attempts ("
+    " job_id TEXT NOT NULL,"
+    " attempt INTEGER NOT NULL,"
+    " worker TEXT,"
+    " started_at INTEGER NOT NULL,"
+    " ended_at INTEGER,"
+    " outcome TEXT);"
+    "CREATE INDEX attempts_job ON attempts (job_id, started_at);"
+    "CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM attempts WHERE job_id = old.id; END;",
+    /* 3: the event log of each job (SSE), id = the job's seq after the change. It lives as long as the job's
+     * data: emptied when the job is tombstoned (a done event would otherwise keep the result), removed with it. */
+    "CREATE TABLE job_events ("
+    " job_id TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " data TEXT,"
+    " PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+    "CREATE TRIGGER jobs_delete_events AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM job_events WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_tombstone_events AFTER UPDATE OF tombstoned ON jobs WHEN new.tombstoned = 1"
+    " BEGIN DELETE FROM job_events WHERE job_id = new.id; END;",
+    /* 4: webhooks. An endpoint row with url NULL is the tenant's callback secret. The outbox keeps one row per
+     * event and destination; deliveries_due holds only the pending ones, in due order, for the delivery thread. */
+    "CREATE TABLE webhooks ("
+    " id TEXT PRIMARY KEY,"
+    " tenant TEXT NOT NULL,"
+    " url TEXT,"
+    " events INTEGER NOT NULL,"
+    " secret TEXT NOT NULL,"
+    " prev_secret TEXT,"
+    " prev_until INTEGER,"
+    " created_at INTEGER NOT NULL,"
+    " disabled_at INTEGER,"
+    " disabled_reason TEXT);"
+    "CREATE INDEX webhooks_tenant ON webhooks (tenant, created_at) WHERE url IS NOT NULL;"
+    "CREATE UNIQUE INDEX webhooks_callback ON webhooks (tenant) WHERE url IS NULL;"
+    "CREATE TABLE deliveries ("
+    " seq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " tenant TEXT NOT NULL,"
+    " webhook_id TEXT NOT NULL,"
+    " url TEXT NOT NULL,"
+    " event_id TEXT NOT NULL,"
+    " event_type TEXT NOT NULL,"
+    " job_id TEXT NOT NULL,"
+    " body TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL,"
+    " state INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL,"
+    " next_at INTEGER,"
+    " last_at INTEGER,"
+    " last_status INTEGER,"
+    " last_error TEXT);"
+    "CREATE INDEX deliveries_due ON deliveries (next_at) WHERE state = 0;"
+    "CREATE INDEX deliveries_webhook ON deliveries (webhook_id);"
+    "CREATE INDEX deliveries_webhook_state ON deliveries (webhook_id, state);"
+    "CREATE INDEX deliveries_finished ON deliveries (created_at) WHERE state != 0;"
+    "CREATE TRIGGER webhooks_delete_deliveries AFTER DELETE ON webhooks"
+    " BEGIN DELETE FROM deliveries WHERE webhook_id = old.id; END;",
+    /* 5: seq is no longer UNIQUE. Its index was rewritten by every change of a job (a fifth of an update's index
+     * writes) and served only the high-water mark of seq, which meta keeps now as seq_hw, raised by each write
+     * transaction that hands out seqs (ad_sq_commit); jobs_tenant_seq serves the change feed. SQLite cannot drop a
+     * constraint, so the table is rebuilt, with the same columns in the same order, indexes and triggers. */
+    "CREATE TABLE jobs_v5 ("
+    " cseq INTEGER PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE,"
+    " seq INTEGER NOT NULL,"
+    " tenant TEXT NOT NULL,"
+    " type TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " progress INTEGER,"
+    " priority INTEGER NOT NULL,"
+    " payload TEXT,"
+    " result TEXT,"
+    " result_location TEXT,"
+    " error TEXT,"
+    " message TEXT,"
+    " attempt INTEGER NOT NULL,"
+    " max_attempts INTEGER NOT NULL,"
+    " cancel_requested INTEGER NOT NULL,"
+    " timeout_seconds INTEGER NOT NULL,"
+    " on_complete_redirect INTEGER NOT NULL,"
+    " created_at INTEGER,"
+    " started_at INTEGER,"
+    " updated_at INTEGER,"
+    " finished_at INTEGER,"
+    " expires_at INTEGER,"
+    " run_at INTEGER,"
+    " callback_url TEXT,"
+    " retry_of TEXT,"
+    " resource TEXT,"
+    " lease_id TEXT,"
+    " lease_expires_at INTEGER,"
+    " worker TEXT,"
+    " tombstoned INTEGER NOT NULL);"
+    "INSERT INTO jobs_v5 SELECT * FROM jobs;"
+    "INSERT INTO meta (key, value) VALUES ('seq_hw', (SELECT max(coalesce((SELECT max(seq) FROM jobs), 0),"
+    " coalesce((SELECT value FROM meta WHERE key = 'seq_floor'), 0))))"
+    " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value);"
+    "DROP TABLE jobs;"
+    "ALTER TABLE jobs_v5 RENAME TO jobs;"
+    "CREATE INDEX jobs_tenant_cseq ON jobs (tenant, cseq);"
+    "CREATE INDEX jobs_tenant_status ON jobs (tenant, status, cseq);"
+    "CREATE INDEX jobs_tenant_type ON jobs (tenant, type, cseq);"
+    "CREATE INDEX jobs_tenant_seq ON jobs (tenant, seq);"
+    "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, cseq) WHERE status = 0;"
+    "CREATE INDEX jobs_running ON jobs (lease_expires_at) WHERE status = 1;"
+    "CREATE INDEX jobs_scheduled ON jobs (run_at) WHERE status = 0 AND run_at IS NOT NULL;"
+    "CREATE INDEX jobs_expiry ON jobs (tombstoned, expires_at) WHERE expires_at IS NOT NULL;"
+    "CREATE TRIGGER jobs_delete_attempts AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM attempts WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_delete_events AFTER DELETE ON jobs"
+    " BEGIN DELETE FROM job_events WHERE job_id = old.id; END;"
+    "CREATE TRIGGER jobs_tombstone_events AFTER UPDATE OF tombstoned ON jobs WHEN new.tombstoned = 1"
+    " BEGIN DELETE FROM job_events WHERE job_id = new.id; END;",
+    /* 6: the seq of a job's insert, the id of its first event, which its log no longer holds (core.c); NULL for
+     * the jobs created before, whose logs do. */
+    "ALTER TABLE jobs ADD COLUMN created_seq INTEGER;",
+    /* 7: an attempt is written when it ends; the live one is the running job's own (store.h). */
+    "DELETE FROM attempts WHERE ended_at IS NULL;",
+    /* 8: the seq of the lease whose running event is made from the job (job.h); NULL for the leases before. */
+    "ALTER TABLE jobs ADD COLUMN started_seq INTEGER;",
+    /* 9: the indexes on jobs lead with integer keys of the tenant (tkey) and of tenant and type (ttkey), not
+     * with their names, and jobs_tenant_cseq is gone (the unfiltered list merges jobs_tenant_status over the
+     * statuses): a submit's insert costs a fifth less (ad_sq_key). The keys are filled by acceptd_key, which only
+     * the migrating connection defines; the store writes them itself afterwards. */
+    "ALTER TABLE jobs ADD COLUMN tkey INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN ttkey INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE jobs SET tkey = acceptd_key(tenant), ttkey = acceptd_key(tenant, type);"
+    "DROP INDEX jobs_tenant_cseq;"
+    "DROP INDEX jobs_tenant_status;"
+    "DROP INDEX jobs_tenant_type;"
+    "DROP INDEX jobs_tenant_seq;"
+    "DROP INDEX jobs_queue;"
+    "CREATE INDEX jobs_tenant_status ON jobs (tkey, status, cseq);"
+    "CREATE INDEX jobs_tenant_type ON jobs (ttkey, cseq);"
+    "CREATE INDEX jobs_tenant_seq ON jobs (tkey, seq);"
+    "CREATE INDEX jobs_queue ON jobs (ttkey, priority DESC, cseq) WHERE status = 0;",
+    /* 10: the job's result artifact, "<leaseId> <JSON>" (job.h). */
+    "ALTER TABLE jobs ADD COLUMN artifact TEXT;",
+    /* 11: the lists by updatedAfter find the few jobs updated since through it (sq_job_list). */
+    "CREATE INDEX jobs_updated ON jobs (tkey, updated_at);",
+    /* 12: the delivery thread's reads of the due rows (ST_DELIVERY_DUE) find the endpoint in the index. Read
+     * from the table, a row was a page read of its own after every commit (a new snapshot drops the cache),
+     * and the fair read past a full endpoint's backlog read all of its rows. state is in it for SQLite to take
+     * the index as covering. */
+    ("DROP INDEX deliveries_due;"
+     "CREATE INDEX deliveries_due ON deliveries (next_at, seq, webhook_id, state) WHERE state = 0;"),
+};
+#define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+const char *const ad_sq_stmt_sql[ST__COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    /* One fixed name: operations are not nested, and rollback_to releases it again. */
+    [ST_SAVEPOINT] = "SAVEPOINT op",
+    [ST_RELEASE] = "RELEASE op",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO op",
+    /* The sweep's own savepoint makes it atomic whether or not the caller opened a transaction. */
+    [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
+    [ST_SWEEP_RELEASE] = "RELEASE sweep",
+    [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
+    [ST_INSERT] =
+        "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey) VALUES (" AD_JOB_COLUMNS(
+            SQ_COL_PARAM) SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ")",
+    /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
+    [ST_UPDATE] =
+        "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM
+                                                      " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
+    [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_LIST + 0] = SQ_LIST_ANY(""),
+    [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_STATUS_HEAD SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_TYPE] = SQ_LIST_TYPE_HEAD SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_STATUS + SQ_LIST_TYPE] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    /* Not the merge of the statuses' walks: one whose status has no job updated since would read all of them. */
+    [ST_LIST + SQ_LIST_UPDATED] =
+        SQ_SELECT_JOB "NOT INDEXED WHERE cseq < ?2 AND tkey = ?7 AND tenant = ?1" SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_STATUS + SQ_LIST_UPDATED] = SQ_LIST_STATUS_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST + SQ_LIST_TYPE + SQ_LIST_UPDATED] = SQ_LIST_TYPE_HEAD SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST_LAST] = SQ_LIST_STATUS_HEAD SQ_LIST_F_TYPE SQ_LIST_F_UPDATED SQ_LIST_TAIL,
+    [ST_LIST_FEW_PROBE] = SQ_LIST_FEW_PROBE,
+    [ST_LIST_FEW + 0] = SQ_LIST_FEW_HEAD SQ_LIST_TAIL,
+    [ST_LIST_FEW + SQ_LIST_STATUS] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_TAIL,
+    [ST_LIST_FEW + SQ_LIST_TYPE] = SQ_LIST_FEW_HEAD SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    [ST_LIST_FEW_LAST] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_F_TYPE SQ_LIST_TAIL,
+    [ST_CHANGES] = SQ_SELECT_JOB "WHERE tkey = ?4 AND tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
+    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
+                                  " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
+    [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
+    /* Two ordered branches, merged: a row value (run_at, cseq) > (?1, ?2) would seek on run_at alone and step
+     * over every job sharing run_at ?1 that comes before the cursor, on every page of a batch scheduled at once. */
+    [ST_SCHEDULED] =
+        SQ_SELECT_JOB "WHERE status = 0 AND run_at = ?1 AND cseq > ?2"
+                      " UNION ALL " SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at, cseq LIMIT ?3",
+    [ST_TOMBSTONE] =
+        "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
+        " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",
+    [ST_DELETE] = "DELETE FROM jobs"
+                  " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 1 AND expires_at <= ?1 LIMIT ?2)",
+    [ST_SET_SEQ_HW] = "INSERT INTO meta (key, value) VALUES ('seq_hw', ?1)"
+                      " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+    [ST_MAX_SEQ] = "SELECT coalesce((SELECT value FROM meta WHERE key = 'seq_hw'), 0)",
+    [ST_IDEM_GET] = "SELECT fingerprint, job_id, created_at FROM idempotency WHERE tenant = ?1 AND key = ?2",
+    [ST_IDEM_PUT] = "INSERT INTO idempotency (tenant, key, fingerprint, job_id, created_at)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, key) DO UPDATE SET"
+                    " fingerprint = excluded.fingerprint, job_id = excluded.job_id, created_at = excluded.created_at",
+    [ST_IDEM_SWEEP] = "DELETE FROM idempotency"
+                      " WHERE rowid IN (SELECT rowid FROM idempotency WHERE created_at < ?1 LIMIT ?2)",
+    [ST_ATTEMPT_ADD] = "INSERT INTO attempts (job_id, attempt, worker, started_at, ended_at, outcome)"
+                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_ATTEMPT_LIST] = "SELECT attempt, worker, started_at, ended_at, outcome FROM attempts WHERE job_id = ?1"
+                        " ORDER BY started_at, rowid",
+    [ST_EVENT_APPEND] = "INSERT INTO job_events (job_id, seq, kind, data) VALUES (?1, ?2, ?3, ?4)",
+    /* The dashboard's counts read every row of the tenant (or of the store) and sort them into their groups, on
+     * purpose and only there (the index check of the unit tests names these two). */
+    [ST_JOB_COUNTS] =
+        "SELECT type, status, count(*), min(created_at) FROM jobs WHERE tkey = ?3 AND tenant = ?1 AND tombstoned = 0"
+        " GROUP BY type, status ORDER BY type, status LIMIT ?2",
+    [ST_JOB_COUNTS_ALL] = "SELECT type, status, count(*), min(created_at) FROM jobs WHERE tombstoned = 0"
+                          " GROUP BY type, status ORDER BY type, status LIMIT ?1",
+    [ST_EVENTS_AFTER] =
+        "SELECT seq, kind, data FROM job_events WHERE job_id = ?1 AND seq > ?2 ORDER BY job_id, seq LIMIT ?3",
+    [ST_SNAPSHOT] = "BEGIN DEFERRED",
+    [ST_DATA_VERSION] = "PRAGMA data_version",
+    [ST_WEBHOOK_PUT] = "INSERT INTO webhooks (" AD_WEBHOOK_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                       " ON CONFLICT (id) DO UPDATE SET url = excluded.url, events = excluded.events,"
+                       " secret = excluded.secret, prev_secret = excluded.prev_secret,"
+                       " prev_until = excluded.prev_until, disabled_at = excluded.disabled_at,"
+                       " disabled_reason = excluded.disabled_reason",
+    [ST_WEBHOOK_GET] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_WEBHOOK_CALLBACK] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE tenant = ?1 AND url IS NULL",
+    [ST_WEBHOOK_LIST] = "SELECT " AD_WEBHOOK_COLS " FROM webhooks WHERE tenant = ?1 AND url IS NOT NULL"
+                        " AND (?2 = 0 OR disabled_at IS NULL) ORDER BY created_at, rowid",
+    [ST_WEBHOOK_DELETE] = "DELETE FROM webhooks WHERE id = ?1 AND tenant = ?2 AND url IS NOT NULL",
+    [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (" AD_DELIVERY_COLS ")"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    [ST_DELIVERY_UPDATE] = "UPDATE deliveries SET state = ?2, attempts = ?3, next_at = ?4, last_at = ?5,"
+                           " last_status = ?6, last_error = ?7 WHERE seq = ?1",
+    [ST_DELIVERY_GET] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE id = ?1 AND tenant = ?2",
+    [ST_DELIVERY_GET_SEQ] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE seq = ?1",
+    /* ?2..?17: the endpoints left out (AD_DUE_EXCLUDE_MAX); the slots not needed are bound to "". */
+    [ST_DELIVERY_DUE] = "SELECT seq, next_at, webhook_id FROM deliveries WHERE state = 0 AND webhook_id NOT IN"
+                        " (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+                        " ORDER BY next_at, seq LIMIT ?1",
+    [ST_DELIVERY_LIST] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1 AND seq < ?2"
+                         " ORDER BY seq DESC LIMIT ?3",
+    [ST_DELIVERY_LIST_STATE] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE webhook_id = ?1"
+                               " AND state = ?4 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+    [ST_DELIVERY_ABANDON] = "UPDATE deliveries SET state = 2, next_at = NULL, last_error = ?2"
+                            " WHERE webhook_id = ?1 AND state = 0",
+    [ST_DELIVERY_SWEEP] = "DELETE FROM deliveries"
+                          " WHERE seq IN (SELECT seq FROM deliveries WHERE state != 0 AND created_at < ?1 LIMIT ?2)",
+};
+
+/* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */
+int ad_sq_migrate(struct ad_conn *c, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc =
+        sqlite3_create_function(c->db, "acceptd_key", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_key, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_create_function(c->db, "acceptd_key", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, sql_key, NULL,
+                                     NULL);
+    if (rc == SQLITE_OK)
+        rc =
+            sqlite3_exec(c->db, "BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+                         NULL, NULL, &msg);
+    int version = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(c->db, "SELECT coalesce(max(version), 0) FROM schema_version", -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            version = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == SQLITE_OK && version > SQ_SCHEMA_VERSION) {
+        snprintf(err, errlen, "the database schema is version %d, newer than this acceptd knows (%d)", version,
+                 SQ_SCHEMA_VERSION);
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    for (int v = version; rc == SQLITE_OK && v < SQ_SCHEMA_VERSION; v++) {
+        rc = sqlite3_exec(c->db, migrations[v], NULL, NULL, &msg);
+        if (rc == SQLITE_OK) {
+            char sql[80];
+            snprintf(sql, sizeof(sql), "INSERT INTO schema_version (version) VALUES (%d)", v + 1);
+            rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "migrate the database schema: %s", msg != NULL ? msg : sqlite3_errmsg(c->db));
+        sqlite3_free(msg);
+        if (!sqlite3_get_autocommit(c->db))
+            sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
