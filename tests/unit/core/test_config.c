@@ -1,6 +1,6 @@
 /*
- * test_config.c - unit tests for src/config.c: defaults, the YAML format and its errors (with line numbers),
- * retention and maxAttempts fallbacks, listen parsing, environment overrides and lookups.
+ * test_config.c - unit tests for src/core/config.c and config_override.c: defaults, the YAML format and its errors
+ * (with line numbers), retention and maxAttempts fallbacks, listen parsing, environment overrides and lookups.
  */
 #include <stdarg.h>
 #include <stddef.h>
