@@ -1,5 +1,6 @@
 /*
- * fuzz_config.c - libFuzzer target: the YAML configuration (src/config.c) from arbitrary bytes.
+ * fuzz_config.c - libFuzzer target: the YAML configuration (src/core/config.c and the mapper in yamlmap.c) from
+ * arbitrary bytes.
  *
  * Whatever the input, loading either succeeds or fails with a message, never crashes, leaks or reads out of
  * bounds; a loaded configuration answers type and route lookups, and frees cleanly.

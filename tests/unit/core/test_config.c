@@ -1,6 +1,6 @@
 /*
- * test_config.c - unit tests for src/config.c: defaults, the YAML format and its errors (with line numbers),
- * retention and maxAttempts fallbacks, listen parsing, environment overrides and lookups.
+ * test_config.c - unit tests for src/core/config.c and config_override.c: defaults, the YAML format and its errors
+ * (with line numbers), retention and maxAttempts fallbacks, listen parsing, environment overrides and lookups.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -533,68 +533,11 @@ static void test_second_load_replaces_lists(void **state)
     ad_config_free(&cfg);
 }
 
-static void test_listen(void **state)
+/* The file's listen goes through the same parser as --listen (config_override.c). */
+static void test_listen_in_file(void **state)
 {
     (void)state;
-    static const struct {
-        const char *in, *host;
-        int port;
-    } good[] = {
-        {"127.0.0.1:8080", "127.0.0.1", 8080},
-        {"[::1]:8080", "::1", 8080},
-        {"[::]:443", "::", 443},
-        {"[fe80::1:2]:1", "fe80::1:2", 1},
-        {":8080", "0.0.0.0", 8080},
-        {"localhost:0", "localhost", 0},
-        {"0.0.0.0:65535", "0.0.0.0", 65535},
-        {"my-host.example_1.com:80", "my-host.example_1.com", 80},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        struct ad_config cfg;
-        ad_config_defaults(&cfg);
-        if (ad_config_set_listen(&cfg, good[i].in) != 0)
-            fail_msg("rejected '%s'", good[i].in);
-        assert_string_equal(cfg.listen_host, good[i].host);
-        assert_int_equal(cfg.listen_port, good[i].port);
-        ad_config_free(&cfg);
-    }
-    static const char *const bad[] = {
-        "",
-        "8080",
-        "localhost",
-        "localhost:",
-        "localhost:65536",
-        "localhost:-1",
-        "localhost:+80",
-        "localhost: 80",
-        "localhost:80x",
-        "::1:8080",
-        "[::1]",
-        "[::1]8080",
-        "[]:80",
-        "[::1:80",
-        "[127.0.0.1]:80",
-        "[::g]:80",
-        "local host:80",
-        "a/b:80",
-        "[::1]:",
-        ":",
-        "host:99999999999999999999",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct ad_config cfg;
-        ad_config_defaults(&cfg);
-        if (ad_config_set_listen(&cfg, bad[i]) != -1)
-            fail_msg("accepted '%s'", bad[i]);
-        assert_string_equal(cfg.listen_host, "127.0.0.1"); /* unchanged on error */
-        assert_int_equal(cfg.listen_port, 8080);
-        ad_config_free(&cfg);
-    }
     struct ad_config cfg;
-    ad_config_defaults(&cfg);
-    assert_int_equal(ad_config_set_listen(&cfg, NULL), -1);
-    ad_config_free(&cfg);
-
     /* YAML needs quotes around the bracketed form, a bare :PORT works as a plain scalar. */
     char err[256] = "";
     if (load(&cfg, "listen: \"[::1]:9\"\n", err, sizeof err) != 0)
@@ -606,88 +549,6 @@ static void test_listen(void **state)
         fail_msg("%s", err);
     assert_string_equal(cfg.listen_host, "0.0.0.0");
     assert_int_equal(cfg.listen_port, 7);
-    ad_config_free(&cfg);
-}
-
-static void test_public_url_and_data(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *in, *want;
-    } good[] = {
-        {"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
-        {"https://jobs.example.com/", "https://jobs.example.com"},
-        {"https://example.com/base//", "https://example.com/base"},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        struct ad_config cfg;
-        ad_config_defaults(&cfg);
-        assert_int_equal(ad_config_set_public_url(&cfg, good[i].in), 0);
-        assert_string_equal(cfg.public_url, good[i].want);
-        ad_config_free(&cfg);
-    }
-    static const char *const bad[] = {
-        "",           "example.com",   "ftp://example.com", "http://",  "https:///",  "http:///path",
-        "http://a b", "http://a/?q=1", "http://a/#f",       "HTTP://a", "http://a\n",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct ad_config cfg;
-        ad_config_defaults(&cfg);
-        if (ad_config_set_public_url(&cfg, bad[i]) != -1)
-            fail_msg("accepted '%s'", bad[i]);
-        assert_null(cfg.public_url);
-        ad_config_free(&cfg);
-    }
-
-    struct ad_config cfg;
-    ad_config_defaults(&cfg);
-    assert_int_equal(ad_config_set_data(&cfg, "/tmp/x"), 0);
-    assert_string_equal(cfg.data_dir, "/tmp/x");
-    assert_int_equal(ad_config_set_data(&cfg, ""), -1);
-    assert_int_equal(ad_config_set_data(&cfg, "a\tb"), -1);
-    assert_int_equal(ad_config_set_data(&cfg, NULL), -1);
-    assert_string_equal(cfg.data_dir, "/tmp/x");
-    ad_config_free(&cfg);
-}
-
-static void test_env(void **state)
-{
-    (void)state;
-    struct ad_config cfg;
-    char err[256] = "";
-    ad_config_defaults(&cfg);
-    unsetenv("ACCEPTD_LISTEN");
-    unsetenv("ACCEPTD_DATA");
-    unsetenv("ACCEPTD_PUBLIC_URL");
-    assert_int_equal(ad_config_apply_env(&cfg, err, sizeof err), 0);
-    assert_string_equal(cfg.listen_host, "127.0.0.1");
-    assert_string_equal(cfg.data_dir, "./data");
-    assert_null(cfg.public_url);
-
-    setenv("ACCEPTD_LISTEN", "[::1]:9000", 1);
-    setenv("ACCEPTD_DATA", "/srv/acceptd", 1);
-    setenv("ACCEPTD_PUBLIC_URL", "https://q.example/", 1);
-    assert_int_equal(ad_config_apply_env(&cfg, err, sizeof err), 0);
-    assert_string_equal(cfg.listen_host, "::1");
-    assert_int_equal(cfg.listen_port, 9000);
-    assert_string_equal(cfg.data_dir, "/srv/acceptd");
-    assert_string_equal(cfg.public_url, "https://q.example");
-
-    setenv("ACCEPTD_DATA", "", 1); /* empty counts as unset */
-    unsetenv("ACCEPTD_PUBLIC_URL");
-    assert_int_equal(ad_config_apply_env(&cfg, err, sizeof err), 0);
-    assert_string_equal(cfg.data_dir, "/srv/acceptd");
-
-    setenv("ACCEPTD_LISTEN", "nonsense", 1);
-    assert_int_equal(ad_config_apply_env(&cfg, err, sizeof err), -1);
-    assert_string_equal(err, "ACCEPTD_LISTEN: expected HOST:PORT, [IPv6]:PORT or :PORT, got 'nonsense'");
-    unsetenv("ACCEPTD_LISTEN");
-
-    setenv("ACCEPTD_PUBLIC_URL", "ftp://x", 1);
-    assert_int_equal(ad_config_apply_env(&cfg, err, sizeof err), -1);
-    assert_non_null(strstr(err, "ACCEPTD_PUBLIC_URL: expected an http:// or https:// URL"));
-    unsetenv("ACCEPTD_PUBLIC_URL");
-    unsetenv("ACCEPTD_DATA");
     ad_config_free(&cfg);
 }
 
@@ -821,9 +682,7 @@ int main(void)
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_aliases_do_not_loop),
         cmocka_unit_test(test_second_load_replaces_lists),
-        cmocka_unit_test(test_listen),
-        cmocka_unit_test(test_public_url_and_data),
-        cmocka_unit_test(test_env),
+        cmocka_unit_test(test_listen_in_file),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_webhooks),
     };
