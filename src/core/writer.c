@@ -4,8 +4,8 @@
  * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
  * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
- * A batch's completions reach the event loop together and are run a chunk per turn of the loop
- * (ad_writer_deliver, from a zero timeout of the loop), between its reads.
+ * A batch's completions reach the event loop together (one mailbox send, core/loop.h) and are run a chunk per
+ * turn of the loop (ad_writer_deliver, from a task of the loop), between its reads.
  *
  * A batch that fails for want of space (AD_E_STORAGE_FULL) puts the writer in the full state, which
  * ad_writer_storage_full tells /readyz. While in it, the writer has the store give back what space it can and try
@@ -20,6 +20,7 @@
 #include "common/metrics.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 
 #define AD_WRITER_MAX_BATCH 1024
@@ -53,8 +54,9 @@ static int exited; /* the writer thread has left its loop (under mu): an op queu
 static pthread_t thread;
 static struct ad_conn *conn;
 static struct ad_store *store;
-static h2o_multithread_queue_t *mq;
-static h2o_multithread_receiver_t receiver;
+static struct ad_loop *deliver_loop;
+static struct ad_mailbox *mailbox; /* the hand-back to the loop, made once per loop */
+static struct ad_loop_task *deliver_task;
 static void (*batch_hook)(void);
 /* The hub's (ad_writer_set_publish); event loop thread only. */
 static void *(*publish_fn)(struct ad_job *job);
@@ -64,33 +66,24 @@ static void (*settled_fn)(void);
 static int storage_full;
 
 /* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
-static h2o_linklist_t ready = {&ready, &ready};
+static struct ad_list ready = AD_LIST_INIT(ready);
 
 /*
- * Completions run from a zero timeout of the loop, inside h2o_evloop_run, which finishes the answers they write
- * (runs their write callbacks) before it next updates its epoll set. Run after h2o_evloop_run has returned, an
- * HTTP/1 answer's socket was still writing when the next run updated it: libh2o 2.2 polled it for EPOLLOUT, and
- * for EPOLLIN again once the callback had run, two epoll_ctl per answer.
+ * Completions run from a task of the loop, inside its turn, which finishes the answers they write (runs their write
+ * callbacks) before it next updates its polling. Run after the turn, an HTTP/1 answer's socket was still writing
+ * when the next turn updated it: libh2o 2.2 polled it for EPOLLOUT, and for EPOLLIN again once the callback had
+ * run, two epoll_ctl per answer.
  */
-static h2o_loop_t *deliver_loop;
-static h2o_timeout_t deliver_timeout;
-static h2o_timeout_entry_t deliver_entry;
-
-static void deliver_cb(h2o_timeout_entry_t *entry)
+static void deliver_run(void *arg)
 {
-    ad_writer_deliver();
+    if (ad_writer_deliver())
+        ad_loop_task_schedule(deliver_task); /* the next chunk on the next turn, after the loop has read */
 }
 
-void ad_writer_turn(void)
+static void on_messages(void *arg, struct ad_list *msgs)
 {
-    if (!h2o_linklist_is_empty(&ready) && !h2o_timeout_is_linked(&deliver_entry))
-        h2o_timeout_link(deliver_loop, &deliver_timeout, &deliver_entry);
-}
-
-static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
-{
-    h2o_linklist_insert_list(&ready, messages);
-    ad_writer_turn();
+    ad_list_insert_list(&ready, msgs);
+    ad_loop_task_schedule(deliver_task);
 }
 
 void ad_op_changed(struct ad_op *op, struct ad_job **job)
@@ -127,10 +120,9 @@ static uint64_t op_weight(const struct ad_op *op)
 
 int ad_writer_deliver(void)
 {
-    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
-        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, ready.next);
-        h2o_linklist_unlink(&m->link);
-        struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
+    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !ad_list_empty(&ready); n++) {
+        struct ad_op *op = AD_CONTAINER_OF(ready.next, struct ad_op, msg);
+        ad_list_unlink(&op->msg);
         int published = publish(op);
         uint64_t weight = op_weight(op); /* done() frees op */
         int back = op->handed_back;
@@ -141,7 +133,7 @@ int ad_writer_deliver(void)
             settled_fn();
         __atomic_add_fetch(&delivered, weight, __ATOMIC_RELAXED);
     }
-    return !h2o_linklist_is_empty(&ready);
+    return !ad_list_empty(&ready);
 }
 
 /*
@@ -297,13 +289,15 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr, size_t n)
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
         hook();
+    struct ad_list back = AD_LIST_INIT(back);
     while (batch != NULL) {
         struct ad_op *op = batch;
         batch = op->next;
         if (berr != AD_E_OK)
             op->err = berr;
-        h2o_multithread_send_message(&receiver, &op->msg);
+        ad_list_insert(&back, &op->msg);
     }
+    ad_mailbox_send_list(mailbox, &back);
     if (store->ops->after_batch != NULL)
         store->ops->after_batch(conn);
     reclaim();
@@ -358,17 +352,17 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errlen)
+int ad_writer_start(struct ad_store *s, struct ad_loop *loop, char *err, size_t errlen)
 {
     store = s;
     conn = s->ops->connect(s, err, errlen);
     if (conn == NULL)
         return -1;
-    deliver_loop = loop;
-    h2o_timeout_init(loop, &deliver_timeout, 0);
-    deliver_entry.cb = deliver_cb;
-    mq = h2o_multithread_create_queue(loop);
-    h2o_multithread_register_receiver(mq, &receiver, on_messages);
+    if (loop != deliver_loop) { /* completions of an earlier start may still be on their way to the old one */
+        deliver_loop = loop;
+        mailbox = ad_mailbox_new(loop, on_messages, NULL);
+        deliver_task = ad_loop_task_new(loop, deliver_run, NULL);
+    }
     stopping = exited = 0;
     __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
     if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
@@ -425,7 +419,6 @@ void ad_writer_submit(struct ad_op *op)
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->handed_back = 0;
     op->err = AD_E_OK;
-    op->msg.link.next = op->msg.link.prev = NULL;
     *tail = op;
     tail = &op->next;
     queued++;
@@ -439,8 +432,7 @@ void ad_writer_complete(struct ad_op *op)
     op->handed_back = 1;
     __atomic_add_fetch(&back_submitted, op_weight(op), __ATOMIC_RELAXED);
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
-    op->msg.link.next = op->msg.link.prev = NULL;
-    h2o_multithread_send_message(&receiver, &op->msg);
+    ad_mailbox_send(mailbox, &op->msg);
 }
 
 void ad_writer_stop(void)

@@ -8,6 +8,7 @@
 #include "common/util.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 static struct ad_pool readers = {.name = "acceptd-reader", .nthreads = AD_READER_THREADS};

@@ -18,7 +18,6 @@
 #ifndef AD_READER_H
 #define AD_READER_H
 
-#include <h2o.h>
 #include <pthread.h>
 #include "core/writer.h"
 #include "store/store.h"
