@@ -1,12 +1,22 @@
 /*
- * server.c - the daemon's wiring: it opens the store, starts the layers in order (writer, hub, cluster
- * follower, webhook delivery, HTTP), runs the event loop, and stops them in reverse order on SIGTERM.
+ * server.c - the daemon's wiring: it opens the store, starts the services in one order, runs the event loop, and
+ * stops them on SIGTERM:
+ *
+ *   start: the writer, the readers, the artifact service, api's listeners, the cluster follower, the hub's timers,
+ *          the HTTP listener, webhook delivery; then the loop runs.
+ *   stop:  SSE streams and the listener; the writer's queue drained by the loop (answers go out); the artifact
+ *          service (drains), webhook delivery, the cluster follower, the readers (drop), the writer (drains); a
+ *          last half second of the loop for the answers still being written.
+ *
+ * Each thread-owning service is a pool of core/pool.h (api/ starts no threads). The loop is core/loop.h's, run a
+ * turn at a time here; nothing in this file names libh2o.
  *
  * Nothing here decides anything about jobs or HTTP; each layer does its own work (README, "Layout").
  */
 #include "server.h"
 #include "api/api.h"
 #include "common/timer.h"
+#include "core/artifacts.h"
 #include "core/core.h"
 #include "hub/cluster.h"
 #include "hub/hub.h"
@@ -90,6 +100,10 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot start the readers: %s", err);
         return 1;
     }
+    if (ad_artifacts_start(ad_hub.store, cfg->artifacts.gc_interval_ms, err, sizeof(err)) != 0) {
+        ad_error("cannot start the artifact service: %s", err);
+        return 1;
+    }
     if (ad_api_init(err, sizeof(err)) != 0) {
         ad_error("%s", err);
         return 1;
@@ -148,7 +162,7 @@ int ad_server_run(struct ad_config *cfg)
     int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
         loop_turn(loop, 20);
-    ad_api_artifacts_stop();
+    ad_artifacts_stop();
     ad_webhook_stop();
     ad_cluster_stop();
     ad_reader_stop();

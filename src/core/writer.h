@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include "common/error.h"
 #include "core/loop.h"
+#include "core/pool.h"
 #include "store/store.h"
 
 /* A job an operation changed (ad_op_changed). */
@@ -45,9 +46,10 @@ struct ad_op {
     /* What the op counts for in ad_writer_outstanding, set before it is handed in: the jobs of a batch submit,
      * which holds them all until its answer; 0 counts as 1. */
     size_t weight;
-    int handed_back;    /* handed back by ad_writer_complete, not applied by the writer: no write */
-    struct ad_list msg; /* in the hand-back to the loop */
-    struct ad_op *next;
+    int handed_back;          /* handed back by ad_writer_complete, not applied by the writer: no write */
+    struct ad_list msg;       /* in the hand-back to the loop */
+    struct ad_pool_item item; /* in the queue of a pool (the writer's, or ad_op_pool_submit's) */
+    struct ad_op *next;       /* in the writer's batch */
     /* The jobs apply changed, in the order named: the first AD_OP_CHANGES_INLINE in changed, the rest in more
      * (allocated, freed by ad_op_free). Writer thread until the commit, then the event loop thread. */
     size_t nchanged, more_cap;
@@ -126,5 +128,21 @@ int ad_writer_idle(void);
  * waiting for the loop (event loop thread). Each holds its request's memory until then; the API refuses writes past
  * limits.maxQueuedWrites. Ops handed back with ad_writer_complete (reads, file I/O) are not counted. */
 size_t ad_writer_outstanding(void);
+
+/*
+ * Pools of store operations (core/pool.h): readers and the artifact service. Each thread is on a store connection
+ * of its own (the pool's data is the store); an op's apply runs there, its done on the loop through
+ * ad_writer_complete. Dropped at stop (a pool that does not drain), and refused once the pool has stopped, an op
+ * answers AD_E_UNAVAILABLE. A pool of them is declared with AD_OP_POOL among its initializers.
+ */
+void *ad_op_pool_connect(struct ad_pool *p, char *err, size_t errlen);
+void ad_op_pool_disconnect(struct ad_pool *p, void *conn);
+void ad_op_pool_run(struct ad_pool *p, void *conn, struct ad_pool_item *it);
+void ad_op_pool_drop(struct ad_pool *p, struct ad_pool_item *it);
+#define AD_OP_POOL                                                                                                     \
+    .thread_start = ad_op_pool_connect, .thread_end = ad_op_pool_disconnect, .run = ad_op_pool_run,                    \
+    .drop = ad_op_pool_drop
+/* Queue op on p (event loop thread); its apply runs on a pool thread, its done on the loop. */
+void ad_op_pool_submit(struct ad_pool *p, struct ad_op *op);
 
 #endif
