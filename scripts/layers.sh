@@ -9,6 +9,8 @@
 # only; src/cli/, the other client, may use common/ and worker/ (whose client.h both clients share). server.c wires the layers together and main.c is the command line; nothing includes either but main.c.
 # Includes name their folder ("core/job.h"), so a reader sees the direction at the top of every file. A header
 # named *_int.h is its folder's own (api/api_int.h): only files of that folder include it.
+# libh2o stays behind one wall: only src/http/ and src/api/ (which speaks in requests) include its headers
+# (<h2o.h>, <h2o/...>); the layers below get the event loop through core/loop.h, which src/http/loop.c defines.
 # Usage: scripts/layers.sh   Prints file:line: message per violation; exits 1 if there was any.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -59,6 +61,14 @@ while IFS= read -r f; do
         fi
         grep -qx "src/$from/" <<<"$documented" || say "$f: src/$from/ is not named in README.md's Layout section"
     fi
+    case "$from" in
+    http | api) ;;
+    *)
+        while IFS=: read -r line inc; do
+            say "$f:$line: $inc: only src/http/ and src/api/ include libh2o's headers (use core/loop.h, common/list.h)"
+        done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*<h2o[./]' "$f" | sed 's/[[:space:]]*$//' || true)
+        ;;
+    esac
     while IFS=: read -r line inc; do
         inc=${inc#*\"}
         inc=${inc%%\"*}
@@ -90,5 +100,5 @@ for d in src/*/; do
     [ -d "tests/unit/$name" ] || say "$d: no tests/unit/$name/ with its unit tests (tests/unit mirrors src/)"
 done
 
-[ "$bad" -eq 0 ] && echo "layers: every include points down; every source file is in a documented folder, and every folder has its unit tests"
+[ "$bad" -eq 0 ] && echo "layers: every include points down; libh2o only in http/ and api/; every source file is in a documented folder, and every folder has its unit tests"
 exit "$bad"

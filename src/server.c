@@ -1,6 +1,15 @@
 /*
- * server.c - the daemon's wiring: it opens the store, starts the layers in order (writer, hub, cluster
- * follower, webhook delivery, HTTP), runs the event loop, and stops them in reverse order on SIGTERM.
+ * server.c - the daemon's wiring: it opens the store, starts the services in one order, runs the event loop, and
+ * stops them on SIGTERM:
+ *
+ *   start: the writer, the readers, the artifact service, api's listeners, the cluster follower, the hub's timers,
+ *          the HTTP listener, webhook delivery; then the loop runs.
+ *   stop:  SSE streams and the listener; the writer's queue drained by the loop (answers go out); the artifact
+ *          service (drains), webhook delivery, the cluster follower, the readers (drop), the writer (drains); a
+ *          last half second of the loop for the answers still being written.
+ *
+ * Each thread-owning service is a pool of core/pool.h (api/ starts no threads). The loop is core/loop.h's, run a
+ * turn at a time here; nothing in this file names libh2o.
  *
  * Nothing here decides anything about jobs or HTTP; each layer does its own work (README, "Layout").
  */
@@ -8,95 +17,30 @@
 #include "api/api.h"
 #include "common/signals.h"
 #include "common/timer.h"
+#include "core/artifacts.h"
 #include "core/core.h"
 #include "hub/cluster.h"
 #include "hub/hub.h"
 #include "hub/reader.h"
-#include "http/tls.h"
+#include "http/listen.h"
 #include "webhook/webhook.h"
+#include "core/loop.h"
 #include "core/writer.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define AD_DRAIN_MS 10000
 #define AD_FLUSH_MS 500
 
-/* h2o's configuration, context and accept context: the listener's, used nowhere else. */
-static struct {
-    h2o_globalconf_t h2o;
-    h2o_context_t ctx;
-    h2o_accept_ctx_t accept;
-} srv;
-
-static int open_listener(const struct ad_config *cfg, char *bound, size_t boundlen)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
-    char port[16];
-    snprintf(port, sizeof(port), "%d", cfg->listen_port);
-    int gai = getaddrinfo(cfg->listen_host, port, &hints, &res);
-    if (gai != 0) {
-        ad_error("cannot resolve listen address %s: %s", cfg->listen_host, gai_strerror(gai));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), on = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
-        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-        ad_error("cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    char host[NI_MAXHOST], serv[NI_MAXSERV];
-    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(bound, boundlen, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
-    freeaddrinfo(res);
-    return fd;
-}
-
-/* limits.maxConnections: at the cap the listener stops accepting, so further clients wait in the kernel's
- * backlog instead of being refused, and it resumes as soon as a connection closes. */
-static h2o_socket_t *listener_sock;
-static size_t nconnections;
-
-static void on_accept(h2o_socket_t *listener, const char *err);
-
-static void on_connection_close(void *data)
-{
-    ad_http_conn_closed(data);
-    if (nconnections-- == (size_t)ad_hub.cfg->max_connections && !ad_hub.shutting_down)
-        h2o_socket_read_start(listener_sock, on_accept);
-}
-
-static void on_accept(h2o_socket_t *listener, const char *err)
-{
-    if (err != NULL)
-        return;
-    h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-    if (sock == NULL)
-        return;
-    sock->on_close.cb = on_connection_close;
-    sock->on_close.data = ad_http_conn_open(sock);
-    if (++nconnections == (size_t)ad_hub.cfg->max_connections)
-        h2o_socket_read_stop(listener);
-    h2o_accept(&srv.accept, sock);
-}
-
 /* One turn of the event loop: wait for events up to max_wait ms (not at all while writer completions are
  * waiting), handle them and a chunk of the completions, then run the timers that are due. */
-static void loop_turn(h2o_loop_t *loop, int32_t max_wait)
+static void loop_turn(struct ad_loop *loop, int32_t max_wait)
 {
-    h2o_evloop_run(loop, max_wait);
-    ad_writer_turn();
+    ad_loop_run(loop, max_wait);
     ad_timers_run();
 }
 
@@ -109,10 +53,6 @@ int ad_server_run(struct ad_config *cfg)
 {
     char err[256];
     ad_log_set_json(cfg->log.json);
-    if (ad_http_pool_check(err, sizeof(err)) != 0) {
-        ad_error("cannot start: %s", err);
-        return 1;
-    }
     ad_hub.cfg = cfg;
     ad_hub.open_mode = cfg->nkeys == 0;
     if (ad_hub.open_mode && !is_loopback_host(cfg->listen_host))
@@ -143,33 +83,7 @@ int ad_server_run(struct ad_config *cfg)
     ad_core_init(cfg, ad_hub.store);
     ad_cache_init(cfg->cache_bytes);
 
-    h2o_config_init(&srv.h2o);
-    srv.h2o.server_name = h2o_iovec_init(H2O_STRLIT("acceptd"));
-    /* h2o itself answers bodies beyond this; below it, our own 413 problem does (api.c, api_artifacts.c). */
-    srv.h2o.max_request_entity_size =
-        (cfg->max_upload_part_bytes > cfg->max_body_bytes ? cfg->max_upload_part_bytes : cfg->max_body_bytes) +
-        64 * 1024;
-    h2o_hostconf_t *host = h2o_config_register_host(&srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
-    h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
-    h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
-    handler->on_req = ad_api_on_req;
-    ad_http_register_problem_filter(path, cfg->max_body_bytes, cfg->max_upload_part_bytes);
-    ad_http_register_problem_filter(&host->fallback_path, cfg->max_body_bytes, cfg->max_upload_part_bytes);
-    ad_http_register_logger(path, cfg->log.access_log);
-    ad_http_register_logger(&host->fallback_path, cfg->log.access_log);
-
-    h2o_loop_t *loop = h2o_evloop_create();
-    h2o_context_init(&srv.ctx, loop, &srv.h2o);
-    srv.accept.ctx = &srv.ctx;
-    srv.accept.hosts = srv.h2o.hosts;
-    if (cfg->tls.cert != NULL || cfg->tls.key != NULL) {
-        srv.accept.ssl_ctx = ad_tls_context(&cfg->tls, err, sizeof(err));
-        if (srv.accept.ssl_ctx == NULL) {
-            ad_error("%s", err);
-            return 1;
-        }
-    }
-    const char *scheme = srv.accept.ssl_ctx != NULL ? "https" : "http";
+    struct ad_loop *loop = ad_loop_new();
 
     if (ad_writer_start(ad_hub.store, loop, err, sizeof(err)) != 0) {
         ad_error("cannot start the writer: %s", err);
@@ -177,6 +91,10 @@ int ad_server_run(struct ad_config *cfg)
     }
     if (ad_reader_start(ad_hub.store, err, sizeof(err)) != 0) {
         ad_error("cannot start the readers: %s", err);
+        return 1;
+    }
+    if (ad_artifacts_start(ad_hub.store, cfg->artifacts.gc_interval_ms, err, sizeof(err)) != 0) {
+        ad_error("cannot start the artifact service: %s", err);
         return 1;
     }
     if (ad_api_init(err, sizeof(err)) != 0) {
@@ -198,17 +116,16 @@ int ad_server_run(struct ad_config *cfg)
                 cfg->data_dir);
 
     char bound[300];
-    int fd = open_listener(cfg, bound, sizeof(bound));
-    if (fd < 0)
+    const char *scheme;
+    if (ad_http_listen(loop, cfg, ad_api_on_req, bound, sizeof(bound), &scheme, err, sizeof(err)) != 0) {
+        ad_error("%s", err);
         return 1;
+    }
     ad_hub.public_url = cfg->public_url != NULL ? ad_strdup(cfg->public_url) : ad_asprintf("%s://%s", scheme, bound);
     if (ad_webhook_start(cfg, ad_hub.store, ad_hub.public_url, err, sizeof(err)) != 0) {
         ad_error("cannot start webhook delivery: %s", err);
         return 1;
     }
-    h2o_socket_t *listener = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
-    listener_sock = listener;
-    h2o_socket_read_start(listener, on_accept);
 
     /* The loop wakes at least every 200 ms and reads the count; it does not watch the pipe. */
     if (ad_signals_open(0) != 0) {
@@ -234,13 +151,12 @@ int ad_server_run(struct ad_config *cfg)
     ad_info("shutting down");
     ad_hub.shutting_down = 1;
     ad_api_shutdown();
-    h2o_socket_read_stop(listener);
-    h2o_socket_close(listener);
+    ad_http_listen_stop();
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */
     int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
         loop_turn(loop, 20);
-    ad_api_artifacts_stop();
+    ad_artifacts_stop();
     ad_webhook_stop();
     ad_cluster_stop();
     ad_reader_stop();

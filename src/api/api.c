@@ -246,8 +246,6 @@ int ad_api_init(char *err, size_t errlen)
 {
     ad_hub_listen(&api_listener);
     ad_api_stats_init();
-    if (ad_api_artifacts_init(err, errlen) != 0)
-        return -1;
     return ad_api_events_init(err, errlen);
 }
 

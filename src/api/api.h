@@ -19,7 +19,4 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req);
 /* At SIGTERM, once new requests are refused: close every event stream with a retry hint. */
 void ad_api_shutdown(void);
 
-/* After the drain: finish the artifact uploads queued to their thread, then end it (api_artifacts.c). */
-void ad_api_artifacts_stop(void);
-
 #endif

@@ -5,7 +5,8 @@
  * Upload: PUT /v1/jobs/{id}/result in parts, each at most limits.maxUploadPartBytes, with the resumable-upload
  * headers Upload-Offset and Upload-Complete. Parts, not one streamed body: h2o 2.2 reads a request's whole body
  * before its handler runs, so a part is what is ever held in memory. A part is written, hashed and (the last one)
- * fsync'd on a thread of its own (file I/O never stalls the loop), one part at a time, in the order they came.
+ * fsync'd on the artifact service's thread (core/artifacts.h: file I/O never stalls the loop), one part at a time,
+ * in the order they came.
  * Completing the job with "artifact": true publishes the finished file (store/artifact.h).
  *
  * Download: GET and HEAD of /v1/jobs/{id}/result serve the file with a strong ETag (its SHA-256), Repr-Digest,
@@ -15,7 +16,7 @@
 #include "api/api_int.h"
 #include "api/valet.h"
 #include "common/timer.h"
-#include "hub/reader.h"
+#include "core/artifacts.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -26,23 +27,7 @@
 
 #define ART_CHUNK (256 * 1024) /* bytes read from the file per write to the client */
 
-/* ---- the artifact thread ---- */
-
-/* The collector, on the artifact thread between parts: at start, then every artifacts.gcInterval. */
-static void gc_every(struct ad_conn *c)
-{
-    int removed = 0;
-    ad_err err = ad_hub.store->ops->artifact_gc(c, &removed);
-    if (err != AD_E_OK)
-        ad_warn("artifacts: the collector failed: %s", ad_err_code(err));
-    else if (removed > 0)
-        ad_info("artifacts: removed %d uploads that no job refers to", removed);
-}
-
-/* One thread, so that the parts of an upload are written in the order they came. At stop it writes the parts
- * still queued, as the writer commits what it was handed: their bytes are here, and each client waits for its
- * answer (a 503 would be safe, as nothing was acknowledged, but costs the client the part again). */
-static struct ad_pool io_pool = {.name = "acceptd-results", .nthreads = 1, .drain = 1, .every = gc_every};
+/* ---- upload ---- */
 
 /*
  * A part passes through megabyte buffers (h2o's request body, the copy the thread writes from), freed once it is
@@ -60,20 +45,6 @@ static void release_memory(struct ad_timer *t)
     if (MallocExtension_ReleaseFreeMemory != NULL)
         MallocExtension_ReleaseFreeMemory();
 }
-
-int ad_api_artifacts_init(char *err, size_t errlen)
-{
-    io_pool.every_ms = ad_hub.cfg->artifacts.gc_interval_ms;
-    return ad_pool_start(&io_pool, ad_hub.store, err, errlen);
-}
-
-void ad_api_artifacts_stop(void)
-{
-    ad_timer_cancel(&release_timer);
-    ad_pool_stop(&io_pool);
-}
-
-/* ---- upload ---- */
 
 struct part_op {
     struct ad_op op;
@@ -232,7 +203,7 @@ static int put_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
     p->has_part_digest = cd == 1;
     p->has_repr_digest = rd == 1 && p->last;
     x->pend = ad_api_write_begin(r);
-    ad_pool_submit(&io_pool, &x->op);
+    ad_artifacts_submit(&x->op);
     return 0;
 }
 

@@ -4,7 +4,7 @@
  *
  * Every list is a store read off the event loop (ad_api_read, ad_hub_read), paged by an index: a page token holds
  * the last cseq shown (api_page.c), the feed's cursor the last seq. A change feed that waits hangs in
- * ad_hub.change_waiters and reads again when a change of its tenant is published (ad_api_changes_notify); it never
+ * change_waiters and reads again when a change of its tenant is published (ad_api_changes_notify); it never
  * polls. Expired jobs are left out of every page.
  */
 #include "api/api_int.h"
@@ -190,7 +190,7 @@ static void list_send(struct ad_request *r, struct ad_job_list *lp, int limit)
 
 /*
  * A change feed request, from its first read to its answer. Its reads run off the loop (ad_hub_read), one at a time;
- * with ?wait= it waits in ad_hub.change_waiters from the start, so that a change published while a read is in
+ * with ?wait= it waits in change_waiters from the start, so that a change published while a read is in
  * flight (which that read may or may not have seen) has it read again before it waits on.
  */
 struct changes_wait {
@@ -206,6 +206,9 @@ struct changes_wait {
     int again;   /* a change came while reading: an empty page reads again */
     int gone;    /* the client went away while a read was in flight: the read frees it */
 };
+
+/* Change feed requests waiting for a change. */
+static h2o_linklist_t change_waiters = {&change_waiters, &change_waiters};
 
 struct changes_read {
     struct ad_op op;
@@ -311,8 +314,8 @@ static void changes_timeout(struct ad_timer *t)
 
 void ad_api_changes_notify(const char *tenant)
 {
-    h2o_linklist_t *node = ad_hub.change_waiters.next;
-    while (node != &ad_hub.change_waiters) {
+    h2o_linklist_t *node = change_waiters.next;
+    while (node != &change_waiters) {
         struct changes_wait *c = H2O_STRUCT_FROM_MEMBER(struct changes_wait, link, node);
         node = node->next;
         if (strcmp(c->tenant, tenant) != 0)
@@ -341,7 +344,7 @@ int ad_api_changes(struct ad_request *r)
     c->timer.cb = changes_timeout;
     c->pend = ad_pending_new(r->req, c, changes_gone);
     if (c->waiting) {
-        h2o_linklist_insert(&ad_hub.change_waiters, &c->link);
+        h2o_linklist_insert(&change_waiters, &c->link);
         ad_timer_arm(&c->timer, ad_mono_ms() + wait * 1000);
     }
     changes_read(c);

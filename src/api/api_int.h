@@ -210,9 +210,7 @@ int ad_api_attempts(struct ad_request *r);
 int ad_api_healthz(struct ad_request *r);
 int ad_api_readyz(struct ad_request *r);
 int ad_api_metrics(struct ad_request *r);
-/* Result artifacts (api_artifacts.c). At start (embedded store only): the artifact directory, the thread that
- * writes uploads and the collector (ad_api_artifacts_stop, in api.h, ends it). */
-int ad_api_artifacts_init(char *err, size_t errlen);
+/* Result artifacts (api_artifacts.c); the thread that writes uploads is core/artifacts.h's. */
 /* PUT /v1/jobs/{id}/result: a part of the result artifact, under the worker's lease (Lease-Id). */
 int ad_api_put_result(struct ad_request *r);
 /* GET or HEAD of the result with Lease-Id: how far the upload under that lease got (Upload-Offset). */

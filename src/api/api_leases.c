@@ -1,7 +1,7 @@
 /*
  * api_leases.c - the worker side: leasing with parked waits, heartbeats, completion and failure.
  *
- * A lease request that finds no work is parked (not polled): it waits in ad_hub.parked until a committed
+ * A lease request that finds no work is parked (not polled): it waits in parked_leases until a committed
  * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
  * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
  */
@@ -40,6 +40,9 @@ struct parked {
     uint64_t kicks;   /* the kick count when the op was issued */
     int minimal;      /* Prefer: return=minimal: leases as lean_lease writes them */
 };
+
+/* Lease requests waiting for work, oldest first. */
+static h2o_linklist_t parked_leases = {&parked_leases, &parked_leases};
 
 /* Kicks so far. A kick that comes while a request's lease op is with the writer cannot reach it; if work
  * turned up in between (another node's submit, announced while our op ran), the request must look again
@@ -188,7 +191,7 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
     } else if (p->kicks != kicks) {
         lease_issue(p);
     } else {
-        h2o_linklist_insert(&ad_hub.parked, &p->link);
+        h2o_linklist_insert(&parked_leases, &p->link);
         ad_timer_arm(&p->timer, p->deadline);
     }
 }
@@ -210,7 +213,7 @@ static void lease_done(struct ad_op *op)
 void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_ms, const char **worker)
 {
     h2o_linklist_t *next;
-    for (h2o_linklist_t *node = ad_hub.parked.next; node != &ad_hub.parked; node = next) {
+    for (h2o_linklist_t *node = parked_leases.next; node != &parked_leases; node = next) {
         next = node->next;
         struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
         if (strcmp(p->r->tenant, tenant) != 0)
@@ -589,7 +592,7 @@ void ad_api_leases_parked(const char *tenant,
                           void *arg)
 {
     int64_t now = ad_mono_ms();
-    for (h2o_linklist_t *node = ad_hub.parked.next; node != &ad_hub.parked; node = node->next) {
+    for (h2o_linklist_t *node = parked_leases.next; node != &parked_leases; node = node->next) {
         const struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, link, node);
         if (tenant == NULL || strcmp(p->r->tenant, tenant) == 0)
             fn(arg, p->r->tenant, p->ask.types, p->ask.ntypes, p->ask.worker, now - (p->deadline - p->ask.wait_ms));

@@ -4,8 +4,8 @@
  * Batching needs no timer of its own: while one batch is being fsynced, new operations pile up in the queue,
  * and the next batch takes them all. Under light load a batch is one operation and adds no delay. Under
  * steady load a batch waits a moment for as many operations as the last one held (gather_and_apply).
- * A batch's completions reach the event loop together and are run a chunk per turn of the loop
- * (ad_writer_deliver, from a zero timeout of the loop), between its reads.
+ * A batch's completions reach the event loop together (one mailbox send, core/loop.h) and are run a chunk per
+ * turn of the loop (ad_writer_deliver, from a task of the loop), between its reads.
  *
  * A batch that fails for want of space (AD_E_STORAGE_FULL) puts the writer in the full state, which
  * ad_writer_storage_full tells /readyz. While in it, the writer has the store give back what space it can and try
@@ -19,7 +19,7 @@
 #include "common/util.h"
 #include "common/metrics.h"
 
-#include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 
 #define AD_WRITER_MAX_BATCH 1024
@@ -31,12 +31,12 @@
 /* How often the writer, with nothing queued, tries to make room while the store is full. */
 #define AD_WRITER_RECLAIM_MS 500
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct ad_op *head, **tail = &head;
-static size_t queued;
-static uint64_t stat_batches, stat_ops;
-static uint64_t submitted, delivered; /* atomics: ops handed in, ops whose done() has run */
+static void writer_main(struct ad_pool *p, void *state);
+/* The hand-off: ops queued for the writer thread, which takes them in batches (core/pool.h). It drains at stop:
+ * whatever was handed in is committed and answered. */
+static struct ad_pool queue = {.name = "acceptd-writer", .nthreads = 1, .drain = 1, .main = writer_main};
+static uint64_t stat_batches, stat_ops; /* atomics */
+static uint64_t submitted, delivered;   /* atomics: ops handed in, ops whose done() has run */
 /* atomics: of those, the ops handed back without the writer (ad_writer_complete: reads, file I/O), which are no
  * writes waiting for the store and so are not counted against limits.maxQueuedWrites */
 static uint64_t back_submitted, back_delivered;
@@ -44,17 +44,13 @@ static uint64_t stat_apply_ns, stat_commit_ns; /* written by the writer thread o
 
 static uint64_t mono_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ad_mono_ns();
 }
-static int stopping;
-static int exited; /* the writer thread has left its loop (under mu): an op queued now would never be applied */
-static pthread_t thread;
 static struct ad_conn *conn;
 static struct ad_store *store;
-static h2o_multithread_queue_t *mq;
-static h2o_multithread_receiver_t receiver;
+static struct ad_loop *deliver_loop;
+static struct ad_mailbox *mailbox; /* the hand-back to the loop, made once per loop */
+static struct ad_loop_task *deliver_task;
 static void (*batch_hook)(void);
 /* The hub's (ad_writer_set_publish); event loop thread only. */
 static void *(*publish_fn)(struct ad_job *job);
@@ -64,33 +60,24 @@ static void (*settled_fn)(void);
 static int storage_full;
 
 /* Completions the writer has handed back and the event loop has not run yet (event loop thread only). */
-static h2o_linklist_t ready = {&ready, &ready};
+static struct ad_list ready = AD_LIST_INIT(ready);
 
 /*
- * Completions run from a zero timeout of the loop, inside h2o_evloop_run, which finishes the answers they write
- * (runs their write callbacks) before it next updates its epoll set. Run after h2o_evloop_run has returned, an
- * HTTP/1 answer's socket was still writing when the next run updated it: libh2o 2.2 polled it for EPOLLOUT, and
- * for EPOLLIN again once the callback had run, two epoll_ctl per answer.
+ * Completions run from a task of the loop, inside its turn, which finishes the answers they write (runs their write
+ * callbacks) before it next updates its polling. Run after the turn, an HTTP/1 answer's socket was still writing
+ * when the next turn updated it: libh2o 2.2 polled it for EPOLLOUT, and for EPOLLIN again once the callback had
+ * run, two epoll_ctl per answer.
  */
-static h2o_loop_t *deliver_loop;
-static h2o_timeout_t deliver_timeout;
-static h2o_timeout_entry_t deliver_entry;
-
-static void deliver_cb(h2o_timeout_entry_t *entry)
+static void deliver_run(void *arg)
 {
-    ad_writer_deliver();
+    if (ad_writer_deliver())
+        ad_loop_task_schedule(deliver_task); /* the next chunk on the next turn, after the loop has read */
 }
 
-void ad_writer_turn(void)
+static void on_messages(void *arg, struct ad_list *msgs)
 {
-    if (!h2o_linklist_is_empty(&ready) && !h2o_timeout_is_linked(&deliver_entry))
-        h2o_timeout_link(deliver_loop, &deliver_timeout, &deliver_entry);
-}
-
-static void on_messages(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
-{
-    h2o_linklist_insert_list(&ready, messages);
-    ad_writer_turn();
+    ad_list_insert_list(&ready, msgs);
+    ad_loop_task_schedule(deliver_task);
 }
 
 void ad_op_changed(struct ad_op *op, struct ad_job **job)
@@ -127,10 +114,9 @@ static uint64_t op_weight(const struct ad_op *op)
 
 int ad_writer_deliver(void)
 {
-    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !h2o_linklist_is_empty(&ready); n++) {
-        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, ready.next);
-        h2o_linklist_unlink(&m->link);
-        struct ad_op *op = H2O_STRUCT_FROM_MEMBER(struct ad_op, msg, m);
+    for (size_t n = 0; n < AD_WRITER_DELIVER_CHUNK && !ad_list_empty(&ready); n++) {
+        struct ad_op *op = AD_CONTAINER_OF(ready.next, struct ad_op, msg);
+        ad_list_unlink(&op->msg);
         int published = publish(op);
         uint64_t weight = op_weight(op); /* done() frees op */
         int back = op->handed_back;
@@ -141,7 +127,7 @@ int ad_writer_deliver(void)
             settled_fn();
         __atomic_add_fetch(&delivered, weight, __ATOMIC_RELAXED);
     }
-    return !h2o_linklist_is_empty(&ready);
+    return !ad_list_empty(&ready);
 }
 
 /*
@@ -179,22 +165,20 @@ ad_err ad_writer_apply_nested(const struct ad_store_ops *ops, struct ad_op *op, 
     return AD_E_OK;
 }
 
-/* Take up to max queued operations off the queue (mu held): their chain, its last op in *last and its
- * length in *n; NULL when none is queued. */
+/* Take up to max queued operations off the queue: their chain (by op->next), its last op in *last and its length
+ * in *n; NULL when none is queued. */
 static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
 {
-    struct ad_op *first = head;
-    *n = 0;
-    if (head == NULL || max == 0)
-        return NULL;
-    *last = head;
-    for (*n = 1; (*last)->next != NULL && *n < max; (*n)++)
-        *last = (*last)->next;
-    head = (*last)->next;
-    if (head == NULL)
-        tail = &head;
-    (*last)->next = NULL;
-    queued -= *n;
+    struct ad_pool_item *it = max != 0 ? ad_pool_take(&queue, max, n) : NULL;
+    struct ad_op *first = NULL, **tail = &first;
+    if (it == NULL)
+        *n = 0;
+    for (; it != NULL; it = it->next) {
+        struct ad_op *op = AD_CONTAINER_OF(it, struct ad_op, item);
+        *tail = *last = op;
+        tail = &op->next;
+    }
+    *tail = NULL;
     return first;
 }
 
@@ -210,32 +194,21 @@ static struct ad_op *take_queued(size_t max, struct ad_op **last, size_t *n)
  * company before it begins instead, and then applies what has come.
  *
  * Returns the batch's chain and its length in *count, and in *berr what fails the whole batch: begin's error,
- * or that of an operation that failed after writing (the transaction is then rolled back here). mu is held on
- * entry and exit. */
+ * or that of an operation that failed after writing (the transaction is then rolled back here). */
 static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *count)
 {
     struct ad_op *batch = NULL, **btail = &batch;
     size_t n = 0, k;
     int wait_in_tx = !store->ops->tx_blocks_others;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += AD_WRITER_GATHER_NS;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    while (!wait_in_tx && queued < last_batch && !stopping)
-        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0)
-            break;
-    pthread_mutex_unlock(&mu);
+    int64_t deadline = ad_mono_ns() + AD_WRITER_GATHER_NS;
+    if (!wait_in_tx)
+        ad_pool_wait(&queue, last_batch, deadline);
     uint64_t t0 = mono_ns();
     *berr = store->ops->begin(conn);
     uint64_t apply_ns = mono_ns() - t0;
-    pthread_mutex_lock(&mu);
     for (;;) {
-        struct ad_op *last, *taken = take_queued(AD_WRITER_MAX_BATCH - n, &last, &k);
+        struct ad_op *last = NULL, *taken = take_queued(AD_WRITER_MAX_BATCH - n, &last, &k);
         if (taken != NULL) {
-            pthread_mutex_unlock(&mu);
             t0 = mono_ns();
             if (*berr == AD_E_OK) {
                 apply_ops(taken, berr);
@@ -246,11 +219,10 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
             *btail = taken;
             btail = &last->next;
             n += k;
-            pthread_mutex_lock(&mu);
         }
-        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || stopping || !wait_in_tx || *berr != AD_E_OK)
+        if (n >= last_batch || n >= AD_WRITER_MAX_BATCH || !wait_in_tx || *berr != AD_E_OK || ad_pool_stopping(&queue))
             break;
-        if (head == NULL && pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL)
+        if (ad_pool_wait(&queue, 1, deadline) == 0)
             break;
     }
     __atomic_add_fetch(&stat_apply_ns, apply_ns, __ATOMIC_RELAXED);
@@ -258,7 +230,7 @@ static struct ad_op *gather_and_apply(size_t last_batch, ad_err *berr, size_t *c
     return batch;
 }
 
-/* In the full state (mu not held): have the store make room and try a write; leave the state once one went
+/* In the full state: have the store make room and try a write; leave the state once one went
  * through. A store without reclaim leaves it at the next batch that commits (commit_and_deliver). */
 static void reclaim(void)
 {
@@ -270,7 +242,7 @@ static void reclaim(void)
     ad_info("store: writes go through again");
 }
 
-/* Commit the batch unless it already failed (mu not held), hand each operation back to the event loop, and only
+/* Commit the batch unless it already failed, hand each operation back to the event loop, and only
  * then run the store's upkeep (after_batch), which the answers need not wait for. The full state is entered
  * before the answers leave, so that a client that got storage-full finds /readyz saying so too. */
 static void commit_and_deliver(struct ad_op *batch, ad_err berr, size_t n)
@@ -297,85 +269,68 @@ static void commit_and_deliver(struct ad_op *batch, ad_err berr, size_t n)
     void (*hook)(void) = __atomic_load_n(&batch_hook, __ATOMIC_ACQUIRE);
     if (hook != NULL)
         hook();
+    struct ad_list back = AD_LIST_INIT(back);
     while (batch != NULL) {
         struct ad_op *op = batch;
         batch = op->next;
         if (berr != AD_E_OK)
             op->err = berr;
-        h2o_multithread_send_message(&receiver, &op->msg);
+        ad_list_insert(&back, &op->msg);
     }
+    ad_mailbox_send_list(mailbox, &back);
     if (store->ops->after_batch != NULL)
         store->ops->after_batch(conn);
     reclaim();
 }
 
-/* Wait for an operation (mu held). In the full state, wake every AD_WRITER_RECLAIM_MS to try to make room, so
+/* Wait for an operation, or the stop. In the full state, wake every AD_WRITER_RECLAIM_MS to try to make room, so
  * that readiness comes back without a request to find out. */
 static void wait_for_work(void)
 {
-    while (head == NULL && !stopping) {
-        if (!__atomic_load_n(&storage_full, __ATOMIC_RELAXED)) {
-            pthread_cond_wait(&cv, &mu);
-            continue;
-        }
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += AD_WRITER_RECLAIM_MS / 1000;
-        deadline.tv_nsec += (long)(AD_WRITER_RECLAIM_MS % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-        if (pthread_cond_timedwait(&cv, &mu, &deadline) != 0 && head == NULL && !stopping) {
-            pthread_mutex_unlock(&mu);
-            reclaim();
-            pthread_mutex_lock(&mu);
-        }
+    for (;;) {
+        int full = __atomic_load_n(&storage_full, __ATOMIC_RELAXED);
+        int64_t deadline = full ? ad_mono_ns() + (int64_t)AD_WRITER_RECLAIM_MS * 1000000 : AD_POOL_FOREVER;
+        if (ad_pool_wait(&queue, 1, deadline) != 0 || ad_pool_stopping(&queue))
+            return;
+        reclaim();
     }
 }
 
-static void *writer_main(void *arg)
+/* The writer thread (the pool's main): a batch at a time until the stop has drained the queue. */
+static void writer_main(struct ad_pool *p, void *state)
 {
     size_t last_batch = 0;
-    pthread_mutex_lock(&mu);
     for (;;) {
         wait_for_work();
-        if (head == NULL) {
-            exited = 1;
-            break;
-        }
+        if (ad_pool_closing(&queue))
+            return;
         ad_err berr;
         size_t n;
         struct ad_op *batch = gather_and_apply(last_batch, &berr, &n);
         last_batch = n;
-        stat_batches++;
-        stat_ops += n;
-        pthread_mutex_unlock(&mu);
+        __atomic_add_fetch(&stat_batches, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&stat_ops, n, __ATOMIC_RELAXED);
         commit_and_deliver(batch, berr, n);
-        pthread_mutex_lock(&mu);
     }
-    pthread_mutex_unlock(&mu);
-    return NULL;
 }
 
-int ad_writer_start(struct ad_store *s, h2o_loop_t *loop, char *err, size_t errlen)
+int ad_writer_start(struct ad_store *s, struct ad_loop *loop, char *err, size_t errlen)
 {
     store = s;
     conn = s->ops->connect(s, err, errlen);
     if (conn == NULL)
         return -1;
-    deliver_loop = loop;
-    h2o_timeout_init(loop, &deliver_timeout, 0);
-    deliver_entry.cb = deliver_cb;
-    mq = h2o_multithread_create_queue(loop);
-    h2o_multithread_register_receiver(mq, &receiver, on_messages);
-    stopping = exited = 0;
+    if (loop != deliver_loop) { /* completions of an earlier start may still be on their way to the old one */
+        deliver_loop = loop;
+        mailbox = ad_mailbox_new(loop, on_messages, NULL);
+        deliver_task = ad_loop_task_new(loop, deliver_run, NULL);
+    }
     __atomic_store_n(&storage_full, 0, __ATOMIC_RELAXED);
-    if (pthread_create(&thread, NULL, writer_main, NULL) != 0) {
-        snprintf(err, errlen, "cannot start the writer thread");
+    if (ad_pool_start(&queue, err, errlen) != 0) {
+        s->ops->disconnect(conn);
+        conn = NULL;
         return -1;
     }
-    pthread_setname_np(thread, "acceptd-writer");
     return 0;
 }
 
@@ -413,25 +368,16 @@ void ad_writer_submit(struct ad_op *op)
 {
     op->next = NULL;
     op->nchanged = 0;
-    pthread_mutex_lock(&mu);
-    if (exited) {
-        /* After the stop: a write made by the answer to a read that came back late (a complete that first read
-         * its artifact). It is refused, and its done still runs on the loop. */
-        pthread_mutex_unlock(&mu);
-        op->err = AD_E_UNAVAILABLE;
-        ad_writer_complete(op);
-        return;
-    }
-    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
     op->handed_back = 0;
     op->err = AD_E_OK;
-    op->msg.link.next = op->msg.link.prev = NULL;
-    *tail = op;
-    tail = &op->next;
-    queued++;
-    pthread_mutex_unlock(&mu);
-    /* After the unlock: signalled under mu, the writer would wake only to wait for mu again. */
-    pthread_cond_signal(&cv);
+    __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
+    if (ad_pool_submit(&queue, &op->item) != 0) {
+        /* After the stop: a write made by the answer to a read that came back late (a complete that first read
+         * its artifact). It is refused, and its done still runs on the loop. */
+        __atomic_sub_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
+        op->err = AD_E_UNAVAILABLE;
+        ad_writer_complete(op);
+    }
 }
 
 void ad_writer_complete(struct ad_op *op)
@@ -439,29 +385,58 @@ void ad_writer_complete(struct ad_op *op)
     op->handed_back = 1;
     __atomic_add_fetch(&back_submitted, op_weight(op), __ATOMIC_RELAXED);
     __atomic_add_fetch(&submitted, op_weight(op), __ATOMIC_RELAXED);
-    op->msg.link.next = op->msg.link.prev = NULL;
-    h2o_multithread_send_message(&receiver, &op->msg);
+    ad_mailbox_send(mailbox, &op->msg);
 }
 
 void ad_writer_stop(void)
 {
     if (conn == NULL) /* not running */
         return;
-    pthread_mutex_lock(&mu);
-    stopping = 1;
-    pthread_cond_signal(&cv);
-    pthread_mutex_unlock(&mu);
-    pthread_join(thread, NULL);
+    ad_pool_stop(&queue);
     store->ops->disconnect(conn);
     conn = NULL;
 }
 
 void ad_writer_stats(struct ad_writer_stats *out)
 {
-    pthread_mutex_lock(&mu);
-    out->batches = stat_batches;
-    out->ops = stat_ops;
-    pthread_mutex_unlock(&mu);
+    out->batches = __atomic_load_n(&stat_batches, __ATOMIC_RELAXED);
+    out->ops = __atomic_load_n(&stat_ops, __ATOMIC_RELAXED);
     out->apply_ns = __atomic_load_n(&stat_apply_ns, __ATOMIC_RELAXED);
     out->commit_ns = __atomic_load_n(&stat_commit_ns, __ATOMIC_RELAXED);
+}
+
+/* ---- pools of store operations (writer.h) ---- */
+
+void *ad_op_pool_connect(struct ad_pool *p, char *err, size_t errlen)
+{
+    struct ad_store *s = p->data;
+    return s->ops->connect(s, err, errlen);
+}
+
+void ad_op_pool_disconnect(struct ad_pool *p, void *c)
+{
+    struct ad_store *s = p->data;
+    s->ops->disconnect(c);
+}
+
+void ad_op_pool_run(struct ad_pool *p, void *c, struct ad_pool_item *it)
+{
+    struct ad_op *op = AD_CONTAINER_OF(it, struct ad_op, item);
+    op->err = op->apply(op, c);
+    ad_writer_complete(op);
+}
+
+void ad_op_pool_drop(struct ad_pool *p, struct ad_pool_item *it)
+{
+    struct ad_op *op = AD_CONTAINER_OF(it, struct ad_op, item);
+    op->err = AD_E_UNAVAILABLE;
+    ad_writer_complete(op);
+}
+
+void ad_op_pool_submit(struct ad_pool *p, struct ad_op *op)
+{
+    op->next = NULL;
+    op->err = AD_E_OK;
+    if (ad_pool_submit(p, &op->item) != 0)
+        ad_op_pool_drop(p, &op->item);
 }

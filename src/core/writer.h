@@ -3,9 +3,9 @@
  *
  * The event loop hands operations to ad_writer_submit(). The writer thread opens one transaction, applies
  * every operation queued so far and those that keep arriving while it expects more (writer.c), commits once (one fsync
- * for the batch) and then hands each operation back to the event loop thread, where op->done runs inside
- * h2o_evloop_run (ad_writer_deliver). An operation's result is therefore durable before done() is called: a 202
- * leaves only after its batch committed.
+ * for the batch) and then hands each operation back to the event loop thread (a mailbox of core/loop.h), where
+ * op->done runs in a turn of the loop (ad_writer_deliver). An operation's result is therefore durable before done() is
+ * called: a 202 leaves only after its batch committed.
  *
  * The one publish path: an operation's apply names the jobs it changed (ad_op_changed), and on the event loop, after
  * the batch committed and before the operation's done(), the writer hands each to the publish function the hub
@@ -16,9 +16,10 @@
 #ifndef AD_WRITER_H
 #define AD_WRITER_H
 
-#include <h2o.h>
 #include <stdlib.h>
 #include "common/error.h"
+#include "core/loop.h"
+#include "core/pool.h"
 #include "store/store.h"
 
 /* A job an operation changed (ad_op_changed). */
@@ -45,9 +46,10 @@ struct ad_op {
     /* What the op counts for in ad_writer_outstanding, set before it is handed in: the jobs of a batch submit,
      * which holds them all until its answer; 0 counts as 1. */
     size_t weight;
-    int handed_back; /* handed back by ad_writer_complete, not applied by the writer: no write */
-    h2o_multithread_message_t msg;
-    struct ad_op *next;
+    int handed_back;          /* handed back by ad_writer_complete, not applied by the writer: no write */
+    struct ad_list msg;       /* in the hand-back to the loop */
+    struct ad_pool_item item; /* in the queue of a pool (the writer's, or ad_op_pool_submit's) */
+    struct ad_op *next;       /* in the writer's batch */
     /* The jobs apply changed, in the order named: the first AD_OP_CHANGES_INLINE in changed, the rest in more
      * (allocated, freed by ad_op_free). Writer thread until the commit, then the event loop thread. */
     size_t nchanged, more_cap;
@@ -83,7 +85,7 @@ static inline void *ad_op_published(struct ad_op *op, size_t i)
 }
 
 /* Start the writer thread on its own connection to store; completions are delivered on loop. 0 or -1. */
-int ad_writer_start(struct ad_store *store, h2o_loop_t *loop, char *err, size_t errlen);
+int ad_writer_start(struct ad_store *store, struct ad_loop *loop, char *err, size_t errlen);
 /* Run fn on the writer thread after every batch's transaction has ended (committed or not), before the batch's
  * completions are handed back; NULL removes it. The webhook outbox uses it to wake its delivery thread. */
 void ad_writer_set_batch_hook(void (*fn)(void));
@@ -92,13 +94,10 @@ void ad_writer_set_batch_hook(void (*fn)(void));
  * answers with (opaque here: the hub's cache entry); once done() has run, settled() is called (the hub keeps the
  * entries it returned until then). Without a publish function the jobs stay in their ops (unit tests). */
 void ad_writer_set_publish(void *(*publish)(struct ad_job *job), void (*settled)(void));
-/* Run the next few completions handed back (event loop thread). The loop does it itself: the first chunk of
- * what arrives runs in the h2o_evloop_run that receives it, and the next in each run after ad_writer_turn.
- * Returns 1 when some are still waiting. */
+/* Run the next few completions handed back (event loop thread). The loop does it itself, from a task (core/loop.h):
+ * the first chunk of what arrives runs in the turn that receives it, and each next chunk in the turn after, once
+ * the loop has read its sockets. Returns 1 when some are still waiting. */
 int ad_writer_deliver(void);
-/* After each h2o_evloop_run (event loop thread): have the next run, which then does not sleep, run the next chunk
- * of completions, if any wait, after it has read its sockets. */
-void ad_writer_turn(void);
 /* Hand op back to the event loop from another thread, without applying it: its done() runs on the loop in
  * the same turns as the writer's completions (the reader threads of hub/reader.c answer through it). An op
  * handed back so counts as handed in until its done() has run (ad_writer_idle). */
@@ -129,5 +128,21 @@ int ad_writer_idle(void);
  * waiting for the loop (event loop thread). Each holds its request's memory until then; the API refuses writes past
  * limits.maxQueuedWrites. Ops handed back with ad_writer_complete (reads, file I/O) are not counted. */
 size_t ad_writer_outstanding(void);
+
+/*
+ * Pools of store operations (core/pool.h): readers and the artifact service. Each thread is on a store connection
+ * of its own (the pool's data is the store); an op's apply runs there, its done on the loop through
+ * ad_writer_complete. Dropped at stop (a pool that does not drain), and refused once the pool has stopped, an op
+ * answers AD_E_UNAVAILABLE. A pool of them is declared with AD_OP_POOL among its initializers.
+ */
+void *ad_op_pool_connect(struct ad_pool *p, char *err, size_t errlen);
+void ad_op_pool_disconnect(struct ad_pool *p, void *conn);
+void ad_op_pool_run(struct ad_pool *p, void *conn, struct ad_pool_item *it);
+void ad_op_pool_drop(struct ad_pool *p, struct ad_pool_item *it);
+#define AD_OP_POOL                                                                                                     \
+    .thread_start = ad_op_pool_connect, .thread_end = ad_op_pool_disconnect, .run = ad_op_pool_run,                    \
+    .drop = ad_op_pool_drop
+/* Queue op on p (event loop thread); its apply runs on a pool thread, its done on the loop. */
+void ad_op_pool_submit(struct ad_pool *p, struct ad_op *op);
 
 #endif

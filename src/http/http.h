@@ -105,11 +105,6 @@ void ad_http_note_route(struct ad_request *r, const char *route);
 /* Count (and, with access_log, log) every request of conf when it ends. */
 void ad_http_register_logger(h2o_pathconf_t *conf, int access_log);
 
-/* 0 when libh2o allocates its requests' memory through acceptd's pool (http/pool.c: a 2 KiB first chunk, not
- * 4 KiB), else -1 with err set: the daemon must not start then, since chunks made by one pool would be freed
- * by the other. */
-int ad_http_pool_check(char *err, size_t errlen);
-
 /* Parse "Prefer" into its parts: respond_async (0/1) and wait (-1 when absent). */
 void ad_http_prefer(h2o_req_t *req, int *respond_async, int *wait);
 /* Prefer: return=minimal | representation (RFC 7240 §4.2): the last one given, or 0 when neither is. */

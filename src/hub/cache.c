@@ -22,7 +22,7 @@ static struct slot *slots;
 static size_t nslots, count;
 static size_t bytes, max_bytes; /* what the entries take (entry_cost), and the budget */
 static int held;                /* ad_cache_hold */
-static h2o_linklist_t lru = {&lru, &lru};
+static struct ad_list lru = AD_LIST_INIT(lru);
 
 static size_t hash(const char *s)
 {
@@ -97,12 +97,11 @@ static void slot_clear(size_t i)
  * and that waiter must wait for the next change, not be woken again by this one. */
 static void wake_all(struct ad_entry *e, struct ad_entry *arg)
 {
-    h2o_linklist_t woken;
-    h2o_linklist_init_anchor(&woken);
-    h2o_linklist_insert_list(&woken, &e->waiters);
-    while (!h2o_linklist_is_empty(&woken)) {
-        struct ad_waiter *w = H2O_STRUCT_FROM_MEMBER(struct ad_waiter, link, woken.next);
-        h2o_linklist_unlink(&w->link);
+    struct ad_list woken = AD_LIST_INIT(woken);
+    ad_list_insert_list(&woken, &e->waiters);
+    while (!ad_list_empty(&woken)) {
+        struct ad_waiter *w = AD_CONTAINER_OF(woken.next, struct ad_waiter, link);
+        ad_list_unlink(&w->link);
         w->wake(w, arg);
     }
 }
@@ -147,7 +146,7 @@ static void unlink_entry(size_t i)
 {
     struct ad_entry *e = slots[i].e;
     slot_clear(i);
-    h2o_linklist_unlink(&e->lru);
+    ad_list_unlink(&e->lru);
     count--;
     bytes -= e->cost;
 }
@@ -165,11 +164,11 @@ static void evict(struct ad_entry *keep)
 {
     if (held)
         return;
-    h2o_linklist_t *node = lru.prev;
+    struct ad_list *node = lru.prev;
     while (bytes > max_bytes && node != &lru) {
-        struct ad_entry *e = H2O_STRUCT_FROM_MEMBER(struct ad_entry, lru, node);
+        struct ad_entry *e = AD_CONTAINER_OF(node, struct ad_entry, lru);
         node = node->prev;
-        if (e == keep || !h2o_linklist_is_empty(&e->waiters))
+        if (e == keep || !ad_list_empty(&e->waiters))
             continue;
         unlink_entry(slot_of(e));
         free_entry(e);
@@ -179,8 +178,8 @@ static void evict(struct ad_entry *keep)
 /* Mark e most recently used. */
 static void touch(struct ad_entry *e)
 {
-    h2o_linklist_unlink(&e->lru);
-    h2o_linklist_insert(lru.next, &e->lru);
+    ad_list_unlink(&e->lru);
+    ad_list_insert(lru.next, &e->lru);
 }
 
 struct ad_entry *ad_cache_get(const char *id)
@@ -232,10 +231,10 @@ struct ad_entry *ad_cache_put(struct ad_job *job, int *changed, struct ad_job **
     e = ad_calloc(1, sizeof(*e));
     e->job = job;
     e->hash = h;
-    h2o_linklist_init_anchor(&e->waiters);
+    ad_list_init(&e->waiters);
     render(e);
     slots[slot] = (struct slot){h, e};
-    h2o_linklist_insert(lru.next, &e->lru);
+    ad_list_insert(lru.next, &e->lru);
     *changed = 1;
     if (++count * 2 > nslots)
         grow();
@@ -265,13 +264,13 @@ void ad_cache_remove(const char *id)
 
 void ad_cache_watch(struct ad_entry *e, struct ad_waiter *w)
 {
-    h2o_linklist_insert(&e->waiters, &w->link);
+    ad_list_insert(&e->waiters, &w->link);
 }
 
 void ad_cache_unwatch(struct ad_waiter *w)
 {
-    if (h2o_linklist_is_linked(&w->link))
-        h2o_linklist_unlink(&w->link);
+    if (ad_list_linked(&w->link))
+        ad_list_unlink(&w->link);
 }
 
 size_t ad_cache_size(void)
@@ -295,7 +294,7 @@ void ad_cache_clear(void)
         struct ad_entry *e = old[i].e;
         if (e == NULL)
             continue;
-        h2o_linklist_unlink(&e->lru);
+        ad_list_unlink(&e->lru);
         wake_all(e, NULL);
         free_entry(e);
     }

@@ -11,9 +11,8 @@
 #ifndef AD_CACHE_H
 #define AD_CACHE_H
 
-#include <h2o/linklist.h>
-#include <h2o/memory.h>
 #include <stddef.h>
+#include "common/list.h"
 #include "job/job.h"
 
 struct ad_timer;
@@ -24,8 +23,8 @@ struct ad_entry {
     size_t len;
     size_t cost;   /* the bytes counted against the budget for this entry (cache.c) */
     char etag[25]; /* the body's (ad_etag), once asked for (ad_entry_etag); "" until then */
-    h2o_linklist_t lru;
-    h2o_linklist_t waiters; /* of struct ad_waiter */
+    struct ad_list lru;
+    struct ad_list waiters; /* of struct ad_waiter */
     size_t hash;            /* of job->id */
     /* The expiry check of the job's lease, armed by hub.c, which keeps it at the lease's expiry and cancels it
      * when the lease ends; NULL when none. Not owned: an evicted entry leaves its timer to fire. */
@@ -34,7 +33,7 @@ struct ad_entry {
 
 /* Someone waiting for an entry to change; wake is called once, after the waiter is unlinked. */
 struct ad_waiter {
-    h2o_linklist_t link;
+    struct ad_list link;
     void (*wake)(struct ad_waiter *w, struct ad_entry *e);
 };
 

@@ -14,12 +14,14 @@
 #include "hub/cluster.h"
 #include "hub/hub.h"
 #include "common/timer.h"
+#include "core/loop.h"
 #include "core/writer.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -40,11 +42,10 @@ static struct {
     /* feed thread */
     pthread_t thread;
     atomic_int stopping;
-    int stop_fd;          /* an eventfd, written by ad_cluster_stop: the feed thread's waits end at once */
-    atomic_int wake_sent; /* the wake message is in the queue */
-    h2o_multithread_queue_t *mq;
-    h2o_multithread_receiver_t receiver;
-    h2o_multithread_message_t wake;
+    int stop_fd;                /* an eventfd, written by ad_cluster_stop: the feed thread's waits end at once */
+    atomic_int wake_sent;       /* the wake message is in the queue */
+    struct ad_mailbox *mailbox; /* to the loop (core/loop.h) */
+    struct ad_list wake;        /* the one message sent on it */
     /* "tenant\0type" of jobs other nodes made queued, for the loop's parked workers; under mu */
     pthread_mutex_t mu;
     char *kicks[KICKS_MAX];
@@ -140,10 +141,10 @@ void ad_cluster_changed(void)
         ad_timer_arm(&cl.timer, ad_mono_ms());
 }
 
-static void on_wake(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
+static void on_wake(void *arg, struct ad_list *messages)
 {
-    while (!h2o_linklist_is_empty(messages))
-        h2o_linklist_unlink(messages->next);
+    while (!ad_list_empty(messages))
+        ad_list_unlink(messages->next);
     atomic_store(&cl.wake_sent, 0);
     char *kicks[KICKS_MAX];
     pthread_mutex_lock(&cl.mu);
@@ -163,7 +164,7 @@ static void on_wake(h2o_multithread_receiver_t *r, h2o_linklist_t *messages)
 static void wake_loop(void)
 {
     if (atomic_exchange(&cl.wake_sent, 1) == 0)
-        h2o_multithread_send_message(&cl.receiver, &cl.wake);
+        ad_mailbox_send(cl.mailbox, &cl.wake);
 }
 
 static void heard(void *arg, const struct ad_feed_change *ch)
@@ -231,7 +232,7 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
+int ad_cluster_start(struct ad_loop *loop, char *err, size_t errlen)
 {
     const struct ad_store_ops *st = ad_hub.store->ops;
     if (st->feed_open == NULL)
@@ -242,8 +243,8 @@ int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read the newest seq from the store");
         return -1;
     }
-    cl.mq = h2o_multithread_create_queue(loop);
-    h2o_multithread_register_receiver(cl.mq, &cl.receiver, on_wake);
+    if (cl.mailbox == NULL)
+        cl.mailbox = ad_mailbox_new(loop, on_wake, NULL);
     atomic_store(&cl.stopping, 0);
     cl.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cl.stop_fd < 0) {

@@ -11,10 +11,12 @@
 #ifndef AD_CLUSTER_H
 #define AD_CLUSTER_H
 
-#include <h2o.h>
+#include <stddef.h>
+
+struct ad_loop;
 
 /* Start following the store (ad_hub.store) when it is shared by a cluster; else do nothing. 0 or -1. */
-int ad_cluster_start(h2o_loop_t *loop, char *err, size_t errlen);
+int ad_cluster_start(struct ad_loop *loop, char *err, size_t errlen);
 /* 1 when the store is shared by a cluster. */
 int ad_cluster_enabled(void);
 /* A local change was published: read the log soon, so change streams get it in seq order (event loop). */

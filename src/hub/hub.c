@@ -21,8 +21,7 @@
 #define AD_DEFAULT_RUN_MS 5000.0
 #define AD_RECHECK_MS 1000
 
-struct ad_hub ad_hub = {.change_waiters = {&ad_hub.change_waiters, &ad_hub.change_waiters},
-                        .parked = {&ad_hub.parked, &ad_hub.parked}};
+struct ad_hub ad_hub;
 static struct ad_timer sweep_timer;
 
 /* ---- listeners ---- */
@@ -161,7 +160,7 @@ static void follow_lease_timer(struct ad_entry *e)
 {
     if (e->lease_timer == NULL)
         return;
-    struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, e->lease_timer);
+    struct lease_timer *lt = AD_CONTAINER_OF(e->lease_timer, struct lease_timer, t);
     if (holds_lease(e->job, lt->lease_id)) {
         int64_t at = mono_at(e->job->lease_expires_at);
         if (at != lt->t.at)
@@ -192,7 +191,7 @@ static void expire_done(struct ad_op *op)
 
 static void lease_timer_fire(struct ad_timer *t)
 {
-    struct lease_timer *lt = H2O_STRUCT_FROM_MEMBER(struct lease_timer, t, t);
+    struct lease_timer *lt = AD_CONTAINER_OF(t, struct lease_timer, t);
     struct ad_entry *e = ad_cache_get(lt->id);
     if (e != NULL && e->lease_timer == t)
         e->lease_timer = NULL;
@@ -215,7 +214,7 @@ static void lease_timer_fire(struct ad_timer *t)
  */
 struct runat_timer {
     struct ad_timer t;
-    h2o_linklist_t link; /* in runat.armed */
+    struct ad_list link; /* in runat.armed */
     int64_t run_at, cseq;
     char *tenant, *type;
 };
@@ -224,7 +223,7 @@ struct runat_timer {
 #define AD_RUNAT_PAGE 1000
 
 static struct {
-    h2o_linklist_t armed; /* struct runat_timer */
+    struct ad_list armed; /* struct runat_timer */
     size_t n;
     int64_t horizon_at, horizon_cseq; /* both INT64_MAX: every scheduled job has its timer */
     struct ad_timer refill;           /* armed at horizon_at while there is a horizon */
@@ -243,7 +242,7 @@ static int runat_beyond(int64_t run_at, int64_t cseq)
 
 static void runat_unlink(struct runat_timer *rt)
 {
-    h2o_linklist_unlink(&rt->link);
+    ad_list_unlink(&rt->link);
     runat.n--;
 }
 
@@ -256,7 +255,7 @@ static void runat_free(struct runat_timer *rt)
 
 static void runat_fire(struct ad_timer *t)
 {
-    struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, t, t);
+    struct runat_timer *rt = AD_CONTAINER_OF(t, struct runat_timer, t);
     runat_unlink(rt);
     ad_hub_work(rt->tenant, rt->type);
     runat_free(rt);
@@ -270,7 +269,7 @@ static void runat_arm(const struct ad_job *j)
     rt->tenant = ad_strdup(j->tenant);
     rt->type = ad_strdup(j->type);
     rt->t.cb = runat_fire;
-    h2o_linklist_insert(&runat.armed, &rt->link);
+    ad_list_insert(&runat.armed, &rt->link);
     runat.n++;
     ad_timer_arm(&rt->t, mono_at(j->run_at));
 }
@@ -384,8 +383,8 @@ static void runat_refill(struct ad_timer *t)
         return; /* the read in flight ends with what is due (runat_read_done) */
     /* The timers past the horizon (armed before it came down) are read again below: drop them first, so that
      * none is kept twice. */
-    for (h2o_linklist_t *l = runat.armed.next; l != &runat.armed;) {
-        struct runat_timer *rt = H2O_STRUCT_FROM_MEMBER(struct runat_timer, link, l);
+    for (struct ad_list *l = runat.armed.next; l != &runat.armed;) {
+        struct runat_timer *rt = AD_CONTAINER_OF(l, struct runat_timer, link);
         l = l->next;
         if (runat_beyond(rt->run_at, rt->cseq)) {
             ad_timer_cancel(&rt->t);

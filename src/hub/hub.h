@@ -19,7 +19,6 @@
 #ifndef AD_HUB_H
 #define AD_HUB_H
 
-#include <h2o/linklist.h>
 #include "core/config.h"
 #include "hub/cache.h"
 #include "store/store.h"
@@ -33,8 +32,6 @@ struct ad_hub {
     char *public_url;
     int open_mode; /* no keys configured: loopback only, tenant "default" */
     int shutting_down;
-    h2o_linklist_t change_waiters; /* long polls on /v1/jobs/changes (api/) */
-    h2o_linklist_t parked;         /* lease requests waiting for work (api/) */
 };
 
 extern struct ad_hub ad_hub;

@@ -8,7 +8,9 @@
  * IPv4 address they lead to is not the one the check would see.
  */
 #include "webhook/ssrf.h"
+#include "common/list.h"
 #include "common/util.h"
+#include "core/pool.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -208,8 +210,8 @@ int ad_ssrf_check_url(const struct ad_ssrf *g, const char *url, char *why, size_
 #define ADDRS_MAX 1024
 
 struct entry {
-    struct entry *next;  /* bucket chain */
-    struct entry *queue; /* resolver queue, while pending */
+    struct entry *next;       /* bucket chain */
+    struct ad_pool_item item; /* in the resolver's queue, while pending */
     enum ad_resolve state;
     int64_t expires;       /* monotonic ms; 0 while pending */
     char addrs[ADDRS_MAX]; /* OK: the CURLOPT_RESOLVE address list */
@@ -221,13 +223,11 @@ struct ad_resolver {
     const struct ad_ssrf *guard;
     void (*wake)(void *);
     void *arg;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stopping;
+    /* One thread (core/pool.h), that drops the lookups still queued at stop (cache_clear frees them). */
+    struct ad_pool pool;
+    pthread_mutex_t mu; /* the cache */
     struct entry *buckets[CACHE_BUCKETS];
     size_t count;
-    struct entry *queue_head, **queue_tail;
 };
 
 static size_t host_hash(const char *s)
@@ -293,34 +293,21 @@ static void resolve(struct ad_resolver *r, const char *host, enum ad_resolve *st
         *state = AD_RESOLVE_OK;
 }
 
-static void *resolver_main(void *arg)
+/* On the resolver thread: answer one queued lookup. */
+static void resolver_run(struct ad_pool *p, void *state, struct ad_pool_item *it)
 {
-    struct ad_resolver *r = arg;
+    struct ad_resolver *r = p->data;
+    struct entry *e = AD_CONTAINER_OF(it, struct entry, item);
+    enum ad_resolve state_;
+    char addrs[ADDRS_MAX], why[200] = "";
+    resolve(r, e->host, &state_, addrs, why);
     pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (r->queue_head == NULL && !r->stopping)
-            pthread_cond_wait(&r->cv, &r->mu);
-        if (r->stopping)
-            break;
-        struct entry *e = r->queue_head;
-        r->queue_head = e->queue;
-        if (r->queue_head == NULL)
-            r->queue_tail = &r->queue_head;
-        pthread_mutex_unlock(&r->mu);
-        enum ad_resolve state;
-        char addrs[ADDRS_MAX], why[200] = "";
-        resolve(r, e->host, &state, addrs, why);
-        pthread_mutex_lock(&r->mu);
-        memcpy(e->addrs, addrs, sizeof(addrs));
-        memcpy(e->why, why, sizeof(why));
-        e->expires = ad_mono_ms() + (state == AD_RESOLVE_OK ? TTL_OK_MS : TTL_FAIL_MS);
-        e->state = state;
-        pthread_mutex_unlock(&r->mu);
-        r->wake(r->arg);
-        pthread_mutex_lock(&r->mu);
-    }
+    memcpy(e->addrs, addrs, sizeof(addrs));
+    memcpy(e->why, why, sizeof(why));
+    e->expires = ad_mono_ms() + (state_ == AD_RESOLVE_OK ? TTL_OK_MS : TTL_FAIL_MS);
+    e->state = state_;
     pthread_mutex_unlock(&r->mu);
-    return NULL;
+    r->wake(r->arg);
 }
 
 struct ad_resolver *ad_resolver_new(const struct ad_ssrf *g, void (*wake)(void *arg), void *arg)
@@ -329,14 +316,13 @@ struct ad_resolver *ad_resolver_new(const struct ad_ssrf *g, void (*wake)(void *
     r->guard = g;
     r->wake = wake;
     r->arg = arg;
-    r->queue_tail = &r->queue_head;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    if (pthread_create(&r->thread, NULL, resolver_main, r) != 0) {
-        ad_error("webhooks: cannot start the resolver thread");
+    r->pool = (struct ad_pool){.name = "acceptd-resolve", .nthreads = 1, .drain = 0, .run = resolver_run, .data = r};
+    char err[128];
+    if (ad_pool_start(&r->pool, err, sizeof(err)) != 0) {
+        ad_error("webhooks: cannot start the resolver thread: %s", err);
         abort();
     }
-    pthread_setname_np(r->thread, "acceptd-resolve");
     return r;
 }
 
@@ -344,14 +330,10 @@ void ad_resolver_free(struct ad_resolver *r)
 {
     if (r == NULL)
         return;
-    pthread_mutex_lock(&r->mu);
-    r->stopping = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
+    ad_pool_stop(&r->pool);
     cache_clear(r, 1);
     pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
+    ad_pool_destroy(&r->pool);
     free(r);
 }
 
@@ -388,9 +370,11 @@ enum ad_resolve ad_resolver_lookup(struct ad_resolver *r, const char *host, char
         e->next = *b;
         *b = e;
         r->count++;
-        *r->queue_tail = e;
-        r->queue_tail = &e->queue;
-        pthread_cond_signal(&r->cv);
+        if (ad_pool_submit(&r->pool, &e->item) != 0) { /* stopping: the delivery thread is about to end too */
+            e->state = AD_RESOLVE_REFUSED;
+            e->expires = now;
+            snprintf(e->why, sizeof(e->why), "the resolver has stopped");
+        }
     }
     enum ad_resolve state = e->state;
     if (state == AD_RESOLVE_OK)

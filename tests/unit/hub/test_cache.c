@@ -59,10 +59,10 @@ struct probe {
 
 static void probe_wake(struct ad_waiter *w, struct ad_entry *e)
 {
-    struct probe *p = H2O_STRUCT_FROM_MEMBER(struct probe, w, w);
+    struct probe *p = AD_CONTAINER_OF(w, struct probe, w);
     p->woken++;
     p->last = e;
-    if (h2o_linklist_is_linked(&w->link))
+    if (ad_list_linked(&w->link))
         fail_msg("waiter still linked while its wake runs");
     if (e != NULL && p->rewatch > 0) {
         p->rewatch--;
@@ -198,8 +198,8 @@ static void test_waiters_woken_once_on_change(void **state)
     assert_ptr_equal(p1.last, e);
     assert_ptr_equal(p2.last, e);
     assert_int_equal(p3.woken, 0);
-    assert_false(h2o_linklist_is_linked(&p1.w.link));
-    assert_true(h2o_linklist_is_empty(&e->waiters));
+    assert_false(ad_list_linked(&p1.w.link));
+    assert_true(ad_list_empty(&e->waiters));
 
     /* Woken waiters are gone: the next change wakes nobody. */
     ad_cache_put(mk("job_a", 4, AD_RUNNING, 12), &changed, NULL);
@@ -208,7 +208,7 @@ static void test_waiters_woken_once_on_change(void **state)
 
     ad_cache_unwatch(&p1.w); /* already unlinked by the wake: harmless */
     ad_cache_unwatch(&p3.w);
-    assert_true(h2o_linklist_is_empty(&other->waiters));
+    assert_true(ad_list_empty(&other->waiters));
 }
 
 /*
@@ -229,7 +229,7 @@ static void test_rewatch_from_wake_waits_for_next_change(void **state)
     ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed, NULL);
     if (p.woken != 1)
         fail_msg("one change woke a re-watching waiter %d times", p.woken);
-    assert_true(h2o_linklist_is_linked(&p.w.link));
+    assert_true(ad_list_linked(&p.w.link));
     ad_cache_put(mk("job_a", 3, AD_RUNNING, 30), &changed, NULL);
     assert_int_equal(p.woken, 2);
     ad_cache_unwatch(&p.w);
@@ -249,7 +249,7 @@ static void test_unwatch(void **state)
     ad_cache_watch(e, &p3.w);
     ad_cache_unwatch(&p2.w); /* the middle one */
     ad_cache_unwatch(&p2.w); /* twice is safe */
-    assert_false(h2o_linklist_is_linked(&p2.w.link));
+    assert_false(ad_list_linked(&p2.w.link));
     ad_cache_put(mk("job_a", 2, AD_RUNNING, 20), &changed, NULL);
     assert_int_equal(p1.woken, 1);
     assert_int_equal(p2.woken, 0);
@@ -275,7 +275,7 @@ static void test_remove_wakes_with_null(void **state)
     ad_cache_remove("job_a");
     assert_int_equal(p.woken, 1);
     assert_null(p.last);
-    assert_false(h2o_linklist_is_linked(&p.w.link));
+    assert_false(ad_list_linked(&p.w.link));
     assert_null(ad_cache_get("job_a"));
     assert_non_null(ad_cache_get("job_b"));
     assert_int_equal(ad_cache_size(), 1);
