@@ -278,9 +278,7 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
     struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
     memset(r, 0, sizeof(*r));
     r->req = req;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r->started_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    r->started_ns = ad_mono_ns();
     r->path = req->path;
     ad_http_note_route(r, NULL);
     if (req->query_at != SIZE_MAX) {
@@ -571,9 +569,7 @@ static int send_minimal_accepted(struct ad_request *r, struct ad_entry *e)
 
 int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ad_metrics_submit_latency((double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - r->started_ns) / 1e9);
+    ad_metrics_submit_latency((double)(ad_mono_ns() - r->started_ns) / 1e9);
     if (r->route != NULL && r->route->style_operation)
         return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;

@@ -16,10 +16,10 @@
 #include "api/api_int.h"
 #include "api/valet.h"
 #include "common/timer.h"
+#include "common/base64.h"
 #include "core/artifacts.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,18 +131,15 @@ static int sha_digest(const char *v, uint8_t out[AD_SHA256_LEN])
 {
     if (v == NULL)
         return 0;
-    const char *p = strstr(v, "sha-256=:");
+    const char *p = strstr(v, AD_DIGEST_SHA256_PREFIX);
     if (p == NULL)
         return 0;
-    p += strlen("sha-256=:");
-    size_t n = strcspn(p, ":");
-    if (n != 44 || p[n] != ':')
+    char one[AD_DIGEST_SHA256_CHARS + 1];
+    if (strnlen(p, AD_DIGEST_SHA256_CHARS) < AD_DIGEST_SHA256_CHARS)
         return -1;
-    unsigned char buf[48];
-    if (EVP_DecodeBlock(buf, (const unsigned char *)p, 44) != 33) /* 32 bytes and the padding's zero */
-        return -1;
-    memcpy(out, buf, AD_SHA256_LEN);
-    return 1;
+    memcpy(one, p, AD_DIGEST_SHA256_CHARS);
+    one[AD_DIGEST_SHA256_CHARS] = '\0';
+    return ad_digest_sha256_parse(one, out) == 0 ? 1 : -1;
 }
 
 static const char *lease_of(struct ad_request *r)
@@ -440,12 +437,8 @@ static int parse_range(const char *v, uint64_t size, uint64_t *from, uint64_t *t
 /* The entity tag of an artifact: its SHA-256 in hex, from the view's digest (base64). */
 static int artifact_etag(const char *digest, char *out, size_t len)
 {
-    const char *p = strstr(digest, "sha-256=:");
-    if (p == NULL || len < 2 * AD_SHA256_LEN + 3)
-        return -1;
-    p += strlen("sha-256=:");
-    unsigned char md[48];
-    if (strcspn(p, ":") != 44 || EVP_DecodeBlock(md, (const unsigned char *)p, 44) != 33)
+    uint8_t md[AD_SHA256_LEN];
+    if (len < 2 * AD_SHA256_LEN + 3 || ad_digest_sha256_parse(digest, md) != 0)
         return -1;
     out[0] = '"';
     ad_hex_encode(md, AD_SHA256_LEN, out + 1);
