@@ -93,12 +93,14 @@ static void on_accept(h2o_socket_t *listener, const char *err)
 }
 
 /* One turn of the event loop: wait for events up to max_wait ms (not at all while writer completions are
- * waiting), handle them and a chunk of the completions, then run the timers that are due. */
+ * waiting), handle them and a chunk of the completions, run the timers that are due, then the socket callbacks
+ * those two left pending, before the loop polls again (ad_http_run_pending). */
 static void loop_turn(h2o_loop_t *loop, int32_t max_wait)
 {
     h2o_evloop_run(loop, max_wait);
     ad_writer_turn();
     ad_timers_run();
+    ad_http_run_pending(loop);
 }
 
 static void on_signal(int sig)

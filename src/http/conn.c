@@ -387,3 +387,33 @@ void ad_http_linger_arm(h2o_req_t *req)
     sock->on_close.cb = linger_start;
     sock->on_close.data = l;
 }
+
+/*
+ * libh2o runs a socket's write callback from its loop (h2o_evloop_run): a write that completes at once is
+ * queued as pending and its callback runs before h2o_evloop_run returns, and h2o_evloop_run's first step,
+ * before it polls, takes each socket's wish to be polled for writing from whether a callback is still set.
+ * Code of ours that writes outside h2o_evloop_run (the writer's completions, our timers: SSE heartbeats, long
+ * polls that time out) leaves such a callback pending past that step: the socket is then polled for writing with
+ * no write in flight once the callback has run, and the next time it is writable libh2o 2.2.5 aborts
+ * (evloop.c.h write_pending: "sock->super._cb.write != NULL"); a socket closed meanwhile is freed while still
+ * queued. So after such code the pending callbacks are run here, as h2o runs them after each of its own timeouts:
+ * h2o_timeout_run on a timeout of our own, whose one entry is due at once, ends by running them. Checked against
+ * libh2o 2.2.5; tests/blackbox/sse_mass_close.test.mjs fails (the daemon aborts) when this stops working.
+ */
+static void settle_noop(h2o_timeout_entry_t *e)
+{
+    (void)e;
+}
+
+void ad_http_run_pending(h2o_loop_t *loop)
+{
+    static h2o_timeout_t settle;
+    static h2o_timeout_entry_t entry = {.cb = settle_noop};
+    static h2o_loop_t *settle_loop;
+    if (settle_loop != loop) {
+        h2o_timeout_init(loop, &settle, 0);
+        settle_loop = loop;
+    }
+    h2o_timeout_link(loop, &settle, &entry);
+    h2o_timeout_run(loop, &settle, h2o_now(loop));
+}

@@ -68,6 +68,10 @@ void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value)
 void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c);
 void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
 
+/* Run the socket callbacks that writes and closes made outside h2o_evloop_run left pending (conn.c says why):
+ * after every turn of code of ours that runs outside it, before the loop polls again. */
+void ad_http_run_pending(h2o_loop_t *loop);
+
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
 /* The headers the filters add to every answer (X-Request-Id), for one that does not pass them: an HTTP/1
