@@ -14,6 +14,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -416,4 +418,61 @@ void ad_http_run_pending(h2o_loop_t *loop)
     }
     h2o_timeout_link(loop, &settle, &entry);
     h2o_timeout_run(loop, &settle, h2o_now(loop));
+}
+
+/*
+ * The pipelined requests of a client that has gone. libh2o 2.2 reads an HTTP/1 connection only between requests:
+ * what a client pipelined waits in the socket's input buffer, and each request is handled as soon as the answer
+ * before it has been written, without the socket being read again; a failed write does not stop that either
+ * (lib/http1.c on_send_complete ignores its error). A client that sends thousands of requests and leaves would
+ * have every one of them answered for nobody, the loop busy with them all along. So before a request with more
+ * requests behind it in the buffer is handled, the connection's TCP state is asked (one getsockopt, only then):
+ * once the peer has reset it (TCP_CLOSE: it closed with answers unread, or our first write after its FIN met a
+ * closed socket), the request is answered 499 with nothing rendered and the connection closed after it, which
+ * drops the rest. A peer that only half-closed (TCP_CLOSE_WAIT) may still read, and is served.
+ */
+#define AD_HTTP_GONE_STATUS 499
+
+/* Whether the input buffer of sock holds more than req, the request at its start. */
+static int pipelined(h2o_socket_t *sock, h2o_req_t *req)
+{
+    const char *head = sock->input->bytes, *end = head + sock->input->size, *req_end;
+    if (req->entity.base != NULL) {
+        if (req->entity.base < head || req->entity.base > end)
+            return 0;
+        req_end = req->entity.base + req->entity.len;
+    } else {
+        req_end = memmem(head, sock->input->size, "\r\n\r\n", 4);
+        if (req_end == NULL)
+            return 0;
+        req_end += 4;
+    }
+    return req_end < end;
+}
+
+static int peer_reset(h2o_socket_t *sock)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    return getsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
+}
+
+static int gone_on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    (void)self;
+    h2o_socket_t *sock = ad_http1_socket(req);
+    if (sock == NULL || !pipelined(sock, req) || !peer_reset(sock))
+        return -1;
+    struct ad_request *r = h2o_mem_alloc_pool(&req->pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
+    r->req = req;
+    ad_http_note_route(r, AD_HTTP_GONE_ROUTE);
+    req->http1_is_persistent = 0;
+    return ad_http_empty(req, AD_HTTP_GONE_STATUS);
+}
+
+void ad_http_register_gone_guard(h2o_pathconf_t *conf)
+{
+    h2o_handler_t *h = h2o_create_handler(conf, sizeof(*h));
+    h->on_req = gone_on_req;
 }

@@ -171,6 +171,8 @@ static const char *reason(int status)
         return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
+    case 499: /* nginx's: never read, the client has gone (conn.c) */
+        return "Client Closed Request";
     case 503:
         return "Service Unavailable";
     default:

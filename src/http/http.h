@@ -72,6 +72,12 @@ void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
  * after every turn of code of ours that runs outside it, before the loop polls again. */
 void ad_http_run_pending(h2o_loop_t *loop);
 
+/* Before the handlers of conf (register it first): a request pipelined on an HTTP/1 connection whose client
+ * has reset it is not handled but answered 499, and the connection closed, dropping the requests behind it
+ * (conn.c). Such answers are counted under the route AD_HTTP_GONE_ROUTE. */
+#define AD_HTTP_GONE_ROUTE "{client gone}"
+void ad_http_register_gone_guard(h2o_pathconf_t *conf);
+
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
 /* The headers the filters add to every answer (X-Request-Id), for one that does not pass them: an HTTP/1
