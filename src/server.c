@@ -159,7 +159,7 @@ int ad_server_run(struct ad_config *cfg)
         64 * 1024;
     h2o_hostconf_t *host = h2o_config_register_host(&srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
-    ad_http_register_gone_guard(path);
+    ad_http_register_guard(path);
     h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
     handler->on_req = ad_api_on_req;
     ad_http_register_problem_filter(path, cfg->max_body_bytes, cfg->max_upload_part_bytes);

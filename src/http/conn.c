@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -29,9 +30,14 @@ struct ad_http_budget {
     h2o_context_t *ctx;   /* of its requests, to find its HTTP/2 connection */
     struct ad_timer calm; /* sends the GOAWAY from the loop, outside h2o's handling of a stream */
     int calmed;           /* GOAWAY sent or on its way: nothing more to count */
+    size_t unsent;        /* what its answers still hold (ad_http_charge_answer), until their requests end */
+    int64_t moved_at;     /* monotonic ms when unsent was last 0 or an answer of it ended */
+    int cut;              /* shut down for its unsent answers: refuse the rest at once */
+    h2o_linklist_t held;  /* in holding while unsent != 0 */
 };
 
 static void linger_start(void *data);
+static void trim_soon(void);
 
 static struct ad_http_budget *budget_of(h2o_req_t *req)
 {
@@ -101,6 +107,8 @@ void ad_http_conn_closed(struct ad_http_budget *b)
     if (b == NULL)
         return;
     b->sock = NULL;
+    if (b->cut) /* what it held goes back now: the allocator may return it */
+        trim_soon();
     if (ad_timer_armed(&b->calm)) {
         ad_timer_cancel(&b->calm);
         b->refs--; /* the timer's: the socket's, dropped below, is still held */
@@ -457,9 +465,137 @@ static int peer_reset(h2o_socket_t *sock)
     return getsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
 }
 
-static int gone_on_req(h2o_handler_t *self, h2o_req_t *req)
+/*
+ * Answers that have not left. An answer's body, and the request's memory with it (its decoded headers: an HPACK
+ * table entry referenced thousands of times decodes into a vector of thousands of them), stay until the request
+ * ends: on HTTP/1 once the answer is written, on HTTP/2 once its stream is done. A client that does not read
+ * (an HTTP/2 flow-control window left at 0, an HTTP/1 pipeline never read) keeps them as long as it likes. So
+ * what each answer holds is charged to its connection's budget and to a total until its request ends, and:
+ * - a connection holding more than AD_HTTP_UNSENT_CONN is shut down at its next request (its streams end with it,
+ *   and their memory goes back); the requests it still sends meanwhile get a bare 503, nothing rendered;
+ * - while the total is over AD_HTTP_UNSENT_MAX every other request gets 503 with Retry-After instead of an answer
+ *   that would add to it;
+ * - a connection holding answers of which none has ended for AD_HTTP_STALL_MS is shut down too: an error that
+ *   cannot leave (a 431 behind a closed window) does not keep its memory for longer than that.
+ * Shutting the socket down is how: libh2o reads the end of it and closes the connection as if the client had.
+ * Once a connection shut down for this has ended, or what all held has mostly gone again after a peak of
+ * AD_HTTP_TRIM_PEAK or more, the allocator is asked (a moment later, once) to give its free memory back
+ * (trim_fire): otherwise the allocator keeps the heap it grew to, and an attack's peak would stay the daemon's size.
+ */
+#define AD_HTTP_UNSENT_CONN (8 * 1024 * 1024)
+#define AD_HTTP_UNSENT_MAX (128 * 1024 * 1024)
+#define AD_HTTP_STALL_MS 10000
+#define AD_HTTP_STALL_TICK_MS 1000
+#define AD_HTTP_TRIM_PEAK (32 * 1024 * 1024)
+#define AD_HTTP_TRIM_DELAY_MS 500 /* once the rest of a storm has ended too */
+
+static size_t unsent_total, unsent_peak;
+static h2o_linklist_t holding = {&holding, &holding};
+static struct ad_timer stall_timer, trim_timer;
+
+struct unsent_charge {
+    struct ad_http_budget *b;
+    size_t bytes;
+};
+
+size_t ad_http_unsent_bytes(void)
+{
+    return unsent_total;
+}
+
+static void budget_cut(struct ad_http_budget *b, const char *why)
+{
+    if (b->cut || b->sock == NULL)
+        return;
+    b->cut = 1;
+    ad_warn("closing a connection holding %zu bytes of answers its client has not taken: %s", b->unsent, why);
+    shutdown(h2o_socket_get_fd(b->sock), SHUT_RDWR);
+}
+
+static void stall_fire(struct ad_timer *t)
+{
+    int64_t now = ad_mono_ms();
+    for (h2o_linklist_t *l = holding.next; l != &holding; l = l->next) {
+        struct ad_http_budget *b = H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, held, l);
+        if (now - b->moved_at >= AD_HTTP_STALL_MS)
+            budget_cut(b, "none of them has left for 10 s");
+    }
+    if (!h2o_linklist_is_empty(&holding))
+        ad_timer_arm(t, now + AD_HTTP_STALL_TICK_MS);
+}
+
+/* tcmalloc's (docs/operations.md, "Memory allocator"), when the daemon is linked with it; glibc's otherwise (the
+ * sanitizer builds). */
+extern void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
+
+static void trim_fire(struct ad_timer *t)
+{
+    (void)t;
+    if (MallocExtension_ReleaseFreeMemory != NULL)
+        MallocExtension_ReleaseFreeMemory();
+    else
+        malloc_trim(0);
+}
+
+static void trim_soon(void)
+{
+    unsent_peak = 0;
+    if (!ad_timer_armed(&trim_timer)) {
+        trim_timer.cb = trim_fire;
+        ad_timer_arm(&trim_timer, ad_mono_ms() + AD_HTTP_TRIM_DELAY_MS);
+    }
+}
+
+static void charge_end(void *p)
+{
+    struct unsent_charge *c = p;
+    struct ad_http_budget *b = c->b;
+    b->unsent -= c->bytes;
+    unsent_total -= c->bytes;
+    b->moved_at = ad_mono_ms();
+    if (b->unsent == 0)
+        h2o_linklist_unlink(&b->held);
+    budget_unref(b);
+    if (unsent_peak >= AD_HTTP_TRIM_PEAK && unsent_total < unsent_peak / 8)
+        trim_soon();
+}
+
+void ad_http_charge_answer(h2o_req_t *req, size_t body_len)
+{
+    struct ad_http_budget *b = budget_of(req);
+    if (b == NULL)
+        return;
+    size_t bytes = body_len + req->headers.capacity * sizeof(h2o_header_t) + req->path.len + 1024;
+    struct unsent_charge *c = h2o_mem_alloc_shared(&req->pool, sizeof(*c), charge_end);
+    c->b = b;
+    c->bytes = bytes;
+    b->refs++;
+    if (b->unsent == 0) {
+        b->moved_at = ad_mono_ms();
+        h2o_linklist_insert(&holding, &b->held);
+    }
+    b->unsent += bytes;
+    unsent_total += bytes;
+    if (unsent_total > unsent_peak)
+        unsent_peak = unsent_total;
+    if (!ad_timer_armed(&stall_timer)) {
+        stall_timer.cb = stall_fire;
+        ad_timer_arm(&stall_timer, ad_mono_ms() + AD_HTTP_STALL_TICK_MS);
+    }
+}
+
+static int guard_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
+    struct ad_http_budget *b = budget_of(req);
+    if (b != NULL && (b->cut || b->unsent > AD_HTTP_UNSENT_CONN)) {
+        budget_cut(b, "over its limit");
+        req->http1_is_persistent = 0;
+        return ad_http_empty(req, 503);
+    }
+    if (unsent_total > AD_HTTP_UNSENT_MAX)
+        return ad_http_problem(req, AD_E_UNAVAILABLE, "too many answers are waiting for their clients to take them",
+                               NULL);
     h2o_socket_t *sock = ad_http1_socket(req);
     if (sock == NULL || !pipelined(sock, req) || !peer_reset(sock))
         return -1;
@@ -471,8 +607,8 @@ static int gone_on_req(h2o_handler_t *self, h2o_req_t *req)
     return ad_http_empty(req, AD_HTTP_GONE_STATUS);
 }
 
-void ad_http_register_gone_guard(h2o_pathconf_t *conf)
+void ad_http_register_guard(h2o_pathconf_t *conf)
 {
     h2o_handler_t *h = h2o_create_handler(conf, sizeof(*h));
-    h->on_req = gone_on_req;
+    h->on_req = guard_on_req;
 }

@@ -190,6 +190,7 @@ static int send_body(h2o_req_t *req, int status, const char *content_type, const
         ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
     if (status != 204 && status != 304)
         req->res.content_length = len;
+    ad_http_charge_answer(req, len);
     if (len != 0) {
         h2o_send_inline(req, body, len);
         return 0;

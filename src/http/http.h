@@ -72,11 +72,17 @@ void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
  * after every turn of code of ours that runs outside it, before the loop polls again. */
 void ad_http_run_pending(h2o_loop_t *loop);
 
-/* Before the handlers of conf (register it first): a request pipelined on an HTTP/1 connection whose client
- * has reset it is not handled but answered 499, and the connection closed, dropping the requests behind it
- * (conn.c). Such answers are counted under the route AD_HTTP_GONE_ROUTE. */
+/* Before the handlers of conf (register it first), what a request's connection allows (conn.c): a request
+ * pipelined on an HTTP/1 connection whose client has reset it is not handled but answered 499, and the
+ * connection closed, dropping the requests behind it (counted under the route AD_HTTP_GONE_ROUTE); a connection
+ * holding too many answers its client has not taken is closed; while all of them hold too much, 503. */
 #define AD_HTTP_GONE_ROUTE "{client gone}"
-void ad_http_register_gone_guard(h2o_pathconf_t *conf);
+void ad_http_register_guard(h2o_pathconf_t *conf);
+/* Charge an answer of body_len bytes, with the memory of its request, to its connection until the request ends
+ * (send_body, for every answer). */
+void ad_http_charge_answer(h2o_req_t *req, size_t body_len);
+/* What the answers not yet taken by their clients hold, in bytes. */
+size_t ad_http_unsent_bytes(void);
 
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
