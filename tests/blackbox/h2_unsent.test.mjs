@@ -133,8 +133,11 @@ describe('answers behind a closed HTTP/2 window', () => {
         const grown = rss(d.proc.pid) - rss0;
         for (const s of sessions) s.destroy();
         const back = await settledRss(d.proc.pid, rss0 + 128 * MiB, 10_000);
-        assert.ok(grown < 512 * MiB, `RSS grew by ${Math.round(grown / MiB)} MiB for answers nobody could take`);
-        assert.ok(back < rss0 + 128 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start 10 s after the clients closed`);
+        if (!SANITIZED) {
+            // The sanitizer's allocator keeps what is freed in quarantine: its RSS says nothing of the daemon's.
+            assert.ok(grown < 512 * MiB, `RSS grew by ${Math.round(grown / MiB)} MiB for answers nobody could take`);
+            assert.ok(back < rss0 + 128 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start 10 s after the clients closed`);
+        }
         assert.ok(worst < (SANITIZED ? 10_000 : 5000), `/healthz took ${worst} ms`);
         expectStatus(await c.get('/healthz'), 200);
     });
@@ -150,8 +153,10 @@ describe('answers behind a closed HTTP/2 window', () => {
         const grown = rss(d.proc.pid) - rss0;
         for (const s of sessions) s.destroy();
         const back = await settledRss(d.proc.pid, rss0 + 128 * MiB, 10_000);
-        assert.ok(grown < 512 * MiB, `RSS grew by ${Math.round(grown / MiB)} MiB for 431s nobody could take`);
-        assert.ok(back < rss0 + 128 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start 10 s after the clients closed`);
+        if (!SANITIZED) {
+            assert.ok(grown < 512 * MiB, `RSS grew by ${Math.round(grown / MiB)} MiB for 431s nobody could take`);
+            assert.ok(back < rss0 + 128 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start 10 s after the clients closed`);
+        }
         assert.ok(worst < (SANITIZED ? 10_000 : 5000), `/healthz took ${worst} ms`);
     });
 });
