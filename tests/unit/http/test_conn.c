@@ -1,7 +1,7 @@
 /*
  * test_conn.c - unit tests for src/http/conn.c: the pending-request guard, the connection budget, the held
- * reading of a waiting request (on a real evloop socket, one end of a socketpair) and the count of framing
- * fields. conn.c is included for its static parts.
+ * reading of a waiting request (on a real evloop socket, one end of a socketpair), the count of framing
+ * fields and the charge of answers not yet taken. conn.c is included for its static parts.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,14 +220,76 @@ static void test_count_framing_fields(void **state)
     }
 }
 
+static h2o_socket_t *unsent_sock;
+static h2o_socket_t *unsent_get_socket(h2o_conn_t *conn)
+{
+    (void)conn;
+    return unsent_sock;
+}
+static const h2o_conn_callbacks_t unsent_callbacks = {.get_socket = unsent_get_socket};
+static void unsent_closed(void *data)
+{
+    ad_http_conn_closed(data);
+}
+/* What an answer holds is charged to its connection and to the total until its request ends; a connection over
+ * its share is shut down at its next request, which gets a bare 503 without reaching the handler. */
+static void test_unsent_charge(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_socket_t *sock = h2o_evloop_socket_create(loop, fds[0], 0);
+    static h2o_context_t ctx;
+    static h2o_globalconf_t gconf;
+    ctx.globalconf = &gconf;
+    ctx.loop = loop;
+    unsent_sock = sock;
+    h2o_conn_t conn = {.ctx = &ctx, .callbacks = &unsent_callbacks};
+    struct ad_http_budget *b = ad_http_conn_open(sock);
+    sock->on_close.data = b;
+
+    size_t total0 = ad_http_unsent_bytes();
+    h2o_req_t a = {0}, c = {0};
+    h2o_mem_init_pool(&a.pool);
+    h2o_mem_init_pool(&c.pool);
+    a.conn = c.conn = &conn;
+    a.version = c.version = 0x200;
+    ad_http_charge_answer(&a, 1000);
+    ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN);
+    assert_true(b->unsent > AD_HTTP_UNSENT_CONN + 1000);
+    assert_int_equal(ad_http_unsent_bytes() - total0, b->unsent);
+    h2o_mem_clear_pool(&c.pool);
+    assert_true(b->unsent > 1000 && b->unsent < 4096);
+    assert_int_equal(b->cut, 0);
+    h2o_mem_clear_pool(&a.pool);
+    assert_int_equal(b->unsent, 0);
+    assert_int_equal(ad_http_unsent_bytes(), total0);
+    assert_true(h2o_linklist_is_empty(&holding));
+
+    /* Over its share: cut at the next request, whose peer end sees the shutdown. */
+    h2o_mem_init_pool(&c.pool);
+    ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN + 1);
+    assert_int_equal(budget_of(&c), b);
+    budget_cut(b, "test");
+    assert_int_equal(b->cut, 1);
+    char byte;
+    assert_int_equal(recv(fds[1], &byte, 1, 0), 0);
+    h2o_mem_clear_pool(&c.pool);
+    assert_int_equal(b->unsent, 0);
+
+    sock->on_close.cb = unsent_closed;
+    h2o_socket_close(sock);
+    close(fds[1]);
+    unsent_sock = NULL;
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_pending_guard),
-        T(test_pending_budget),
-        T(test_held_reading),
-        T(test_count_framing_fields),
+        T(test_pending_guard),        T(test_pending_budget), T(test_held_reading),
+        T(test_count_framing_fields), T(test_unsent_charge),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
