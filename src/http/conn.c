@@ -473,8 +473,8 @@ static int peer_reset(h2o_socket_t *sock)
  * what each answer holds is charged to its connection's budget and to a total until its request ends, and:
  * - a connection holding more than AD_HTTP_UNSENT_CONN is shut down at its next request (its streams end with it,
  *   and their memory goes back); the requests it still sends meanwhile get a bare 503, nothing rendered;
- * - while the total is over AD_HTTP_UNSENT_MAX every other request gets 503 with Retry-After instead of an answer
- *   that would add to it;
+ * - while the total is over AD_HTTP_UNSENT_MAX every other request but the health checks and metrics gets 503
+ *   with Retry-After instead of an answer that would add to it;
  * - a connection holding answers of which none has ended for AD_HTTP_STALL_MS is shut down too: an error that
  *   cannot leave (a 431 behind a closed window) does not keep its memory for longer than that.
  * Shutting the socket down is how: libh2o reads the end of it and closes the connection as if the client had.
@@ -584,6 +584,15 @@ void ad_http_charge_answer(h2o_req_t *req, size_t body_len)
     }
 }
 
+/* The health checks and metrics, small and what an operator looks at while the total is over: answered anyway. */
+static int is_probe(h2o_req_t *req)
+{
+    size_t len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    return h2o_memis(req->path.base, len, H2O_STRLIT("/healthz")) ||
+           h2o_memis(req->path.base, len, H2O_STRLIT("/readyz")) ||
+           h2o_memis(req->path.base, len, H2O_STRLIT("/metrics"));
+}
+
 static int guard_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
@@ -593,7 +602,7 @@ static int guard_on_req(h2o_handler_t *self, h2o_req_t *req)
         req->http1_is_persistent = 0;
         return ad_http_empty(req, 503);
     }
-    if (unsent_total > AD_HTTP_UNSENT_MAX)
+    if (unsent_total > AD_HTTP_UNSENT_MAX && !is_probe(req))
         return ad_http_problem(req, AD_E_UNAVAILABLE, "too many answers are waiting for their clients to take them",
                                NULL);
     h2o_socket_t *sock = ad_http1_socket(req);
