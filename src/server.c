@@ -26,6 +26,7 @@
 
 #define AD_DRAIN_MS 10000
 #define AD_FLUSH_MS 500
+#define AD_GOAWAY_MS 2000 /* libh2o's second GOAWAY comes after a second: room for it, then a connection's close */
 
 /* h2o's configuration, context and accept context: the listener's, used nowhere else. */
 static struct {
@@ -244,6 +245,8 @@ int ad_server_run(struct ad_config *cfg)
     ad_api_events_shutdown();
     h2o_socket_read_stop(listener);
     h2o_socket_close(listener);
+    /* HTTP/2 clients get GOAWAY and send no new streams; HTTP/1 answers from here on close their connection. */
+    h2o_context_request_shutdown(&srv.ctx);
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */
     int64_t drain_until = ad_mono_ms() + AD_DRAIN_MS;
     while (!ad_writer_idle() && ad_mono_ms() < drain_until)
@@ -257,11 +260,14 @@ int ad_server_run(struct ad_config *cfg)
     ad_writer_stats(&ws);
     ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing", (unsigned long long)ws.ops,
             (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
-    /* Half a second more for the last answers: HTTP/2 ones are written on a later turn, and a client that gets its
-     * connection closed under it may drop answers it has received but not yet read. Shorter, and a burst of
-     * submits over HTTP/2 loses 202s (tests/blackbox/durability.test.mjs). */
-    int64_t until = ad_mono_ms() + AD_FLUSH_MS;
-    while (ad_mono_ms() < until)
+    /* The last answers: HTTP/2 ones are written on a later turn, and a client whose connection is closed under it
+     * may drop answers it has received but not yet read. So the HTTP/2 connections are left to end themselves
+     * after their GOAWAY (libh2o sends a second one with the last stream a second later and closes each once its
+     * streams are done), for at most AD_GOAWAY_MS (a long poll still waiting is cut off then); and HTTP/1 answers,
+     * whose writes cannot be seen from here, get half a second whatever. Without either, a burst of submits over
+     * HTTP/2 loses 202s (tests/blackbox/durability.test.mjs). */
+    int64_t start = ad_mono_ms(), until = start + AD_GOAWAY_MS;
+    while (ad_mono_ms() < until && (ad_mono_ms() < start + AD_FLUSH_MS || !ad_http_http2_idle(&srv.ctx)))
         loop_turn(loop, 50);
     ad_hub.store->ops->disconnect(ad_hub.rconn);
     ad_hub.store->ops->close(ad_hub.store);

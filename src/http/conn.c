@@ -84,6 +84,13 @@ static void calm_fire(struct ad_timer *t)
     budget_unref(b); /* the timer's */
 }
 
+/* As calm_fire, h2o's list of live HTTP/2 connections (libh2o 2.2.5's h2o_context_t, read only) is the only
+ * place that says whether any is left. */
+int ad_http_http2_idle(h2o_context_t *ctx)
+{
+    return h2o_linklist_is_empty(&ctx->http2._conns);
+}
+
 static void budget_reset(struct ad_http_budget *b)
 {
     if (b->calmed || ++b->resets <= AD_HTTP_RESET_BUDGET || b->sock == NULL || b->ctx == NULL)

@@ -169,6 +169,8 @@ h2o_req_t *ad_pending_take(struct ad_pending *p);
 /* The budget of a newly accepted sock, to be its on_close.data; ad_http_conn_closed(it) when sock closes. */
 struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock);
 void ad_http_conn_closed(struct ad_http_budget *b);
+/* 1 when no HTTP/2 connection of ctx is left: after h2o_context_request_shutdown, its GOAWAYs have done. */
+int ad_http_http2_idle(h2o_context_t *ctx);
 /* 1 when req's connection has as many requests outstanding as it may have streams: refuse more work on it. */
 int ad_http_conn_full(h2o_req_t *req);
 
