@@ -478,8 +478,9 @@ static int peer_reset(h2o_socket_t *sock)
  * ends: on HTTP/1 once the answer is written, on HTTP/2 once its stream is done. A client that does not read
  * (an HTTP/2 flow-control window left at 0, an HTTP/1 pipeline never read) keeps them as long as it likes. So
  * what each answer holds is charged to its connection's budget and to a total until its request ends, and:
- * - a connection holding more than AD_HTTP_UNSENT_CONN is shut down at its next request (its streams end with it,
- *   and their memory goes back); the requests it still sends meanwhile get a bare 503, nothing rendered;
+ * - a connection holding more than AD_HTTP_UNSENT_CONN is shut down at its next request or answer (its streams end
+ *   with it, and their memory goes back); the requests it still sends meanwhile, and the answers that were to
+ *   pass that limit (rendered later, off the loop), get a bare 503 instead;
  * - while the total is over AD_HTTP_UNSENT_MAX every other request but the health checks and metrics gets 503
  *   with Retry-After instead of an answer that would add to it;
  * - a connection holding answers of which none has ended for AD_HTTP_STALL_MS is shut down too: an error that
@@ -567,12 +568,17 @@ static void charge_end(void *p)
         trim_soon();
 }
 
-void ad_http_charge_answer(h2o_req_t *req, size_t body_len)
+int ad_http_charge_answer(h2o_req_t *req, size_t body_len)
 {
     struct ad_http_budget *b = budget_of(req);
     if (b == NULL)
-        return;
-    size_t bytes = body_len + req->headers.capacity * sizeof(h2o_header_t) + req->path.len + 1024;
+        return 0;
+    size_t held = req->headers.capacity * sizeof(h2o_header_t) + req->path.len + 1024;
+    /* An answer that comes later (a read off the loop, a commit) was not refused as its request arrived. */
+    int refuse = b->cut || b->unsent + held + body_len > AD_HTTP_UNSENT_CONN;
+    if (refuse)
+        budget_cut(b, "over its limit");
+    size_t bytes = held + (refuse ? 0 : body_len);
     struct unsent_charge *c = h2o_mem_alloc_shared(&req->pool, sizeof(*c), charge_end);
     c->b = b;
     c->bytes = bytes;
@@ -589,6 +595,7 @@ void ad_http_charge_answer(h2o_req_t *req, size_t body_len)
         stall_timer.cb = stall_fire;
         ad_timer_arm(&stall_timer, ad_mono_ms() + AD_HTTP_STALL_TICK_MS);
     }
+    return refuse ? -1 : 0;
 }
 
 /* The health checks and metrics, small and what an operator looks at while the total is over: answered anyway. */

@@ -184,13 +184,19 @@ static const char *reason(int status)
  * HTTP/1.1 connection after any non-200 answer. h2o_send_inline copies body into the request's pool. */
 static int send_body(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
 {
+    if (ad_http_charge_answer(req, len) != 0) {
+        /* Its connection is being closed for what it holds already (conn.c): nothing more for it. */
+        status = 503;
+        content_type = NULL;
+        len = 0;
+        req->http1_is_persistent = 0;
+    }
     req->res.status = status;
     req->res.reason = reason(status);
     if (content_type != NULL)
         ad_http_header(req, H2O_TOKEN_CONTENT_TYPE, content_type);
     if (status != 204 && status != 304)
         req->res.content_length = len;
-    ad_http_charge_answer(req, len);
     if (len != 0) {
         h2o_send_inline(req, body, len);
         return 0;

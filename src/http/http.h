@@ -79,8 +79,9 @@ void ad_http_run_pending(h2o_loop_t *loop);
 #define AD_HTTP_GONE_ROUTE "{client gone}"
 void ad_http_register_guard(h2o_pathconf_t *conf);
 /* Charge an answer of body_len bytes, with the memory of its request, to its connection until the request ends
- * (send_body, for every answer). */
-void ad_http_charge_answer(h2o_req_t *req, size_t body_len);
+ * (send_body, for every answer). -1 when its connection is over its share and shut down: send a bare 503
+ * instead (it was charged as one). */
+int ad_http_charge_answer(h2o_req_t *req, size_t body_len);
 /* What the answers not yet taken by their clients hold, in bytes. */
 size_t ad_http_unsent_bytes(void);
 

@@ -250,32 +250,35 @@ static void test_unsent_charge(void **state)
     sock->on_close.data = b;
 
     size_t total0 = ad_http_unsent_bytes();
-    h2o_req_t a = {0}, c = {0};
+    h2o_req_t a = {0}, c = {0}, e = {0};
     h2o_mem_init_pool(&a.pool);
     h2o_mem_init_pool(&c.pool);
-    a.conn = c.conn = &conn;
-    a.version = c.version = 0x200;
-    ad_http_charge_answer(&a, 1000);
-    ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN);
-    assert_true(b->unsent > AD_HTTP_UNSENT_CONN + 1000);
+    h2o_mem_init_pool(&e.pool);
+    a.conn = c.conn = e.conn = &conn;
+    a.version = c.version = e.version = 0x200;
+    assert_int_equal(ad_http_charge_answer(&a, 1000), 0);
+    assert_int_equal(ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN / 2), 0);
+    assert_true(b->unsent > AD_HTTP_UNSENT_CONN / 2 + 1000);
     assert_int_equal(ad_http_unsent_bytes() - total0, b->unsent);
     h2o_mem_clear_pool(&c.pool);
     assert_true(b->unsent > 1000 && b->unsent < 4096);
-    assert_int_equal(b->cut, 0);
     h2o_mem_clear_pool(&a.pool);
     assert_int_equal(b->unsent, 0);
     assert_int_equal(ad_http_unsent_bytes(), total0);
     assert_true(h2o_linklist_is_empty(&holding));
+    assert_int_equal(b->cut, 0);
 
-    /* Over its share: cut at the next request, whose peer end sees the shutdown. */
+    /* An answer that would pass the connection's share is refused (charged as a bare 503), and the connection
+     * shut down: its peer end sees the end; every later answer is refused too. */
     h2o_mem_init_pool(&c.pool);
-    ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN + 1);
-    assert_int_equal(budget_of(&c), b);
-    budget_cut(b, "test");
+    assert_int_equal(ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN), -1);
     assert_int_equal(b->cut, 1);
+    assert_true(b->unsent < 4096);
     char byte;
     assert_int_equal(recv(fds[1], &byte, 1, 0), 0);
+    assert_int_equal(ad_http_charge_answer(&e, 10), -1);
     h2o_mem_clear_pool(&c.pool);
+    h2o_mem_clear_pool(&e.pool);
     assert_int_equal(b->unsent, 0);
 
     sock->on_close.cb = unsent_closed;
