@@ -2,7 +2,8 @@
 // 100 streams of GET /v1/jobs?limit=500 on each of many connections (nothing of any answer can leave), and an
 // HPACK bomb (one large header table entry referenced thousands of times, answered 431 behind a window of 0),
 // grow the daemon's memory by far less than they ask for (each connection is closed once what it holds passes
-// its cap); it comes back once the clients close, and /healthz answers meanwhile.
+// its cap); it comes back once the clients close, and /healthz answers meanwhile. A connection holding a single
+// answer that cannot leave is closed once none has left for 10 s.
 
 import { describe, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -158,5 +159,21 @@ describe('answers behind a closed HTTP/2 window', () => {
             assert.ok(back < rss0 + 128 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start 10 s after the clients closed`);
         }
         assert.ok(worst < (SANITIZED ? 10_000 : 5000), `/healthz took ${worst} ms`);
+    });
+
+    it('closes a connection none of whose answers has left for 10 s', async () => {
+        const { keys } = tenant(d);
+        const s = closedWindow(d.url);
+        try {
+            const closed = new Promise((resolve) => s.on('close', () => resolve(Date.now())));
+            const [status] = openStreams(s, 1, { authorization: `Bearer ${keys.c}` });
+            const t0 = Date.now();
+            assert.equal(await status, 200); // its headers left; no byte of its body can
+            const at = await Promise.race([closed, sleep(20_000).then(() => 0)]);
+            assert.ok(at !== 0, 'the connection was still open 20 s after its answer');
+            assert.ok(at - t0 >= 9000, `closed after ${at - t0} ms, before 10 s without progress`);
+        } finally {
+            s.destroy();
+        }
     });
 });
