@@ -4,9 +4,10 @@
  *
  *   start: the writer, the readers, the artifact service, api's listeners, the cluster follower, the hub's timers,
  *          the HTTP listener, webhook delivery; then the loop runs.
- *   stop:  SSE streams and the listener; the writer's queue drained by the loop (answers go out); the artifact
- *          service (drains), webhook delivery, the cluster follower, the readers (drop), the writer (drains); a
- *          last half second of the loop for the answers still being written.
+ *   stop:  SSE streams and the listener (HTTP/2 connections get GOAWAY); the writer's queue drained by the loop
+ *          (answers go out); the artifact service (drains), webhook delivery, the cluster follower, the readers
+ *          (drop), the writer (drains); the loop for the answers still being written: half a second, and until
+ *          the HTTP/2 connections have ended, at most two.
  *
  * Each thread-owning service is a pool of core/pool.h (api/ starts no threads). The loop is core/loop.h's, run a
  * turn at a time here; nothing in this file names libh2o.
@@ -22,6 +23,7 @@
 #include "hub/cluster.h"
 #include "hub/hub.h"
 #include "hub/reader.h"
+#include "http/http.h"
 #include "http/listen.h"
 #include "webhook/webhook.h"
 #include "core/loop.h"
@@ -35,13 +37,16 @@
 
 #define AD_DRAIN_MS 10000
 #define AD_FLUSH_MS 500
+#define AD_GOAWAY_MS 2000 /* libh2o's second GOAWAY comes after a second: room for it, then a connection's close */
 
 /* One turn of the event loop: wait for events up to max_wait ms (not at all while writer completions are
- * waiting), handle them and a chunk of the completions, then run the timers that are due. */
+ * waiting), handle them and a chunk of the completions, run the timers that are due, then the socket callbacks
+ * those left pending, before the loop polls again (ad_http_run_pending). */
 static void loop_turn(struct ad_loop *loop, int32_t max_wait)
 {
     ad_loop_run(loop, max_wait);
     ad_timers_run();
+    ad_http_run_pending(loop);
 }
 
 static int is_loopback_host(const char *h)
@@ -165,11 +170,14 @@ int ad_server_run(struct ad_config *cfg)
     ad_writer_stats(&ws);
     ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing", (unsigned long long)ws.ops,
             (unsigned long long)ws.batches, ws.apply_ns / 1e6, ws.commit_ns / 1e6);
-    /* Half a second more for the last answers: HTTP/2 ones are written on a later turn, and a client that gets its
-     * connection closed under it may drop answers it has received but not yet read. Shorter, and a burst of
-     * submits over HTTP/2 loses 202s (tests/blackbox/durability.test.mjs). */
-    int64_t until = ad_mono_ms() + AD_FLUSH_MS;
-    while (ad_mono_ms() < until)
+    /* The last answers: HTTP/2 ones are written on a later turn, and a client whose connection is closed under it
+     * may drop answers it has received but not yet read. So the HTTP/2 connections are left to end themselves
+     * after their GOAWAY (libh2o sends a second one with the last stream a second later and closes each once its
+     * streams are done), for at most AD_GOAWAY_MS (a long poll still waiting is cut off then); and HTTP/1 answers,
+     * whose writes cannot be seen from here, get half a second whatever. Without either, a burst of submits over
+     * HTTP/2 loses 202s (tests/blackbox/durability.test.mjs). */
+    int64_t start = ad_mono_ms(), until = start + AD_GOAWAY_MS;
+    while (ad_mono_ms() < until && (ad_mono_ms() < start + AD_FLUSH_MS || !ad_http_listen_idle()))
         loop_turn(loop, 50);
     ad_hub.store->ops->disconnect(ad_hub.rconn);
     ad_hub.store->ops->close(ad_hub.store);

@@ -5,21 +5,15 @@
  * from the AD_ERRNO_MAP entry of its code; no handler writes a status line for an error by hand.
  */
 #include "http/http.h"
+#include "http/http_int.h"
 #include "common/json.h"
 #include "common/metrics.h"
 #include "common/timer.h"
 
-#include <h2o/http2.h>
-#include <h2o/http2_internal.h>
-
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 static int is_id_char(int c)
 {
@@ -177,6 +171,8 @@ static const char *reason(int status)
         return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
+    case 499: /* nginx's: never read, the client has gone (conn.c) */
+        return "Client Closed Request";
     case 503:
         return "Service Unavailable";
     default:
@@ -188,6 +184,13 @@ static const char *reason(int status)
  * HTTP/1.1 connection after any non-200 answer. h2o_send_inline copies body into the request's pool. */
 static int send_body(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
 {
+    if (ad_http_charge_answer(req, len) != 0) {
+        /* Its connection is being closed for what it holds already (conn.c): nothing more for it. */
+        status = 503;
+        content_type = NULL;
+        len = 0;
+        req->http1_is_persistent = 0;
+    }
     req->res.status = status;
     req->res.reason = reason(status);
     if (content_type != NULL)
@@ -505,11 +508,9 @@ static ad_err err_for_status(int status)
     return status < 500 ? AD_E_INVALID_REQUEST : AD_E_INTERNAL;
 }
 
-static void linger_arm(h2o_req_t *req);
-
 static void problem_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
 {
-    linger_arm(req);
+    ad_http_linger_arm(req);
     echo_request_id(req);
     ssize_t ct = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     if (req->res.status >= 400 && ct >= 0 &&
@@ -792,374 +793,4 @@ int ad_http_prefer_minimal(h2o_req_t *req)
         return 0;
     ad_http_header_str(req, "preference-applied", "return=minimal");
     return 1;
-}
-
-struct ad_http_budget {
-    size_t refs;          /* 1 while the socket is open, plus one per ad_pending of the connection */
-    size_t outstanding;   /* its ad_pending: requests answered later whose work has not ended */
-    size_t resets;        /* requests abandoned with work outstanding, less those answered since */
-    h2o_socket_t *sock;   /* NULL once closed */
-    h2o_context_t *ctx;   /* of its requests, to find its HTTP/2 connection */
-    struct ad_timer calm; /* sends the GOAWAY from the loop, outside h2o's handling of a stream */
-    int calmed;           /* GOAWAY sent or on its way: nothing more to count */
-};
-
-static void linger_start(void *data);
-
-static struct ad_http_budget *budget_of(h2o_req_t *req)
-{
-    if (req == NULL || req->conn == NULL || req->conn->callbacks->get_socket == NULL)
-        return NULL;
-    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
-    /* A connection set to linger after its last answer (below) has the lingering state as its on_close data. */
-    if (sock == NULL || sock->on_close.cb == linger_start)
-        return NULL;
-    struct ad_http_budget *b = sock->on_close.data;
-    if (b != NULL)
-        b->ctx = req->conn->ctx;
-    return b;
-}
-
-static void budget_unref(struct ad_http_budget *b)
-{
-    if (--b->refs == 0)
-        free(b);
-}
-
-/*
- * GOAWAY(ENHANCE_YOUR_CALM) and close, the way h2o ends a connection on a protocol error (lib/http2/connection.c
- * enqueue_goaway and close_connection): the frame is queued and a write requested, then IS_CLOSING makes h2o
- * stop reading and close the connection once the write has gone, closing its streams (their requests' on_gone
- * run then). Run from a timer, never inside h2o: while h2o is closing a stream or the whole connection (whose
- * streams' disposal brings us here), touching the connection could leave a write linked on a freed one.
- */
-static void calm_fire(struct ad_timer *t)
-{
-    struct ad_http_budget *b = H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, calm, t);
-    /* Only h2o's list of live HTTP/2 connections says whether the one on this socket is still there. */
-    for (h2o_linklist_t *l = b->ctx->http2._conns.next; b->sock != NULL && l != &b->ctx->http2._conns; l = l->next) {
-        h2o_http2_conn_t *conn = H2O_STRUCT_FROM_MEMBER(h2o_http2_conn_t, _conns, l);
-        if (conn->sock != b->sock || conn->state >= H2O_HTTP2_CONN_STATE_IS_CLOSING)
-            continue;
-        ad_warn("closing an HTTP/2 connection that abandoned %zu requests with work outstanding", b->resets);
-        h2o_http2_encode_goaway_frame(&conn->_write.buf, conn->pull_stream_ids.max_open,
-                                      H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM, h2o_iovec_init(H2O_STRLIT("too many resets")));
-        h2o_http2_conn_request_write(conn);
-        conn->state = H2O_HTTP2_CONN_STATE_IS_CLOSING;
-        break;
-    }
-    budget_unref(b); /* the timer's */
-}
-
-static void budget_reset(struct ad_http_budget *b)
-{
-    if (b->calmed || ++b->resets <= AD_HTTP_RESET_BUDGET || b->sock == NULL || b->ctx == NULL)
-        return;
-    b->calmed = 1;
-    b->refs++; /* held by the armed timer */
-    ad_timer_arm(&b->calm, ad_mono_ms());
-}
-
-struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock)
-{
-    struct ad_http_budget *b = ad_calloc(1, sizeof(*b));
-    b->refs = 1;
-    b->sock = sock;
-    b->calm.cb = calm_fire;
-    return b;
-}
-
-void ad_http_conn_closed(struct ad_http_budget *b)
-{
-    if (b == NULL)
-        return;
-    b->sock = NULL;
-    if (ad_timer_armed(&b->calm)) {
-        ad_timer_cancel(&b->calm);
-        b->refs--; /* the timer's: the socket's, dropped below, is still held */
-    }
-    budget_unref(b);
-}
-
-int ad_http_conn_full(h2o_req_t *req)
-{
-    struct ad_http_budget *b = budget_of(req);
-    return b != NULL && b->outstanding >= req->conn->ctx->globalconf->http2.max_concurrent_requests_per_connection;
-}
-
-struct ad_pending_link {
-    struct ad_pending *p;
-};
-
-static void pending_dispose(void *arg)
-{
-    struct ad_pending_link *link = arg;
-    struct ad_pending *p = link->p;
-    if (p == NULL)
-        return;
-    p->link = NULL;
-    p->req = NULL;
-    struct ad_http_budget *b = p->budget;
-    if (b == NULL) {
-        if (p->on_gone != NULL)
-            p->on_gone(p);
-        return;
-    }
-    /* A request whose owner lets go of it here costs nothing more; one whose work runs on (a writer operation,
-     * a lease op in flight) is a reset that counts. b is held across on_gone, whose take may drop its last
-     * other reference. */
-    b->refs++;
-    size_t before = b->outstanding;
-    if (p->on_gone != NULL)
-        p->on_gone(p);
-    if (b->outstanding == before)
-        budget_reset(b);
-    budget_unref(b);
-}
-
-h2o_socket_t *ad_http1_socket(h2o_req_t *req)
-{
-    return req != NULL && req->version < 0x200 && req->conn != NULL ? req->conn->callbacks->get_socket(req->conn)
-                                                                    : NULL;
-}
-
-/*
- * libh2o 2.2 stops reading an HTTP/1 connection while its request is handled and starts again when the answer
- * has gone. When the answer comes in a later turn of the loop, as every write's does (it waits for its
- * commit), its evloop makes that an epoll_ctl DEL now and an ADD later: two of the four system calls of a
- * durable submit. So while a request waits here its socket stays polled but is not read (h2o_socket_dont_read):
- * no byte moves in the input buffer that h2o's request points into. Should the peer send more or close
- * meanwhile, held_readable stops polling, which is where h2o left it. Both are undone before the answer
- * (ad_pending_take), so h2o finds the socket as it expects.
- */
-static void held_readable(h2o_socket_t *sock, const char *err)
-{
-    h2o_socket_dont_read(sock, 0);
-    h2o_socket_read_stop(sock);
-}
-
-/* sock: an HTTP/1 socket whose request is being handled, or NULL. */
-static void hold_reading(h2o_socket_t *sock)
-{
-    if (sock != NULL && !h2o_socket_is_reading(sock)) {
-        h2o_socket_dont_read(sock, 1);
-        h2o_socket_read_start(sock, held_readable);
-    }
-}
-
-/* While its request is handled, only hold_reading makes an HTTP/1 socket read. */
-static void release_reading(h2o_socket_t *sock)
-{
-    if (sock != NULL && h2o_socket_is_reading(sock))
-        held_readable(sock, NULL);
-}
-
-struct ad_pending *ad_pending_new(h2o_req_t *req, void *owner, void (*on_gone)(struct ad_pending *p))
-{
-    hold_reading(ad_http1_socket(req));
-    struct ad_pending *p = ad_calloc(1, sizeof(*p));
-    p->req = req;
-    p->owner = owner;
-    p->on_gone = on_gone;
-    p->budget = budget_of(req);
-    if (p->budget != NULL) {
-        p->budget->refs++;
-        p->budget->outstanding++;
-    }
-    p->link = h2o_mem_alloc_shared(&req->pool, sizeof(*p->link), pending_dispose);
-    p->link->p = p;
-    return p;
-}
-
-int ad_pending_gone(const struct ad_pending *p)
-{
-    h2o_req_t *req = p->req;
-    if (req == NULL)
-        return 1;
-    /* libh2o 2.2 stops reading an HTTP/1 connection while its request is handled, so it has not seen a
-     * client that left: look at the socket. An HTTP/2 connection is always read, and h2o notices there. */
-    h2o_socket_t *sock = ad_http1_socket(req);
-    if (sock == NULL)
-        return 0;
-    char c;
-    ssize_t n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-h2o_req_t *ad_pending_take(struct ad_pending *p)
-{
-    h2o_req_t *req = p->req;
-    release_reading(ad_http1_socket(req));
-    if (p->link != NULL)
-        p->link->p = NULL;
-    struct ad_http_budget *b = p->budget;
-    if (b != NULL) {
-        b->outstanding--;
-        if (req != NULL && b->resets > 0)
-            b->resets--; /* an answered request earns back a reset */
-        budget_unref(b);
-    }
-    free(p);
-    return req;
-}
-
-/*
- * Request framing (RFC 9112 §6.1, §6.3). libh2o 2.2 frames an HTTP/1 body by the first Content-Length field, or
- * by Transfer-Encoding: chunked whenever one is present, and then serves whatever follows as the next request on
- * the connection. It keeps neither field in req->headers, so the handler cannot ask for them; but the head it
- * parsed is still at the start of the socket's input buffer, right before the body (the entity points into the
- * same buffer, and a chunked body is decoded in place after the head), and is read here again. A request whose
- * framing another parser may read otherwise (a proxy in front, for one) is refused, and its connection closed
- * after the answer, so that the bytes behind it are never taken for a request.
- */
-
-/* Count the Content-Length and Transfer-Encoding fields of the request head [p, end), which libh2o's parser
- * (picohttpparser) has accepted: one empty line may come before the request line; each field is a line of its
- * own, its name everything before the first colon; a line that starts with SP or HT continues the one before. */
-static void count_framing_fields(const char *p, const char *end, int *ncl, int *nte)
-{
-    if (p < end && *p == '\r')
-        p++;
-    if (p < end && *p == '\n')
-        p++;
-    const char *nl = memchr(p, '\n', end - p); /* the request line */
-    for (p = nl != NULL ? nl + 1 : end; p < end; p = nl != NULL ? nl + 1 : end) {
-        nl = memchr(p, '\n', end - p);
-        const char *eol = nl != NULL ? nl : end;
-        const char *colon = memchr(p, ':', eol - p);
-        if (colon == NULL || *p == ' ' || *p == '\t')
-            continue;
-        if (h2o_lcstris(p, colon - p, H2O_STRLIT("content-length")))
-            (*ncl)++;
-        else if (h2o_lcstris(p, colon - p, H2O_STRLIT("transfer-encoding")))
-            (*nte)++;
-    }
-}
-
-int ad_http1_refuse_framing(h2o_req_t *req)
-{
-    h2o_socket_t *sock = ad_http1_socket(req);
-    /* No body, no framing fields: libh2o makes an entity of every request that has one. */
-    if (sock == NULL || req->entity.base == NULL)
-        return 0;
-    const char *head = sock->input->bytes;
-    if (req->entity.base < head || req->entity.base > head + sock->input->size)
-        return 0;
-    int ncl = 0, nte = 0;
-    count_framing_fields(head, req->entity.base, &ncl, &nte);
-    const char *detail = NULL;
-    /* Identical repeated values are refused too (RFC 9110 §8.6 allows either), as nginx does: no client of
-     * this API sends two, and what the fields say is then never in question. */
-    if (ncl > 1)
-        detail = "the request has more than one Content-Length field";
-    else if (ncl != 0 && nte != 0)
-        detail = "the request has both Content-Length and Transfer-Encoding";
-    else if (nte > 1)
-        detail = "the request has more than one Transfer-Encoding field";
-    else if (nte != 0 && req->version < 0x101)
-        detail = "an HTTP/1.0 request cannot use Transfer-Encoding";
-    if (detail == NULL)
-        return 0;
-    req->http1_is_persistent = 0;
-    ad_http_problem(req, AD_E_INVALID_REQUEST, detail, NULL);
-    return 1;
-}
-
-/*
- * Lingering close, as nginx's lingering_close. An HTTP/1 answer that closes its connection may be sent before
- * the client has sent all of its body: libh2o's own 413 when Content-Length is over its limit or a chunked body
- * grows past it, its 400 for a broken body framing and 417, and the 400 above. libh2o then closes the socket at
- * once, with the rest of the body still arriving; the kernel answers those bytes with a reset, and a client
- * still writing (Node's http module, fetch) fails with EPIPE or ECONNRESET before it has read the answer.
- *
- * libh2o 2.2 offers no hook between "answer written" and close(), so the descriptor is duplicated when such an
- * answer starts: libh2o's close() then no longer ends the TCP connection (its evloop removes its own descriptor
- * from epoll explicitly, so the duplicate is not polled on its behalf). The socket's on_close, which libh2o calls
- * after that close() once the answer has been handed to the kernel, shuts the duplicate down for writing (a FIN
- * after the answer) and reads and discards what still comes until the client closes too, AD_LINGER_MS have
- * passed or AD_LINGER_BYTES were read; then it closes it. The connection stays counted against
- * limits.maxConnections until then (the on_close it replaced runs at the end).
- *
- * HTTP/2 needs none of this: a stream answered early is reset (RST_STREAM) and flow control stops its body,
- * while the connection stays open.
- */
-#define AD_LINGER_MS 2000
-#define AD_LINGER_BYTES (64 * 1024 * 1024)
-
-struct lingering_conn {
-    struct ad_timer timer;
-    h2o_linklist_t link; /* in lingering: what is lingering stays reachable, also at exit */
-    h2o_loop_t *loop;
-    int fd;             /* the duplicate, until lingering starts */
-    h2o_socket_t *sock; /* on that descriptor, while lingering */
-    size_t discarded;
-    void (*prev_cb)(void *data); /* the socket's on_close before ours */
-    void *prev_data;
-};
-
-static h2o_linklist_t lingering = {&lingering, &lingering};
-
-static void linger_end(struct lingering_conn *l)
-{
-    ad_timer_cancel(&l->timer);
-    if (l->sock != NULL)
-        h2o_socket_close(l->sock);
-    else if (l->fd >= 0)
-        close(l->fd);
-    h2o_linklist_unlink(&l->link);
-    if (l->prev_cb != NULL)
-        l->prev_cb(l->prev_data);
-    free(l);
-}
-
-static void linger_on_timeout(struct ad_timer *t)
-{
-    linger_end((struct lingering_conn *)((char *)t - offsetof(struct lingering_conn, timer)));
-}
-
-static void linger_on_read(h2o_socket_t *sock, const char *err)
-{
-    struct lingering_conn *l = sock->data;
-    if (err == NULL) {
-        l->discarded += sock->input->size;
-        h2o_buffer_consume(&sock->input, sock->input->size);
-        if (l->discarded < AD_LINGER_BYTES)
-            return;
-    }
-    linger_end(l);
-}
-
-/* libh2o has closed its descriptor, after the answer was written. */
-static void linger_start(void *data)
-{
-    struct lingering_conn *l = data;
-    if (shutdown(l->fd, SHUT_WR) != 0) {
-        linger_end(l);
-        return;
-    }
-    l->sock = h2o_evloop_socket_create(l->loop, l->fd, 0);
-    l->fd = -1;
-    l->sock->data = l;
-    h2o_socket_read_start(l->sock, linger_on_read);
-    l->timer.cb = linger_on_timeout;
-    ad_timer_arm(&l->timer, ad_mono_ms() + AD_LINGER_MS);
-}
-
-/* Called as every answer starts: one that closes an HTTP/1 connection after an error lingers. */
-static void linger_arm(h2o_req_t *req)
-{
-    h2o_socket_t *sock = ad_http1_socket(req);
-    if (sock == NULL || req->http1_is_persistent || req->res.status < 400 || sock->on_close.cb == linger_start)
-        return;
-    int fd = fcntl(h2o_socket_get_fd(sock), F_DUPFD_CLOEXEC, 0);
-    if (fd < 0)
-        return; /* then it closes at once, as libh2o would */
-    struct lingering_conn *l = ad_calloc(1, sizeof(*l));
-    l->loop = req->conn->ctx->loop;
-    l->fd = fd;
-    l->prev_cb = sock->on_close.cb;
-    l->prev_data = sock->on_close.data;
-    h2o_linklist_insert(&lingering, &l->link);
-    sock->on_close.cb = linger_start;
-    sock->on_close.data = l;
 }

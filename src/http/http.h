@@ -9,6 +9,7 @@
 
 #include <h2o.h>
 #include "core/config.h"
+#include "http/loop.h"
 #include "common/error.h"
 #include "common/util.h"
 
@@ -67,6 +68,23 @@ void ad_http_headerf(h2o_req_t *req, const h2o_token_t *token, const char *fmt, 
 void ad_http_header_int(h2o_req_t *req, const h2o_token_t *token, int64_t value);
 void ad_http_header_cat(h2o_req_t *req, const h2o_token_t *token, const char *a, const char *b, const char *c);
 void ad_http_header_str(h2o_req_t *req, const char *name, const char *value);
+
+/* Run the socket callbacks that writes and closes made outside h2o_evloop_run left pending (conn.c says why):
+ * after every turn of code of ours that runs outside it, before the loop polls again. */
+void ad_http_run_pending(struct ad_loop *loop);
+
+/* Before the handlers of conf (register it first), what a request's connection allows (conn.c): a request
+ * pipelined on an HTTP/1 connection whose client has reset it is not handled but answered 499, and the
+ * connection closed, dropping the requests behind it (counted under the route AD_HTTP_GONE_ROUTE); a connection
+ * holding too many answers its client has not taken is closed; while all of them hold too much, 503. */
+#define AD_HTTP_GONE_ROUTE "{client gone}"
+void ad_http_register_guard(h2o_pathconf_t *conf);
+/* Charge an answer of body_len bytes, with the memory of its request, to its connection until the request ends
+ * (send_body, for every answer). -1 when its connection is over its share and shut down: send a bare 503
+ * instead (it was charged as one). */
+int ad_http_charge_answer(h2o_req_t *req, size_t body_len);
+/* What the answers not yet taken by their clients hold, in bytes. */
+size_t ad_http_unsent_bytes(void);
 
 /* The socket of an HTTP/1.x request (it has the connection to itself); NULL for HTTP/2 or none. */
 h2o_socket_t *ad_http1_socket(h2o_req_t *req);
@@ -148,6 +166,8 @@ h2o_req_t *ad_pending_take(struct ad_pending *p);
 /* The budget of a newly accepted sock, to be its on_close.data; ad_http_conn_closed(it) when sock closes. */
 struct ad_http_budget *ad_http_conn_open(h2o_socket_t *sock);
 void ad_http_conn_closed(struct ad_http_budget *b);
+/* 1 when no HTTP/2 connection of ctx is left: after h2o_context_request_shutdown, its GOAWAYs have done. */
+int ad_http_http2_idle(h2o_context_t *ctx);
 /* 1 when req's connection has as many requests outstanding as it may have streams: refuse more work on it. */
 int ad_http_conn_full(h2o_req_t *req);
 

@@ -84,6 +84,7 @@ int ad_http_listen(struct ad_loop *loop, const struct ad_config *cfg, int (*on_r
         64 * 1024;
     h2o_hostconf_t *host = h2o_config_register_host(&srv.h2o, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    ad_http_register_guard(path);
     h2o_handler_t *handler = h2o_create_handler(path, sizeof(*handler));
     handler->on_req = on_req;
     ad_http_register_problem_filter(path, cfg->max_body_bytes, cfg->max_upload_part_bytes);
@@ -116,4 +117,10 @@ void ad_http_listen_stop(void)
     h2o_socket_read_stop(srv.sock);
     h2o_socket_close(srv.sock);
     srv.sock = NULL;
+    h2o_context_request_shutdown(&srv.ctx);
+}
+
+int ad_http_listen_idle(void)
+{
+    return ad_http_http2_idle(&srv.ctx);
 }

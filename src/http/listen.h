@@ -15,7 +15,10 @@
  * "[::1]:8080") goes into bound and "http" or "https" into *scheme. 0, or -1 with err filled. cfg must outlive it. */
 int ad_http_listen(struct ad_loop *loop, const struct ad_config *cfg, int (*on_req)(h2o_handler_t *, h2o_req_t *),
                    char *bound, size_t boundlen, const char **scheme, char *err, size_t errlen);
-/* Stop accepting and close the listener; the connections already open are served on. */
+/* Stop accepting and close the listener; the connections already open are served on, HTTP/2 ones after a GOAWAY
+ * (they open no new streams) and HTTP/1 ones closed after their next answer. */
 void ad_http_listen_stop(void);
+/* 1 once no HTTP/2 connection is left, after ad_http_listen_stop: their GOAWAYs have done. */
+int ad_http_listen_idle(void);
 
 #endif
