@@ -341,8 +341,8 @@ static void on_stop(h2o_generator_t *g, h2o_req_t *req)
     end(s);
 }
 
-/* An HTTP/2 stream lives in its request's pool, next to h2o's own allocations in the pool's first chunk (2 KiB,
- * http/pool.c, resident anyway), with only a pointer to it in a shared allocation for the dispose callback: the
+/* An HTTP/2 stream lives in its request's pool, next to h2o's own allocations in the pool's first chunk (4 KiB,
+ * resident anyway), with only a pointer to it in a shared allocation for the dispose callback: the
  * stream struct on its own would be another malloc per stream. h2o runs the disposers before it frees the
  * chunks. */
 static void on_dispose(void *p)
@@ -376,7 +376,7 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
  * HTTP/1: the connection is taken over from h2o as soon as the headers are out (h2o_http1_upgrade, h2o's way to
  * hand a socket to WebSocket code, with our 200 instead of a 101), and the stream writes its chunks itself. An
  * open request costs h2o its connection struct, with the request in it, and the request's memory pool, whose
- * first allocation was a 4 KiB chunk (2 KiB since http/pool.c): with the 8 KiB input buffer h2o keeps the
+ * first allocation is a 4 KiB chunk: with the 8 KiB input buffer h2o keeps the
  * request's bytes in, more than 90% of what a stream cost (bench/sse.sh, 10,000 streams: 5.5 KiB per stream
  * through h2o, 0.7 KiB on a connection of our own). The socket alone stays, read only to notice the client leaving.
  *
