@@ -21,7 +21,8 @@
 //   webhooks   an endpoint for job.queued and job.succeeded pointing at a receiver in this process
 //              (answers 204), so two deliveries per job
 // Every SAMPLE_SECONDS one row: the daemon's VmRSS and VmHWM (/proc/PID/status), its open file descriptors
-// (/proc/PID/fd), its threads, and what the load did since the last row. After SECONDS the load stops; one
+// (/proc/PID/fd), its threads, what its job cache counts against limits.cacheBytes (acceptd_cache_bytes on
+// /metrics: a bounded cache, not a leak, while it fills), and what the load did since the last row. After SECONDS the load stops; one
 // more row 5 s later (idle). Then the verdict for RSS and descriptors: the mean of the last third of the rows
 // under load against the middle third (the first third is the warm-up: caches and pools filling).
 // Prints "soak-... value" lines for bench_record at the end ("result NAME VALUE").
@@ -310,20 +311,32 @@ function proc() {
     return { rss: field('VmRSS'), hwm: field('VmHWM'), threads: field('Threads'), fds: fs.readdirSync(`/proc/${PID}/fd`).length };
 }
 
+/** acceptd_cache_bytes from /metrics, in KiB (-1 if it cannot be read). */
+async function cacheKiB() {
+    try {
+        const r = await req('GET', '/metrics');
+        const m = /^acceptd_cache_bytes (\d+)$/m.exec(r.text);
+        return m ? Math.round(Number(m[1]) / 1024) : -1;
+    } catch {
+        return -1;
+    }
+}
+
 const COLS = ['submit', '304', 'lease', 'hb', 'complete', 'artifact', 'sse-ev', 'hook', 'err'];
 const rows = [];
 const t0 = Date.now();
-function row(label) {
+async function row(label) {
+    const cache = label === 'idle' ? -1 : await cacheKiB();
     const p = proc();
     const t = Math.round((Date.now() - t0) / 1000);
-    rows.push({ t, label, ...p });
+    rows.push({ t, label, cache, ...p });
     const cells = COLS.map((c) => String(count[c] || 0).padStart(c.length > 6 ? c.length : 7));
     for (const c of COLS) count[c] = 0;
-    console.log(`${String(t).padStart(6)} ${label.padEnd(5)} ${String(p.rss).padStart(9)} ${String(p.hwm).padStart(9)} ${String(p.fds).padStart(5)} ${String(p.threads).padStart(7)} ${cells.join(' ')}`);
+    console.log(`${String(t).padStart(6)} ${label.padEnd(5)} ${String(p.rss).padStart(9)} ${String(p.hwm).padStart(9)} ${String(p.fds).padStart(5)} ${String(p.threads).padStart(7)} ${String(cache < 0 ? '-' : cache).padStart(10)} ${cells.join(' ')}`);
 }
 
-console.log(`${'t(s)'.padStart(6)} ${''.padEnd(5)} ${'RSS(KiB)'.padStart(9)} ${'HWM(KiB)'.padStart(9)} ${'fds'.padStart(5)} ${'threads'.padStart(7)} ${COLS.map((c) => c.padStart(c.length > 6 ? c.length : 7)).join(' ')}`);
-row('start');
+console.log(`${'t(s)'.padStart(6)} ${''.padEnd(5)} ${'RSS(KiB)'.padStart(9)} ${'HWM(KiB)'.padStart(9)} ${'fds'.padStart(5)} ${'threads'.padStart(7)} ${'cache(KiB)'.padStart(10)} ${COLS.map((c) => c.padStart(c.length > 6 ? c.length : 7)).join(' ')}`);
+await row('start');
 
 // ---- the run ----
 
@@ -344,12 +357,12 @@ const loops = [
 const sampler = setInterval(() => row('load'), SAMPLE * 1000);
 await sleep(SECONDS * 1000);
 clearInterval(sampler);
-if (rows[rows.length - 1].t < SECONDS) row('load');
+if (rows[rows.length - 1].t < SECONDS) await row('load');
 running = false;
 await Promise.race([Promise.allSettled(loops), sleep(10_000)]);
 await pool.close();
 await sleep(5000);
-row('idle');
+await row('idle');
 receiver.close();
 receiver.closeAllConnections();
 
