@@ -8,7 +8,9 @@
 # parts, then downloaded whole, by range and with its ETag; some failing and retried), SSE streams over
 # HTTP/1.1 and HTTP/2 opened and closed all along, each tenth job followed on its own stream to the end, and
 # webhooks to a receiver in the load's process. Finished jobs expire after a minute (retention) and are
-# tombstoned for a minute, so the store reaches a steady size and the sweeper and the artifact collector run.
+# tombstoned for a minute, idempotency keys and finished deliveries are kept a minute, so the store reaches a
+# steady size (and with it SQLite's page caches, 16 MiB a connection) and the sweepers and the artifact
+# collector run.
 # The job cache is held to 8 MiB (limits.cacheBytes): it keeps jobs until its budget evicts them, and at this
 # rate the default 64 MiB would take about an hour to fill, growing RSS all along; at 8 MiB it is full within
 # the warm-up, so what still grows after it is not the cache.
@@ -37,6 +39,8 @@ conf="$BENCH_TMP/soak.yaml"
 cat >"$conf" <<'EOF'
 webhooks:
   allowNetworks: ["127.0.0.0/8"]
+  keepDeliveries: 1m
+idempotencyTtl: 1m
 retention: { succeeded: 1m, failed: 1m, cancelled: 1m, partialSuccess: 1m }
 tombstone: 1m
 limits: { cacheBytes: 8388608 }
