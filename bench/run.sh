@@ -3,6 +3,7 @@
 # with its own servers and its own nginx reference. To add one, write bench/NAME.sh on top of bench/lib.sh
 # and add NAME to BENCHES (a dash in NAME is an underscore in the file's name: submit-clients is
 # bench/submit_clients.sh).
+# bench/soak.sh (30 minutes) is not in BENCHES: run it by name, bench/run.sh soak (BENCH_SOAK_SECONDS sets its length).
 # Usage: bench/run.sh [NAME...]   (default: all of BENCHES). Settings: see bench/lib.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
