@@ -403,7 +403,7 @@ static void transfer_start(struct flight *f, const char *host, long port, const 
      * closed its stream, and then resets the stream: against Node's HTTP/2 server, after nearly every delivery.
      * Node counts those resets as a rapid reset attack and sends GOAWAY after about 1,000 of them; the transfers
      * in flight on that connection are sent again. Over HTTP/1.1 on kept-alive connections the same receiver
-     * took twice as many deliveries a second (docs/benchmarks.md, "Webhooks over TLS"). */
+     * took twice as many deliveries a second (docs/benchmarks.md, "Webhook deliveries"). */
     int h2 = eng.cfg->webhooks.http2 && strncasecmp(d->url, "https:", 6) == 0;
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)(h2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1));
     /* Transfers started together wait for the first connection's handshake and share it instead of each opening
