@@ -49,17 +49,19 @@ function rawStream(d, path, key) {
 describe('backpressure on /v1/events', () => {
     let d;
     before(async () => {
-        // Default heartbeat (15 s): the stalled-socket reaper must not act during this test.
+        // A long heartbeat: the stalled-socket reaper (two heartbeats without progress) must not act during this test.
         d = await startDaemon({
-            config: standardConfig({ limits: '{ maxBodyBytes: 65536, maxWaitSeconds: 5 }' }) + 'sse: { retry: 200ms }\n',
+            config: standardConfig({ limits: '{ maxBodyBytes: 65536, maxWaitSeconds: 5 }' }) + 'sse: { retry: 200ms, heartbeat: 120s }\n',
         });
     });
     after(() => d?.stop());
 
     it('cuts off a consumer that stopped reading while a fast one gets every change; the slow one resumes', async () => {
         const { c, w, keys } = tenant(d);
-        const JOBS = 20;
-        const ROUNDS = SANITIZED ? 40 : 80; // changes per job; each change is a ~8 KB event (the payload)
+        // Many jobs and few rounds: one lease's heartbeats are written at most once a second (coalesced), so each
+        // round after the first takes about a second.
+        const JOBS = 100;
+        const ROUNDS = SANITIZED ? 8 : 16; // changes per job; each change is a ~8 KB event (the payload)
         const payload = { blob: 'x'.repeat(8000) };
         const jobs = [];
         for (let i = 0; i < JOBS; i++) jobs.push((await submit(c, { type: 'report.export', payload })).json.id);
