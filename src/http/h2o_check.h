@@ -3,13 +3,14 @@
  * another.
  *
  * acceptd builds on libh2o 2.2.5, Debian's, which has had no upstream release since 2019. Where h2o's public API
- * cannot do something, http.c reaches into its private parts (the HTTP/2 connection's state and write buffer for
- * the rapid-reset defence, h2o/http2_internal.h) and sse.c takes sockets over from it; a struct whose layout
- * moved in another release would be written wrongly without a word. So a libh2o whose version is not the one
- * checked stops the build here, naming the version it found. To move to another release: read the private
- * reaches again against it (grep http2_internal and _write in src/http/), run the tests that cover them
- * (tests/blackbox/sse.test.mjs, sse_h2.test.mjs, rapid_reset.test.mjs, tests/unit/http/), then change
- * AD_H2O_CHECKED_* below.
+ * cannot do something, conn.c reaches into its private parts (the HTTP/2 connection's state, write buffer and
+ * the context's list of connections, h2o/http2_internal.h; the socket callbacks left pending outside the loop)
+ * and sse.c takes sockets over from it; a struct whose layout moved in another release would be written wrongly
+ * without a word. So a libh2o whose version is not the one checked stops the build here, naming the version it
+ * found. To move to another release: read the private reaches again against it (grep http2_internal and _write
+ * in src/http/), run the tests that cover them (tests/blackbox/sse.test.mjs, sse_h2.test.mjs,
+ * sse_mass_close.test.mjs, h2_unsent.test.mjs, rapid_reset.test.mjs, shutdown_goaway.test.mjs,
+ * tests/unit/http/), then change AD_H2O_CHECKED_* below.
  */
 #ifndef AD_H2O_CHECK_H
 #define AD_H2O_CHECK_H
