@@ -354,6 +354,10 @@ int main(int argc, char **argv)
     nsubs = atoi(argv[3]);
     int updates = atoi(argv[4]);
     h2 = argc == 8 && strcmp(argv[7], "h2") == 0;
+    /* The pause between updates; acceptd's driver sets it past the daemon's heartbeat window (a lease's
+     * heartbeats are written at most once a second, docs/protocol.md), so that each update is written at once. */
+    const char *gap = getenv("SSE_CLIENT_GAP_MS");
+    int gap_ms = gap != NULL ? atoi(gap) : 100;
     if (nsubs < 1 || updates < 1 || inet_pton(AF_INET, host, &addr.sin_addr) != 1 ||
         (argc == 8 && !h2 && strcmp(argv[7], "h1") != 0)) {
         fprintf(stderr, "sse_client: bad arguments\n");
@@ -428,7 +432,7 @@ int main(int argc, char **argv)
             return 1;
         }
         lasts[k - 1] = last;
-        usleep(100000);
+        usleep((useconds_t)gap_ms * 1000);
     }
     double l50 = pct(lasts, (size_t)updates, 50), l99 = pct(lasts, (size_t)updates, 99);
     printf("last %.1f %.1f\neach %.1f %.1f\n", l50, l99, pct(lat, nlat, 50), pct(lat, nlat, 99));

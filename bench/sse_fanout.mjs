@@ -68,8 +68,11 @@ const pct = (xs, p) => {
 // ---- the C client, a line protocol on its stdin and stdout (see bench/sse_client.c) ----
 
 function startClient(jobId, leaseId) {
+    // Updates 1.1 s apart: one lease's heartbeats are written at most once a second (docs/protocol.md), and one
+    // sooner would wait for its window, which is what the fan-out figure is not about.
     const p = spawn(process.env.SSE_CLIENT, [u.hostname, u.port, String(N), String(UPDATES), jobId, leaseId, proto], {
         stdio: ['pipe', 'pipe', 'inherit'],
+        env: { ...process.env, SSE_CLIENT_GAP_MS: '1100' },
     });
     const lines = [];
     let waiting = null;

@@ -286,13 +286,6 @@ struct req_note {
 
 static const char note_name[] = "acceptd";
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static struct req_note *note_find(h2o_req_t *req)
 {
     for (size_t i = 0; i + 1 < req->env.size; i += 2)
@@ -319,7 +312,7 @@ static struct req_note *note_get(h2o_req_t *req)
         return n;
     n = h2o_mem_alloc_pool(&req->pool, sizeof(*n));
     memset(n, 0, sizeof(*n));
-    n->start_ns = mono_ns();
+    n->start_ns = ad_mono_ns();
     /* Taken only when sent once: two fields are two ids, neither of them the request's. */
     ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
     h2o_iovec_t v = i >= 0 ? req->headers.entries[i].value : h2o_iovec_init(NULL, 0);
@@ -382,7 +375,7 @@ static void access_line(h2o_req_t *req, const struct req_note *n)
     snprintf(path, sizeof(path), "%.*s", (int)(plen < 512 ? plen : 512), req->path.base);
     int64_t us;
     if (n != NULL) {
-        us = (mono_ns() - n->start_ns) / 1000;
+        us = (ad_mono_ns() - n->start_ns) / 1000;
     } else {
         struct timeval now;
         gettimeofday(&now, NULL);
