@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/api_azure.c"
+#include "render_test.h"
 
 #define T0 INT64_C(1800000000000)
 
@@ -38,18 +39,7 @@ static json_t *monitor(struct ad_job *j)
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     assert_int_equal(ad_api_monitor_render(&b, j), 0);
-    json_error_t err;
-    json_t *v = json_loadb(b.data, b.len, 0, &err);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %.*s", err.text, (int)b.len, b.data);
-    ad_buf_free(&b);
-    ad_job_free(j);
-    return v;
-}
-
-static const char *str(json_t *v, const char *name)
-{
-    return json_string_value(json_object_get(v, name));
+    return rendered(&b, j);
 }
 
 static void test_status_names(void **state)

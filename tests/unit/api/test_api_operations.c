@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api/api_operations.c"
+#include "render_test.h"
 
 #define T0 INT64_C(1800000000000)
 
@@ -37,18 +38,7 @@ static json_t *operation(struct ad_job *j)
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     render_operation(&b, j);
-    json_error_t err;
-    json_t *v = json_loadb(b.data, b.len, 0, &err);
-    if (v == NULL)
-        fail_msg("not JSON (%s): %.*s", err.text, (int)b.len, b.data);
-    ad_buf_free(&b);
-    ad_job_free(j);
-    return v;
-}
-
-static const char *str(json_t *v, const char *name)
-{
-    return json_string_value(json_object_get(v, name));
+    return rendered(&b, j);
 }
 
 static void test_pending(void **state)
