@@ -202,6 +202,16 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
                                    " ORDER BY run_at, cseq LIMIT $3",
+    /* A bulk walk (pg_job_bulk_page): where it ends, how far a page reaches (limit entries of jobs_tenant_type,
+     * whatever their status), and the jobs of that span that match. */
+    [ST_BULK_END] = "SELECT max(cseq) FROM jobs WHERE tenant = $1 AND type = $2",
+    [ST_BULK_SPAN] = "SELECT max(cseq) FROM (SELECT cseq FROM jobs WHERE tenant = $1 AND type = $2 AND cseq > $3"
+                     " AND cseq <= $4 ORDER BY cseq LIMIT $5) w",
+    [ST_BULK_PAGE] = PG_SELECT_JOB "WHERE tenant = $1 AND type = $2 AND cseq > $3 AND cseq <= $4"
+                                   " AND tombstoned = 0 AND (expires_at IS NULL OR expires_at > $5::bigint)"
+                                   " AND ($6::int = 0 OR ($6::int >> status) & 1 = 1)"
+                                   " AND ($7::bigint = 0 OR created_at < $7::bigint)"
+                                   " AND ($8::bigint = 0 OR created_at > $8::bigint) ORDER BY cseq",
     [ST_TOMBSTONE] =
         "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
         " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= $1 LIMIT $2)",

@@ -303,6 +303,15 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_SCHEDULED] =
         SQ_SELECT_JOB "WHERE status = 0 AND run_at = ?1 AND cseq > ?2"
                       " UNION ALL " SQ_SELECT_JOB "WHERE status = 0 AND run_at > ?1 ORDER BY run_at, cseq LIMIT ?3",
+    /* A bulk walk (sq_job_bulk_page): where it ends, how far a page reaches (limit entries of jobs_tenant_type,
+     * whatever their status), and the jobs of that span that match, read by cseq from the same index. */
+    [ST_BULK_END] = "SELECT max(cseq) FROM jobs WHERE ttkey = ?1",
+    [ST_BULK_SPAN] = "SELECT max(cseq) FROM (SELECT cseq FROM jobs WHERE ttkey = ?1 AND cseq > ?2 AND cseq <= ?3"
+                     " ORDER BY cseq LIMIT ?4)",
+    [ST_BULK_PAGE] = SQ_SELECT_JOB "WHERE ttkey = ?1 AND cseq > ?2 AND cseq <= ?3 AND tenant = ?4 AND type = ?5"
+                                   " AND tombstoned = 0 AND (expires_at IS NULL OR expires_at > ?6)"
+                                   " AND (?7 = 0 OR (?7 >> status) & 1) AND (?8 = 0 OR created_at < ?8)"
+                                   " AND (?9 = 0 OR created_at > ?9) ORDER BY cseq",
     [ST_TOMBSTONE] =
         "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
         " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",

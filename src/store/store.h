@@ -32,6 +32,17 @@ struct ad_list_query {
     int limit;
 };
 
+/* The filter of a bulk cancel or retry (core/bulk.h): the live jobs of a tenant and type, by status, group and
+ * creation time. */
+struct ad_bulk_query {
+    const char *tenant, *type;
+    unsigned statuses;      /* bit (1u << status) of each status matched; 0 = any */
+    const char *group;      /* only the jobs of this group; NULL = any */
+    int64_t created_before; /* ms: only jobs created before it; 0 = no bound */
+    int64_t created_after;  /* ms: only jobs created after it; 0 = no bound */
+    int64_t now;            /* jobs tombstoned or expired by then are not matched */
+};
+
 /* An idempotency record. */
 struct ad_idem {
     char fingerprint[65]; /* hex SHA-256 */
@@ -230,6 +241,13 @@ struct ad_store_ops {
     /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
     ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
                            int limit, struct ad_job_list *out);
+    /* One page of a bulk walk over the jobs of q->tenant and q->type by cseq (core/bulk.c): the first limit of them
+     * with cseq in (after, *upto] are examined, whatever their status, and those that match q go into out by cseq;
+     * *next is the last cseq examined, 0 when none was (the walk is over). limit bounds a page's work however few
+     * jobs match. *upto 0 (the first page): set to the highest cseq of those jobs now, so that the walk ends with the
+     * jobs that were there when it began. */
+    ad_err (*job_bulk_page)(struct ad_conn *c, const struct ad_bulk_query *q, int64_t after, int64_t *upto, int limit,
+                            struct ad_job_list *out, int64_t *next);
     /* The jobs of a tenant (NULL: of every tenant) counted by type and status, by type then status, at most limit
      * groups. It reads every row of the tenant: for the dashboard's overview, not for a hot path. */
     ad_err (*job_counts)(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out);

@@ -712,6 +712,51 @@ static ad_err pg_job_scheduled(struct ad_conn *c, int64_t run_at, int64_t cseq, 
     return fetch_jobs(c, ST_SCHEDULED, &p, out, "scheduled jobs");
 }
 
+/* The single bigint of statement id's one row (NULL reads 0) into *out. */
+static ad_err query_int64(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, int64_t *out, const char *what)
+{
+    PGresult *r;
+    *out = 0;
+    ad_err e = ad_pg_query(c, id, p, &r, what);
+    if (e == AD_E_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+        *out = ad_pg_col_INT64(r, 0, 0);
+    PQclear(r);
+    return e;
+}
+
+static ad_err pg_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q, int64_t after, int64_t *upto,
+                               int limit, struct ad_job_list *out, int64_t *next)
+{
+    *out = (struct ad_job_list){0};
+    *next = 0;
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, q->tenant);
+    ad_pg_param_TEXT(&p, q->type);
+    ad_err e = AD_E_OK;
+    if (*upto == 0 && ((e = query_int64(c, ST_BULK_END, &p, upto, "bulk walk end")) != AD_E_OK || *upto == 0))
+        return e;
+    ad_pg_param_INT64(&p, after);
+    ad_pg_param_INT64(&p, *upto);
+    ad_pg_param_INT(&p, limit);
+    int64_t hi;
+    if ((e = query_int64(c, ST_BULK_SPAN, &p, &hi, "bulk walk span")) != AD_E_OK || hi == 0)
+        return e;
+    /* q->group is matched once jobs have a group (grp): " AND ($9::text IS NULL OR grp = $9)", added here. */
+    p = (struct pg_params){0};
+    ad_pg_param_TEXT(&p, q->tenant);
+    ad_pg_param_TEXT(&p, q->type);
+    ad_pg_param_INT64(&p, after);
+    ad_pg_param_INT64(&p, hi);
+    ad_pg_param_INT64(&p, q->now);
+    ad_pg_param_INT(&p, (int)q->statuses);
+    ad_pg_param_INT64(&p, q->created_before);
+    ad_pg_param_INT64(&p, q->created_after);
+    e = fetch_jobs(c, ST_BULK_PAGE, &p, out, "bulk walk page");
+    if (e == AD_E_OK)
+        *next = hi;
+    return e;
+}
+
 /* Run a sweep statement with (cutoff, limit) and wait for it: the caller needs the count. Adds it to *n. */
 static ad_err sweep_step(struct ad_conn *c, enum pg_stmt id, int64_t cutoff, int limit, int *n, const char *what)
 {
@@ -969,6 +1014,7 @@ static const struct ad_store_ops pg_ops = {
     .job_leasable = pg_job_leasable,
     .job_running = pg_job_running,
     .job_scheduled = pg_job_scheduled,
+    .job_bulk_page = pg_job_bulk_page,
     .sweep = pg_sweep,
     .max_seq = pg_max_seq,
     .job_counts = pg_job_counts,

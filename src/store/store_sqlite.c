@@ -412,6 +412,59 @@ static ad_err sq_job_scheduled(struct ad_conn *c, int64_t run_at, int64_t cseq, 
     return fetch_jobs(c, st, out, "scheduled jobs");
 }
 
+/* The single integer of a bound statement's one row (NULL reads 0) into *out. */
+static ad_err step_int64(struct ad_conn *c, sqlite3_stmt *st, int64_t *out, const char *what)
+{
+    int rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    ad_sq_done(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? AD_E_OK : ad_sq_fail(c, rc, what);
+}
+
+/* Every query walks jobs_tenant_type under the key of tenant and type, which other pairs may share: the span a page
+ * examines may hold their entries too, and the page's read compares the names. */
+static ad_err sq_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q, int64_t after, int64_t *upto,
+                               int limit, struct ad_job_list *out, int64_t *next)
+{
+    *out = (struct ad_job_list){0};
+    *next = 0;
+    int64_t key = ad_sq_key(q->tenant, q->type);
+    sqlite3_stmt *st;
+    ad_err e = AD_E_OK;
+    if (*upto == 0) {
+        if ((st = ad_sq_stmt(c, ST_BULK_END)) == NULL)
+            return AD_E_INTERNAL;
+        sqlite3_bind_int64(st, 1, key);
+        if ((e = step_int64(c, st, upto, "bulk walk end")) != AD_E_OK || *upto == 0)
+            return e;
+    }
+    if ((st = ad_sq_stmt(c, ST_BULK_SPAN)) == NULL)
+        return AD_E_INTERNAL;
+    sqlite3_bind_int64(st, 1, key);
+    sqlite3_bind_int64(st, 2, after);
+    sqlite3_bind_int64(st, 3, *upto);
+    sqlite3_bind_int(st, 4, limit);
+    int64_t hi;
+    if ((e = step_int64(c, st, &hi, "bulk walk span")) != AD_E_OK || hi == 0)
+        return e;
+    if ((st = ad_sq_stmt(c, ST_BULK_PAGE)) == NULL)
+        return AD_E_INTERNAL;
+    /* q->group is matched once jobs have a group (grp): " AND (?10 IS NULL OR grp = ?10)", bound here. */
+    sqlite3_bind_int64(st, 1, key);
+    sqlite3_bind_int64(st, 2, after);
+    sqlite3_bind_int64(st, 3, hi);
+    ad_sq_bind_TEXT(st, 4, q->tenant);
+    ad_sq_bind_TEXT(st, 5, q->type);
+    sqlite3_bind_int64(st, 6, q->now);
+    sqlite3_bind_int64(st, 7, (int64_t)q->statuses);
+    sqlite3_bind_int64(st, 8, q->created_before);
+    sqlite3_bind_int64(st, 9, q->created_after);
+    e = fetch_jobs(c, st, out, "bulk walk page");
+    if (e == AD_E_OK)
+        *next = hi;
+    return e;
+}
+
 /* Run a sweep statement with (cutoff, limit); adds the rows it touched to *n. */
 ad_err ad_sq_sweep_step(struct ad_conn *c, enum sq_stmt id, int64_t cutoff, int limit, int *n, const char *what)
 {
@@ -701,6 +754,7 @@ static const struct ad_store_ops sq_ops = {
     .job_leasable = sq_job_leasable,
     .job_running = sq_job_running,
     .job_scheduled = sq_job_scheduled,
+    .job_bulk_page = sq_job_bulk_page,
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
     .job_counts = sq_job_counts,

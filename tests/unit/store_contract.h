@@ -192,6 +192,7 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars
  *   job_running                      sc_test_running_jobs_by_lease_expiry
  *   job_scheduled                    sc_test_scheduled_soonest_first
+ *   job_bulk_page                    sc_test_bulk_page_walks_matching_jobs
  *   sweep                            sc_test_sweep_tombstones_then_deletes, sc_test_job_events, sc_test_attempts
  *   max_seq                          sc_test_update_writes_fields_and_moves_seq, sc_test_seq_*
  *   attempt_add, attempt_list        sc_test_attempts
@@ -234,6 +235,7 @@ static void sc_test_ops_table(void **state)
     X(job_counts)                                                                                                      \
     X(job_running)                                                                                                     \
     X(job_scheduled)                                                                                                   \
+    X(job_bulk_page)                                                                                                   \
     X(sweep)                                                                                                           \
     X(max_seq)                                                                                                         \
     X(attempt_add)                                                                                                     \
@@ -819,6 +821,94 @@ static void sc_test_list_order_filters_and_keyset(void **state)
     sc_list(f, &q, "other");
     q = (struct ad_list_query){.tenant = "t3", .limit = 50};
     sc_list(f, &q, "");
+}
+
+/* A bulk walk's pages: "id,id|id|..." (pages joined by '|'), walking q with pages of limit; *upto as the walk left it.
+ */
+static void sc_bulk_walk(struct fx *f, const struct ad_bulk_query *q, int limit, int64_t *upto, const char *want)
+{
+    char got[512] = "";
+    int64_t after = 0, next = 0;
+    for (int page = 0;; page++) {
+        struct ad_job_list l = {0};
+        assert_int_equal(f->s->ops->job_bulk_page(f->c, q, after, upto, limit, &l, &next), AD_E_OK);
+        if (next == 0) {
+            assert_int_equal(l.n, 0);
+            break;
+        }
+        assert_true(next > after);
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s", page ? "|" : "");
+        for (size_t i = 0; i < l.n; i++) {
+            assert_true(l.items[i]->cseq > after && l.items[i]->cseq <= next);
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "", l.items[i]->id);
+        }
+        ad_job_list_free(&l);
+        after = next;
+    }
+    assert_str_eq(got, want, "bulk walk");
+}
+
+/* The bulk walk examines limit jobs of the tenant and type a page, whatever their status, returns those that match,
+ * leaves out other tenants and types, tombstoned and expired jobs, and ends with the jobs there when it began. */
+static void sc_test_bulk_page_walks_matching_jobs(void **state)
+{
+    struct fx *f = *state;
+    const enum ad_status st[] = {AD_QUEUED, AD_RUNNING, AD_SUCCEEDED, AD_FAILED, AD_QUEUED, AD_CANCELLED};
+    for (int i = 0; i < 6; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "b%d", i);
+        struct ad_job *j = new_job(id, "t1", "a", st[i], AD_PRIO_NORMAL);
+        j->created_at = T0 + i * 10;
+        sc_insert(f, j);
+        ad_job_free(j);
+    }
+    sc_insert_new(f, "other_tenant", "t2", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "other_type", "t1", "b", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    struct ad_job *gone = new_job("tomb", "t1", "a", AD_FAILED, AD_PRIO_NORMAL);
+    gone->tombstoned = 1;
+    gone->expires_at = T0 + 1000;
+    sc_insert(f, gone);
+    ad_job_free(gone);
+    struct ad_job *old = new_job("expired", "t1", "a", AD_FAILED, AD_PRIO_NORMAL);
+    old->expires_at = T0 - 1;
+    sc_insert(f, old);
+    ad_job_free(old);
+
+    struct ad_bulk_query q = {.tenant = "t1", .type = "a", .now = T0};
+    int64_t upto = 0;
+    sc_bulk_walk(f, &q, 100, &upto, "b0,b1,b2,b3,b4,b5");
+    assert_true(upto > 0);
+    upto = 0;
+    sc_bulk_walk(f, &q, 4, &upto, "b0,b1,b2,b3|b4,b5"); /* the last page examines tomb and expired */
+    q.statuses = 1u << AD_QUEUED | 1u << AD_RUNNING;
+    upto = 0;
+    sc_bulk_walk(f, &q, 2, &upto, "b0,b1||b4|"); /* a page of no match still moves on */
+    q.statuses = 1u << AD_FAILED | 1u << AD_CANCELLED;
+    q.created_after = T0 + 10;
+    q.created_before = T0 + 50;
+    upto = 0;
+    sc_bulk_walk(f, &q, 100, &upto, "b3");
+    q = (struct ad_bulk_query){.tenant = "t1", .type = "a", .now = T0, .created_before = T0 + 15};
+    upto = 0;
+    sc_bulk_walk(f, &q, 100, &upto, "b0,b1");
+
+    /* A job inserted after the walk's first page is beyond its end. */
+    q = (struct ad_bulk_query){.tenant = "t1", .type = "a", .now = T0, .statuses = 1u << AD_QUEUED};
+    upto = 0;
+    struct ad_job_list l = {0};
+    int64_t next = 0;
+    assert_int_equal(f->s->ops->job_bulk_page(f->c, &q, 0, &upto, 100, &l, &next), AD_E_OK);
+    assert_ids(&l, "b0,b4");
+    ad_job_list_free(&l);
+    sc_insert_new(f, "late", "t1", "a", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(f->s->ops->job_bulk_page(f->c, &q, next, &upto, 100, &l, &next), AD_E_OK);
+    assert_int_equal(next, 0);
+    assert_int_equal(l.n, 0);
+    upto = 0;
+    sc_bulk_walk(f, &q, 100, &upto, "b0,b4,late");
+    q.tenant = "t3";
+    upto = 0;
+    sc_bulk_walk(f, &q, 100, &upto, "");
 }
 
 /* Jobs of t1 in cseq order, whose updated_at does not follow it (an operation reads its time before it is queued;
@@ -1902,6 +1992,7 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_update_writes_fields_and_moves_seq, setup, teardown),                  \
         cmocka_unit_test_setup_teardown(sc_test_list_order_filters_and_keyset, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_list_updated_after_exact, setup, teardown),                            \
+        cmocka_unit_test_setup_teardown(sc_test_bulk_page_walks_matching_jobs, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_changes_by_seq, setup, teardown),                                      \
         cmocka_unit_test_setup_teardown(sc_test_leasable_order_and_exclusions, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \

@@ -452,6 +452,10 @@ static void test_every_statement_uses_an_index(void **state)
         fail_msg("the unfiltered list is not a merge of jobs_tenant_status walks:\n%s", p);
     assert_plan_uses(db, "status = ?3 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_status");
     assert_plan_uses(db, "type = ?4 AND tenant = ?1 AND cseq < ?2 ORDER BY", "jobs_tenant_type");
+    /* A bulk walk's span and page read jobs_tenant_type by cseq (no sort); its end is the index's last entry. */
+    assert_plan_uses(db, "SELECT max(cseq) FROM (SELECT cseq FROM jobs WHERE ttkey", "COVERING INDEX jobs_tenant_type");
+    assert_plan_uses(db, "AND (?7 = 0 OR (?7 >> status) & 1)", "jobs_tenant_type (ttkey=? AND cseq>? AND cseq<?)");
+    assert_plan_uses(db, "SELECT max(cseq) FROM jobs WHERE ttkey = ?1", "jobs_tenant_type");
     /* A list by updatedAfter: the probe reads jobs_updated alone; the few jobs it finds are read by cseq from it,
      * in order (no sort); the walks by cseq stay off it. */
     assert_plan_uses(db, "LIMIT 1 OFFSET ?6", "COVERING INDEX jobs_updated (tkey=? AND updated_at>?)");
