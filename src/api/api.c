@@ -31,6 +31,8 @@ static const struct ad_route_def routes[] = {
     {"GET", "/openapi.json", ad_api_openapi, 0},
     {"POST", "/v1/jobs", ad_api_submit, CLIENT},
     {"POST", "/v1/jobs:batch", ad_api_submit_batch, CLIENT},
+    {"POST", "/v1/jobs:cancel", ad_api_bulk_cancel, CLIENT},
+    {"POST", "/v1/jobs:retry", ad_api_bulk_retry, CLIENT},
     {"GET", "/v1/jobs", ad_api_list, ALL},
     {"GET", "/v1/jobs/changes", ad_api_changes, ALL},
     {"GET", "/v1/jobs/{id}", ad_api_get_job, ALL | SIGNED},

@@ -177,6 +177,8 @@ int ad_api_fail(struct ad_request *r, ad_err err);
 /* Handlers. */
 int ad_api_submit(struct ad_request *r);
 int ad_api_submit_batch(struct ad_request *r);
+int ad_api_bulk_cancel(struct ad_request *r);
+int ad_api_bulk_retry(struct ad_request *r);
 int ad_api_get_job(struct ad_request *r);
 int ad_api_get_result(struct ad_request *r);
 /* Shared by the job answers of api_jobs.c and the business resources: the live job given what ad_api_lookup

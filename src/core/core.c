@@ -22,6 +22,11 @@ void ad_core_init(const struct ad_config *cfg, struct ad_store *store)
     st = store->ops;
 }
 
+const struct ad_store_ops *ad_core_store_ops(void)
+{
+    return st;
+}
+
 void ad_core_set_webhooks(const struct ad_core_webhooks *w)
 {
     webhooks = w;

@@ -16,6 +16,8 @@
 
 /* Set once at start; read-only afterwards (shared by both threads). */
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store);
+/* The store's operations, as ad_core_init was given them (for the operations of core/bulk.c). */
+const struct ad_store_ops *ad_core_store_ops(void);
 
 /* What the core asks of the webhook layer inside the writer's transaction. webhook/ registers it when configured,
  * so that core does not depend on the layer that delivers. Writer thread. */
