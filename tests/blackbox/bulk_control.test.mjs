@@ -5,10 +5,11 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import {
     assertProblem, expectStatus, getJob, heartbeat, listAll, runToCancelled, runToFailure, runToSuccess, sleep, submit,
-    submitAndLease,
+    submitAndLease, waitUntil,
 } from './lib/jobs.mjs';
 import { openSse } from './lib/sse.mjs';
 import { createEndpoint, startReceiver, stopClean, verifyDelivery, webhookConfig } from './lib/webhooks.mjs';
@@ -171,7 +172,7 @@ describe('bulk cancel over several pages', () => {
     before(async () => {
         d = await startDaemon({ config: standardConfig({ limits: '{ maxBodyBytes: 1048576, maxWaitSeconds: 5 }' }) });
     });
-    after(() => d?.stop());
+    after(() => stopClean(d));
 
     it('cancels every one of 700 queued jobs, a page at a time, and none of the jobs submitted after it', async () => {
         const t = tenant(d);
@@ -186,5 +187,21 @@ describe('bulk cancel over several pages', () => {
         assert.deepEqual(await bulk(t.c, 'retry', { type: 'email.send', status: 'cancelled' }), { matched: 700, changed: 700 });
         assert.equal((await getJob(t.c, late)).status, 'queued');
         assert.equal((await listAll(t.c, '?type=email.send&status=queued')).length, 701);
+    });
+
+    it('goes on to the end when its client goes away before the answer', async () => {
+        const t = tenant(d);
+        const jobs = Array.from({ length: 500 }, (_, i) => ({ type: 'email.send', payload: { i } }));
+        for (let k = 0; k < 2; k++) expectStatus(await t.c.post('/v1/jobs:batch', { jobs }, { headers: { prefer: 'return=minimal' } }), 207);
+        const body = JSON.stringify({ type: 'email.send' });
+        const u = new URL(d.url);
+        const sock = net.connect(Number(u.port), u.hostname);
+        await new Promise((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+        sock.write(`POST /v1/jobs:cancel HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${t.keys.c}\r\n`
+            + `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        sock.destroy();
+        await waitUntil(() => listAll(t.c, '?type=email.send&status=queued'), (l) => l.length === 0,
+            { timeoutMs: 20_000, what: 'every job cancelled' });
+        assert.equal((await listAll(t.c, '?type=email.send&status=cancelled')).length, 1000);
     });
 });
