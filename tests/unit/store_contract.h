@@ -855,7 +855,7 @@ static void sc_test_bulk_page_walks_matching_jobs(void **state)
     struct fx *f = *state;
     const enum ad_status st[] = {AD_QUEUED, AD_RUNNING, AD_SUCCEEDED, AD_FAILED, AD_QUEUED, AD_CANCELLED};
     for (int i = 0; i < 6; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "b%d", i);
         struct ad_job *j = new_job(id, "t1", "a", st[i], AD_PRIO_NORMAL);
         j->created_at = T0 + i * 10;
