@@ -165,7 +165,7 @@ static const char *const migrations[] = {
      * submit with a uniqueKey looks up (ST_UNIQUE). IF NOT EXISTS: test_text_columns_compare_bytes takes the schema
      * back to version 7 and migrates it again. */
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_key text COLLATE \"C\";"
-     "CREATE INDEX IF NOT EXISTS jobs_unique ON jobs (tenant, type, unique_key) WHERE unique_key IS NOT NULL AND "
+     "CREATE INDEX IF NOT EXISTS jobs_unique ON jobs (tenant, type, unique_key, cseq) WHERE unique_key IS NOT NULL AND "
      "status <= 1;"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
