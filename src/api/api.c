@@ -569,9 +569,28 @@ static int send_minimal_accepted(struct ad_request *r, struct ad_entry *e)
     return rc;
 }
 
-int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
+/* The job's 202 with "deduplicated": true as its last member (the body is the job's, its ETag too). */
+static int send_deduplicated(struct ad_request *r, struct ad_entry *e, int minimal)
+{
+    job_headers(r->req, e);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    if (minimal) {
+        AD_JSON_OPEN(&b, "id");
+        ad_json_str(&b, e->job->id);
+    } else {
+        ad_buf_append(&b, e->body, e->len - 1); /* without its closing '}' */
+    }
+    AD_BUF_LIT(&b, ",\"deduplicated\":true}");
+    int rc = ad_http_json(r, 202, h2o_strdup(&r->req->pool, b.data, b.len).base, b.len);
+    ad_buf_free(&b);
+    return rc;
+}
+
+int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int how)
 {
     ad_metrics_submit_latency((double)(ad_mono_ns() - r->started_ns) / 1e9);
+    int replayed = (how & AD_API_REPLAYED) != 0;
     if (r->route != NULL && r->route->style_operation)
         return ad_api_op_accepted(r, e, replayed);
     h2o_req_t *req = r->req;
@@ -582,6 +601,8 @@ int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed)
         ad_http_header(req, H2O_TOKEN_CONTENT_LOCATION, e->job->resource);
     if (replayed)
         ad_http_header_str(req, "idempotent-replayed", "true");
+    if (how & AD_API_DEDUPLICATED)
+        return send_deduplicated(r, e, ad_http_prefer_minimal(req));
     if (ad_http_prefer_minimal(req))
         return send_minimal_accepted(r, e);
     return ad_api_send_job(r, e, 202);

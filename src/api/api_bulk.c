@@ -50,7 +50,8 @@ static void batch_problem(struct batch_ctx *ctx, size_t i, ad_err err, const cha
     ctx->refused[i] = err;
 }
 
-/* Append one item of the answer: {"status":202,"id","location"[,"replayed"],"job"} or {"status","problem"}. */
+/* Append one item of the answer: {"status":202,"id","location"[,"replayed"][,"deduplicated"],"job"} or
+ * {"status","problem"}. */
 static void batch_render_item(struct ad_buf *b, struct ad_batch_op *op, size_t i)
 {
     struct batch_ctx *ctx = op->ctx;
@@ -67,6 +68,8 @@ static void batch_render_item(struct ad_buf *b, struct ad_batch_op *op, size_t i
         AD_BUF_LIT(b, "\"");
         if (s->replayed)
             AD_BUF_LIT(b, ",\"replayed\":true");
+        if (s->deduplicated)
+            AD_BUF_LIT(b, ",\"deduplicated\":true");
         if (!ctx->minimal) {
             AD_JSON_KEY(b, "job");
             ad_buf_append(b, e->body, e->len);
@@ -187,6 +190,7 @@ static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *c
     struct ad_submit_op *s = ad_submit_op_new();
     s->job = p.job;
     s->idem_key = keys[i] != NULL ? ad_strdup(keys[i]) : NULL;
+    s->debounce = p.debounce;
     memcpy(s->fingerprint, p.fingerprint, sizeof(p.fingerprint));
     return s;
 }

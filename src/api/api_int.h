@@ -46,8 +46,12 @@ void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e);
 /* Location, Operation-Location (the Azure status monitor) and, as the submit's route asks, Azure-AsyncOperation
  * and a Location that answers 202 while pending (api_jobs.c, docs/protocol.md "Azure compatibility"). */
 void ad_api_monitor_headers(struct ad_request *r, const char *id);
-/* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. */
-int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int replayed);
+/* The 202 for an accepted job: Location, Operation-Location, Link, Retry-After, Content-Location. how: 0 or the
+ * bits below: an idempotent replay (Idempotent-Replayed: true), the live job of the submit's uniqueKey (the body
+ * says "deduplicated": true). */
+#define AD_API_REPLAYED 1
+#define AD_API_DEDUPLICATED 2
+int ad_api_send_accepted(struct ad_request *r, struct ad_entry *e, int how);
 /* A request answered when its writer operation is done: begin returns the op's ctx; take (in done) gives the
  * request back, or NULL when the client went away meanwhile. */
 struct ad_pending *ad_api_write_begin(struct ad_request *r);
@@ -130,6 +134,7 @@ struct ad_api_submit_parsed {
     char fingerprint[65]; /* of the request, when it carries an idempotency key */
     ad_err err;           /* AD_E_OK, AD_E_VALIDATION_FAILED (v says why) or AD_E_UNKNOWN_TYPE */
     struct ad_verr v;
+    int debounce; /* debounceSeconds came with the uniqueKey: the job's runAt is now + that (ad_submit_op) */
 };
 /* Parse body (not consumed) as a submit of r's tenant and route. keyed: an idempotency key comes with it, so
  * the fingerprint is taken, over the method, fp_path and the canonical body. */

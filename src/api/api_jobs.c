@@ -233,18 +233,20 @@ static void submit_done(struct ad_op *op)
         ad_api_inflight_release(ctx->inflight);
     struct ad_entry *e = ad_op_published(op, 0); /* the job, as the writer published it; NULL on an error */
     if (s->handoff_ctx != NULL) {
-        int handed = e != NULL && !s->replayed && e->job->status == AD_RUNNING && e->job->attempt == 1;
+        int handed =
+            e != NULL && !s->replayed && !s->deduplicated && e->job->status == AD_RUNNING && e->job->attempt == 1;
         ad_api_leases_handoff_done(s->handoff_ctx, handed ? e : NULL);
     }
     if (ad_pending_take(ctx->pend) != NULL) {
         struct ad_request *r = ctx->r;
+        int how = (s->replayed ? AD_API_REPLAYED : 0) | (s->deduplicated ? AD_API_DEDUPLICATED : 0);
         if (op->err == AD_E_CALLBACK_SECRET_MISSING) {
             ad_http_problem(r->req, op->err, AD_API_CALLBACK_SECRET_HOWTO, NULL);
         } else if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (ctx->respond_async) {
             ad_http_header_str(r->req, "preference-applied", "respond-async");
-            ad_api_send_accepted(r, e, s->replayed);
+            ad_api_send_accepted(r, e, how);
         } else if (ctx->wait > 0 && ad_status_terminal(e->job->status)) {
             send_outcome(r, e, ctx->wait);
         } else if (ctx->wait > 0) {
@@ -255,7 +257,7 @@ static void submit_done(struct ad_op *op)
             o->w.finish = outcome_finish;
             ad_api_wait_start(&o->w, r, e, (int64_t)ctx->wait * 1000);
         } else {
-            ad_api_send_accepted(r, e, s->replayed);
+            ad_api_send_accepted(r, e, how);
         }
     }
     free(ctx->inflight);
@@ -352,6 +354,36 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
     }
 }
 
+/* uniqueKey and debounceSeconds (CONTRACT §11): the key is the job's; debounceSeconds makes its runAt now + n and
+ * sets *debounce, so that the writer moves a queued job of the key there too. */
+static void validate_unique(json_t *body, struct ad_job *job, int64_t now, struct ad_verr *v, int *debounce)
+{
+    json_t *uk = json_object_get(body, "uniqueKey");
+    if (uk != NULL && !json_is_null(uk)) {
+        const char *key = ad_api_text(uk, 1, 255);
+        for (const char *p = key; p != NULL && *p != '\0'; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                key = NULL;
+        if (key == NULL)
+            ad_verr_add(v, "/uniqueKey", "uniqueKey must be a string of 1 to 255 characters, none a control character");
+        else
+            job->unique_key = ad_strdup(key);
+    }
+    json_t *ds = json_object_get(body, "debounceSeconds");
+    if (ds == NULL || json_is_null(ds))
+        return;
+    if (!json_is_integer(ds) || json_integer_value(ds) < 1 || json_integer_value(ds) > 86400)
+        ad_verr_add(v, "/debounceSeconds", "debounceSeconds must be an integer from 1 to 86400");
+    else if (uk == NULL || json_is_null(uk))
+        ad_verr_add(v, "/debounceSeconds", "debounceSeconds needs a uniqueKey: it delays the job of that key");
+    else if (json_object_get(body, "runAt") != NULL && !json_is_null(json_object_get(body, "runAt")))
+        ad_verr_add(v, "/debounceSeconds", "give runAt or debounceSeconds, not both: debounceSeconds sets the runAt");
+    else {
+        job->run_at = now + json_integer_value(ds) * 1000;
+        *debounce = 1;
+    }
+}
+
 /* Check the type's required payload fields. prefix is the pointer of the payload in the request body. */
 static void validate_required(const struct ad_type_conf *tc, json_t *payload, const char *prefix, struct ad_verr *v)
 {
@@ -372,6 +404,7 @@ void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const ch
 {
     struct ad_job *job = ad_job_new();
     ad_verr_init(&p->v);
+    p->debounce = 0;
     int unknown_type = 0;
     if (!json_is_object(body)) {
         ad_verr_add(&p->v, "", "the body must be a JSON object");
@@ -381,6 +414,7 @@ void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const ch
         validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &p->v);
     } else {
         validate_submit(body, job, &p->v, &unknown_type);
+        validate_unique(body, job, now, &p->v, &p->debounce);
         if (job->type != NULL && !unknown_type)
             validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload",
                               &p->v);
@@ -465,6 +499,7 @@ int ad_api_submit(struct ad_request *r)
     s->idem_key = key;
     if (key != NULL)
         memcpy(s->fingerprint, p.fingerprint, sizeof(p.fingerprint));
+    s->debounce = p.debounce;
     s->ctx = ctx;
     s->op.done = submit_done;
     if (job->run_at <= now) {

@@ -314,6 +314,33 @@ static ad_err load(struct ad_conn *c, const char *tenant, const char *id, int64_
 
 static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int64_t lease_ms, const char *worker, int64_t now);
 
+/* A submit with a uniqueKey while a job of the key is live: that job is the answer (*found = 1), and with debounce a
+ * queued one takes the new payload and runAt first (the last submit wins). The writer applies submits one at a time,
+ * each lookup inside the transaction that inserts (on PostgreSQL under the cluster's write lock), so two submits
+ * of one key never both insert, nor two items of one batch. */
+static ad_err unique_apply(struct ad_conn *c, struct ad_submit_op *s, int *found)
+{
+    struct ad_job *live;
+    ad_err e = st->job_unique(c, s->job->tenant, s->job->type, s->job->unique_key, &live);
+    *found = e == AD_E_OK;
+    if (e != AD_E_OK)
+        return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+    if (s->debounce && live->status == AD_QUEUED) {
+        struct ad_event_prev prev;
+        ad_event_prev_take(&prev, live);
+        int64_t now = change_time(live, s->job->created_at);
+        ad_job_set(&live->payload, s->job->payload);
+        live->run_at = s->job->run_at > now ? s->job->run_at : now;
+        live->updated_at = now;
+        e = st->job_set_payload(c, live->id, live->payload);
+        e = log_event(c, live, &prev, e == AD_E_OK ? st->job_update(c, live) : e);
+    }
+    ad_job_free(s->job);
+    s->job = live;
+    s->deduplicated = 1;
+    return e;
+}
+
 static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_submit_op *s = (struct ad_submit_op *)op;
@@ -339,14 +366,24 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_NOT_FOUND)
             return e;
     }
+    int found = 0;
+    int64_t now = s->job->created_at;
+    ad_err e = s->job->unique_key != NULL ? unique_apply(c, s, &found) : AD_E_OK;
+    if (e != AD_E_OK || found) {
+        if (e == AD_E_OK && s->idem_key != NULL)
+            e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, now);
+        if (e == AD_E_OK)
+            ad_op_changed(op, &s->job);
+        return e;
+    }
     if (s->job->callback_url != NULL) {
-        ad_err e = callback_ready(c, s->job->tenant);
+        e = callback_ready(c, s->job->tenant);
         if (e != AD_E_OK)
             return e;
     }
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
-    ad_err e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
+    e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
     if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)

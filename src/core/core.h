@@ -39,7 +39,10 @@ void ad_core_job_prepare(struct ad_job *job, const char *tenant, const struct ad
 
 /* Submit a prepared job (ad_core_job_prepare).
  * With an idempotency key: an existing record with the same fingerprint replays its job (replayed = 1);
- * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Out: job (owned by the op), change 0. */
+ * a different fingerprint fails with AD_E_IDEMPOTENCY_KEY_REUSED. Then, with a job->unique_key: a live job of the
+ * tenant, type and key is answered instead and nothing is inserted (deduplicated = 1); with debounce, a queued one
+ * first takes the job's payload and runAt. The key is then recorded for that job. Out: job (owned by the op),
+ * change 0. */
 struct ad_submit_op {
     struct ad_op op;
     struct ad_job *job;
@@ -52,6 +55,8 @@ struct ad_submit_op {
     char *handoff_worker;
     void *ctx;
     void *handoff_ctx;
+    int debounce;     /* with job->unique_key: a queued job of the key takes job's payload and runAt */
+    int deduplicated; /* out: job is the live job of job->unique_key, not a new one */
 };
 
 /* Submit many prepared jobs in one operation (POST /v1/jobs:batch), so that they are applied in one transaction

@@ -432,7 +432,9 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
             ad_cluster_changed(); /* the change streams follow the store's seq order (cluster.c) */
         else
             ad_hub_event(j, e->body, e->len);
-        if (j->status == AD_QUEUED && prev_status != AD_QUEUED) {
+        /* Newly queued, or queued still with its runAt moved (a debounced submit, core.c): the timer of the
+         * old runAt, if any, fires in vain. */
+        if (j->status == AD_QUEUED && (prev_status != AD_QUEUED || prev->run_at != j->run_at)) {
             if (j->run_at > ad_now_ms())
                 runat_schedule(j);
             else

@@ -141,7 +141,8 @@ void ad_job_set(char **field, const char *v)
     X(resource)                                                                                                        \
     X(lease_id)                                                                                                        \
     X(worker)                                                                                                          \
-    X(artifact)
+    X(artifact)                                                                                                        \
+    X(unique_key)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -230,6 +231,10 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     ad_json_str(b, j->retry_of);
     AD_JSON_KEY(b, "message");
     ad_json_str(b, j->message);
+    if (j->unique_key != NULL) {
+        AD_JSON_KEY(b, "uniqueKey");
+        ad_json_str(b, j->unique_key);
+    }
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",
                                         "/events\",\"result\":\"/v1/jobs/"};

@@ -65,6 +65,8 @@ struct ad_job {
     int64_t started_seq; /* the seq of the lease that started the current (or last) attempt when that attempt's
                             running event is not in the log but made from the job (ad_event_started_view), else 0.
                             AD_SEQ_OF_THIS_WRITE asks the store to set it to the seq of the update it is written by */
+    char *unique_key;    /* while the job is queued or running, a submit of its tenant and type with this uniqueKey
+                            answers it instead of making a job (core.c, unique_apply), or NULL */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

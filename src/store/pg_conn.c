@@ -238,7 +238,7 @@ ad_err ad_pg_send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const ch
     char name[16];
     snprintf(name, sizeof(name), "s%d", (int)id);
     int list = id >= ST_LIST && id <= ST_LIST_LAST;
-    int ntypes = list ? 6 : id == ST_UPDATE ? 32 : 0;
+    int ntypes = list ? 6 : id == ST_UPDATE ? 33 : 0;
     const Oid *types = list ? ad_pg_list_param_types : id == ST_UPDATE ? ad_pg_update_param_types : NULL;
     /* A list by updatedAfter is planned for its own parameters each time: whether jobs_updated (few jobs updated
      * since) or the walk by cseq (many) is cheaper depends on the time, and a prepared statement's generic plan,
@@ -297,7 +297,7 @@ void ad_pg_param_TIME(struct pg_params *p, int64_t v)
         ad_pg_param_TEXT(p, NULL);
 }
 
-/* The job's columns as parameters $1..$30, seq as $31. Text is not copied: the job must outlive the send. */
+/* The job's columns as parameters $1..$31, seq as $32. Text is not copied: the job must outlive the send. */
 void ad_pg_param_job(struct pg_params *p, const struct ad_job *j, int64_t seq)
 {
 #define PG_PARAM(name, kind, n, fixed) ad_pg_param_##kind(p, j->name);

@@ -161,6 +161,12 @@ static const char *const migrations[] = {
      " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"),
     /* 9: the table of the space probe (store_pg.c, pg_reclaim), in the tablespace of the other tables. */
     "CREATE TABLE acceptd_space (n int);",
+    /* 12: a job's uniqueKey, and the live jobs (queued or running) that have one, by tenant, type and key: what a
+     * submit with a uniqueKey looks up (ST_UNIQUE). IF NOT EXISTS: test_text_columns_compare_bytes takes the schema
+     * back to version 7 and migrates it again. */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_key text COLLATE \"C\";"
+     "CREATE INDEX IF NOT EXISTS jobs_unique ON jobs (tenant, type, unique_key, cseq) WHERE unique_key IS NOT NULL AND "
+     "status <= 1;"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -183,7 +189,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_SPACE_PROBE] = "INSERT INTO acceptd_space (n) VALUES (1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
     [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $32 WHERE id = $1",
+        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -212,6 +218,9 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                                    " AND ($6::int = 0 OR ($6::int >> status) & 1 = 1)"
                                    " AND ($7::bigint = 0 OR created_at < $7::bigint)"
                                    " AND ($8::bigint = 0 OR created_at > $8::bigint) ORDER BY cseq",
+    [ST_UNIQUE] = PG_SELECT_JOB "WHERE tenant = $1 AND type = $2 AND unique_key = $3 AND status <= 1"
+                                " ORDER BY cseq LIMIT 1",
+    [ST_SET_PAYLOAD] = "UPDATE jobs SET payload = $2 WHERE id = $1",
     [ST_TOMBSTONE] =
         "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
         " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= $1 LIMIT $2)",
@@ -269,7 +278,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
 const Oid ad_pg_list_param_types[6] = {25, 20, 23, 25, 20, 20};
 /* ST_UPDATE's: text for the fixed columns it does not name (but id, in its WHERE), the rest left to the server. */
 #define PG_UPDATE_TYPE(name, kind, n, fixed) (fixed) && (n) != 1 ? 25 : 0,
-const Oid ad_pg_update_param_types[32] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
+const Oid ad_pg_update_param_types[33] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
 
 /* Run sql (one or more statements) on a plain connection. 0, or -1 with err filled. */
 static int exec_sql(PGconn *pg, const char *sql, const char *what, char *err, size_t errlen)

@@ -255,6 +255,10 @@ static const char *const migrations[] = {
      * the index as covering. */
     ("DROP INDEX deliveries_due;"
      "CREATE INDEX deliveries_due ON deliveries (next_at, seq, webhook_id, state) WHERE state = 0;"),
+    /* 15 (after the groups' 13 and the queues' 14): a job's uniqueKey, and the live jobs (queued or running) that
+     * have one, by tenant and type (ttkey) and key: what a submit with a uniqueKey looks up (ST_UNIQUE). */
+    ("ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
+     "CREATE INDEX jobs_unique ON jobs (ttkey, unique_key) WHERE unique_key IS NOT NULL AND status <= 1;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -312,6 +316,10 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
                                    " AND tombstoned = 0 AND (expires_at IS NULL OR expires_at > ?6)"
                                    " AND (?7 = 0 OR (?7 >> status) & 1) AND (?8 = 0 OR created_at < ?8)"
                                    " AND (?9 = 0 OR created_at > ?9) ORDER BY cseq",
+    /* Through jobs_unique: its WHERE is repeated word for word (status <= 1), so that SQLite takes the index. */
+    [ST_UNIQUE] = SQ_SELECT_JOB "WHERE ttkey = ?4 AND unique_key = ?3 AND status <= 1 AND tenant = ?1 AND type = ?2"
+                                " ORDER BY cseq LIMIT 1",
+    [ST_SET_PAYLOAD] = "UPDATE jobs SET payload = ?2 WHERE id = ?1",
     [ST_TOMBSTONE] =
         "UPDATE jobs SET tombstoned = 1, payload = '{}', result = NULL, error = NULL, message = NULL, artifact = NULL"
         " WHERE cseq IN (SELECT cseq FROM jobs WHERE tombstoned = 0 AND expires_at <= ?1 LIMIT ?2)",

@@ -256,6 +256,13 @@ struct ad_store_ops {
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at
      * most limit: what hub.c reads past the horizon of its runAt timers. */
     ad_err (*job_scheduled)(struct ad_conn *c, int64_t run_at, int64_t cseq, int limit, struct ad_job_list *out);
+    /* The live job (queued or running) of tenant and type whose unique_key is key, the oldest if several, read
+     * through an index of the live jobs that have a key. *out NULL and AD_E_NOT_FOUND when none. Caller frees. */
+    ad_err (*job_unique)(struct ad_conn *c, const char *tenant, const char *type, const char *key, struct ad_job **out);
+    /* Replace the payload of job id (a debounced submit, core.c), which job_update leaves as it was written.
+     * AD_E_NOT_FOUND when there is no such job (inside a transaction a backend may only tell at its commit, which
+     * then fails, as job_update's does). */
+    ad_err (*job_set_payload)(struct ad_conn *c, const char *id, const char *payload);
     /* Retention: drop payload/result of up to limit jobs with expires_at <= now (tombstone them), and delete up
      * to limit tombstones with expires_at <= now - tombstone_ms. *done = rows touched. */
     ad_err (*sweep)(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int limit, int *done);

@@ -428,7 +428,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     prefetch_drop(c, job->id);
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
-        ad_pg_param_TIME(&p, started); /* $32 */
+        ad_pg_param_TIME(&p, started); /* $33 */
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
@@ -757,6 +757,28 @@ static ad_err pg_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
     return e;
 }
 
+static ad_err pg_job_unique(struct ad_conn *c, const char *tenant, const char *type, const char *key,
+                            struct ad_job **out)
+{
+    *out = NULL;
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_TEXT(&p, key);
+    struct ad_job_list l;
+    ad_err e = fetch_jobs(c, ST_UNIQUE, &p, &l, "job by unique key");
+    return ad_job_list_one(&l, e, out);
+}
+
+static ad_err pg_job_set_payload(struct ad_conn *c, const char *id, const char *payload)
+{
+    prefetch_drop(c, id);
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, id);
+    ad_pg_param_TEXT(&p, payload);
+    return ad_pg_write1(c, ST_SET_PAYLOAD, &p, CHECK_ROW, "set payload");
+}
+
 /* Run a sweep statement with (cutoff, limit) and wait for it: the caller needs the count. Adds it to *n. */
 static ad_err sweep_step(struct ad_conn *c, enum pg_stmt id, int64_t cutoff, int limit, int *n, const char *what)
 {
@@ -1015,6 +1037,8 @@ static const struct ad_store_ops pg_ops = {
     .job_running = pg_job_running,
     .job_scheduled = pg_job_scheduled,
     .job_bulk_page = pg_job_bulk_page,
+    .job_unique = pg_job_unique,
+    .job_set_payload = pg_job_set_payload,
     .sweep = pg_sweep,
     .max_seq = pg_max_seq,
     .job_counts = pg_job_counts,

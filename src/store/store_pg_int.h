@@ -27,8 +27,8 @@ enum pg_col {
 #define PG_COL_CHECK(name, kind, n, fixed) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
 AD_JOB_COLUMNS(PG_COL_CHECK)
 #undef PG_COL_CHECK
-#define PG_SEQ_PARAM "$31"
-_Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
+#define PG_SEQ_PARAM "$32"
+_Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
@@ -89,6 +89,8 @@ enum pg_stmt {
     ST_BULK_END,
     ST_BULK_SPAN,
     ST_BULK_PAGE,
+    ST_UNIQUE,
+    ST_SET_PAYLOAD,
     ST_TOMBSTONE,
     ST_DELETE,
     ST_MAX_SEQ,
@@ -121,9 +123,9 @@ enum pg_stmt {
 
 /* The text of each statement, prepared under the name "s<id>" on first use (pg_conn.c). */
 extern const char *const ad_pg_stmt_sql[ST__COUNT];
-/* The declared parameter types of the list statements (6) and of ST_UPDATE (32); see pg_schema.c. */
+/* The declared parameter types of the list statements (6) and of ST_UPDATE (33); see pg_schema.c. */
 extern const Oid ad_pg_list_param_types[6];
-extern const Oid ad_pg_update_param_types[32];
+extern const Oid ad_pg_update_param_types[33];
 
 struct pg_store {
     struct ad_store base;
@@ -257,7 +259,7 @@ void ad_pg_param_INT64(struct pg_params *p, int64_t v);
 void ad_pg_param_INT(struct pg_params *p, int v);
 void ad_pg_param_PROG(struct pg_params *p, int v);
 void ad_pg_param_TIME(struct pg_params *p, int64_t v);
-/* The job's columns as $1..$30 and seq as $31; the job must outlive the send. */
+/* The job's columns as $1..$31 and seq as $32; the job must outlive the send. */
 void ad_pg_param_job(struct pg_params *p, const struct ad_job *j, int64_t seq);
 /* Read a column of a row (TEXT: heap copy or NULL; the caller frees). */
 char *ad_pg_col_TEXT(const PGresult *r, int row, int i);

@@ -178,6 +178,16 @@ static struct ad_job *rows_find(struct ad_conn *c, const char *tenant, const cha
     return ad_job_dup(j);
 }
 
+/* Drop the kept row of job id, if any (a write that does not go through job_write). */
+static void rows_forget(struct ad_conn *c, const char *id)
+{
+    struct ad_job **slot = c->rows != NULL ? &c->rows[row_slot(id)] : NULL;
+    if (slot != NULL && *slot != NULL && strcmp((*slot)->id, id) == 0) {
+        ad_job_free(*slot);
+        *slot = NULL;
+    }
+}
+
 /* At begin: the kept rows are stale if another connection has committed since this one last looked. */
 ad_err ad_sq_rows_check(struct ad_conn *c)
 {
@@ -462,6 +472,38 @@ static ad_err sq_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
     e = fetch_jobs(c, st, out, "bulk walk page");
     if (e == AD_E_OK)
         *next = hi;
+    return e;
+}
+
+static ad_err sq_job_unique(struct ad_conn *c, const char *tenant, const char *type, const char *key,
+                            struct ad_job **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_UNIQUE);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, tenant);
+    ad_sq_bind_TEXT(st, 2, type);
+    ad_sq_bind_TEXT(st, 3, key);
+    sqlite3_bind_int64(st, 4, ad_sq_key(tenant, type));
+    struct ad_job_list l = {0};
+    ad_err e = fetch_jobs(c, st, &l, "job by unique key");
+    return ad_job_list_one(&l, e, out);
+}
+
+/* The rows this connection remembers keep their payload: a job's is dropped with its slot. */
+static ad_err sq_job_set_payload(struct ad_conn *c, const char *id, const char *payload)
+{
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, ST_SET_PAYLOAD) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, id);
+    ad_sq_bind_TEXT(st, 2, payload);
+    rows_forget(c, id);
+    e = ad_sq_run(c, st, "set payload");
+    if (e == AD_E_OK && sqlite3_changes(c->db) == 0)
+        return AD_E_NOT_FOUND;
     return e;
 }
 
@@ -755,6 +797,8 @@ static const struct ad_store_ops sq_ops = {
     .job_running = sq_job_running,
     .job_scheduled = sq_job_scheduled,
     .job_bulk_page = sq_job_bulk_page,
+    .job_unique = sq_job_unique,
+    .job_set_payload = sq_job_set_payload,
     .sweep = sq_sweep,
     .max_seq = sq_max_seq,
     .job_counts = sq_job_counts,

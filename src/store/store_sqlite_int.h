@@ -32,16 +32,16 @@ enum sq_col {
 #define SQ_COL_SET(name, kind, n, fixed) SQ_COL_SET_##fixed(name, n)
 #define SQ_COL_SET_0(name, n) #name " = ?" #n ", "
 #define SQ_COL_SET_1(name, n)
-#define SQ_SEQ_PARAM "?31"
-_Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
-#define SQ_CSEQ_PARAM "?32" /* an update's row */
-#define SQ_CSEQ_PARAM_N 32
-#define SQ_STARTED_PARAM "?33" /* an update's started_seq */
-#define SQ_STARTED_PARAM_N 33
-#define SQ_TKEY_PARAM "?34" /* an insert's tkey */
-#define SQ_TKEY_PARAM_N 34
-#define SQ_TTKEY_PARAM "?35" /* an insert's ttkey */
-#define SQ_TTKEY_PARAM_N 35
+#define SQ_SEQ_PARAM "?32"
+_Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
+#define SQ_CSEQ_PARAM "?33" /* an update's row */
+#define SQ_CSEQ_PARAM_N 33
+#define SQ_STARTED_PARAM "?34" /* an update's started_seq */
+#define SQ_STARTED_PARAM_N 34
+#define SQ_TKEY_PARAM "?35" /* an insert's tkey */
+#define SQ_TKEY_PARAM_N 35
+#define SQ_TTKEY_PARAM "?36" /* an insert's ttkey */
+#define SQ_TTKEY_PARAM_N 36
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
 
 /* Filters of a list query, as bits of the index into the list statements. */
@@ -108,6 +108,8 @@ enum sq_stmt {
     ST_BULK_END,
     ST_BULK_SPAN,
     ST_BULK_PAGE,
+    ST_UNIQUE,
+    ST_SET_PAYLOAD,
     ST_TOMBSTONE,
     ST_DELETE,
     ST_SET_SEQ_HW,

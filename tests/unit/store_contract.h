@@ -236,6 +236,8 @@ static void sc_test_ops_table(void **state)
     X(job_running)                                                                                                     \
     X(job_scheduled)                                                                                                   \
     X(job_bulk_page)                                                                                                   \
+    X(job_unique)                                                                                                      \
+    X(job_set_payload)                                                                                                 \
     X(sweep)                                                                                                           \
     X(max_seq)                                                                                                         \
     X(attempt_add)                                                                                                     \
@@ -1274,6 +1276,101 @@ static void sc_test_scheduled_soonest_first(void **state)
     ad_job_list_free(&l);
 }
 
+/* ---- unique keys ---- */
+
+static struct ad_job *sc_unique(struct fx *f, const char *tenant, const char *type, const char *key, ad_err want)
+{
+    struct ad_job *j = (struct ad_job *)1;
+    ad_err e = f->s->ops->job_unique(f->c, tenant, type, key, &j);
+    if (e != want)
+        fail_msg("job_unique %s/%s/%s: %s, want %s", tenant, type, key, ad_err_code(e), ad_err_code(want));
+    if (want != AD_E_OK)
+        assert_null(j);
+    return j;
+}
+
+static void sc_insert_keyed(struct fx *f, const char *id, const char *tenant, const char *type, enum ad_status status,
+                            const char *key)
+{
+    struct ad_job *j = new_job(id, tenant, type, status, AD_PRIO_NORMAL);
+    ad_job_set(&j->unique_key, key);
+    sc_insert(f, j);
+    ad_job_free(j);
+}
+
+/* job_unique finds the live (queued or running) job of a tenant, type and key, the oldest of several; ended jobs,
+ * other tenants, types and keys are not it. */
+static void sc_test_unique_key_finds_the_live_job(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    sc_insert_keyed(f, "done", "t1", "a", AD_SUCCEEDED, "k");
+    sc_insert_keyed(f, "failed", "t1", "a", AD_FAILED, "k");
+    sc_insert_keyed(f, "queued", "t1", "a", AD_QUEUED, "k");
+    sc_insert_keyed(f, "later", "t1", "a", AD_QUEUED, "k");
+    sc_insert_keyed(f, "running", "t1", "b", AD_RUNNING, "k");
+    sc_insert_keyed(f, "other", "t2", "a", AD_QUEUED, "k");
+    sc_insert_keyed(f, "nokey", "t1", "c", AD_QUEUED, NULL);
+    struct ad_job *j = sc_unique(f, "t1", "a", "k", AD_E_OK);
+    assert_string_equal(j->id, "queued");
+    assert_string_equal(j->unique_key, "k");
+    /* Ended, the oldest live job gives way to the next. */
+    j->status = AD_CANCELLED;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK);
+    ad_job_free(j);
+    j = sc_unique(f, "t1", "a", "k", AD_E_OK);
+    assert_string_equal(j->id, "later");
+    ad_job_free(j);
+    j = sc_unique(f, "t1", "b", "k", AD_E_OK);
+    assert_string_equal(j->id, "running");
+    ad_job_free(j);
+    j = sc_unique(f, "t2", "a", "k", AD_E_OK);
+    assert_string_equal(j->id, "other");
+    ad_job_free(j);
+    sc_unique(f, "t1", "a", "K", AD_E_NOT_FOUND);
+    sc_unique(f, "t1", "c", "k", AD_E_NOT_FOUND);
+    sc_unique(f, "t3", "a", "k", AD_E_NOT_FOUND);
+    j = sc_get(f, f->c, "t1", "later");
+    j->status = AD_SUCCEEDED;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK);
+    ad_job_free(j);
+    sc_unique(f, "t1", "a", "k", AD_E_NOT_FOUND);
+}
+
+/* job_set_payload replaces the payload that job_update leaves alone, and a read in the same transaction sees it. */
+static void sc_test_set_payload(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *ops = f->s->ops;
+    sc_insert_keyed(f, "deb", "t1", "a", AD_QUEUED, "k");
+    assert_int_equal(ops->begin(f->c), AD_E_OK);
+    struct ad_job *j = sc_get(f, f->c, "t1", "deb");
+    j->run_at = T0 + 1000;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK); /* a backend may remember the row it wrote */
+    assert_int_equal(ops->job_set_payload(f->c, "deb", "{\"v\":2}"), AD_E_OK);
+    ad_job_set(&j->payload, "{\"v\":2}");
+    j->run_at = T0 + 2000;
+    assert_int_equal(ops->job_update(f->c, j), AD_E_OK);
+    struct ad_job *g = sc_get(f, f->c, "t1", "deb");
+    assert_string_equal(g->payload, "{\"v\":2}");
+    assert_int_equal(g->run_at, T0 + 2000);
+    ad_job_free(g);
+    assert_int_equal(ops->job_set_payload(f->c, "deb", "{\"v\":3}"), AD_E_OK);
+    g = sc_get(f, f->c, "t1", "deb");
+    assert_string_equal(g->payload, "{\"v\":3}");
+    ad_job_free(g);
+    assert_int_equal(ops->commit(f->c), AD_E_OK);
+    assert_int_equal(ops->job_set_payload(f->c, "nope", "{}"), AD_E_NOT_FOUND);
+    struct ad_conn *r = sc_connect(f->s);
+    g = sc_get(f, r, "t1", "deb");
+    assert_string_equal(g->payload, "{\"v\":3}");
+    assert_int_equal(g->run_at, T0 + 2000);
+    assert_int_equal(g->seq, j->seq);
+    ad_job_free(g);
+    ops->disconnect(r);
+    ad_job_free(j);
+}
+
 /* ---- retention ---- */
 
 static void sc_test_sweep_tombstones_then_deletes(void **state)
@@ -2000,6 +2097,8 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
+        cmocka_unit_test_setup_teardown(sc_test_unique_key_finds_the_live_job, setup, teardown),                       \
+        cmocka_unit_test_setup_teardown(sc_test_set_payload, setup, teardown),                                         \
         cmocka_unit_test_setup_teardown(sc_test_sweep_tombstones_then_deletes, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_job_events, setup, teardown),                                          \
         cmocka_unit_test_setup_teardown(sc_test_attempts, setup, teardown),                                            \

@@ -69,6 +69,7 @@ static inline struct ad_job *new_full_job(void)
     j->lease_expires_at = INT64_C(9007199254740993); /* beyond a double's precision */
     ad_job_set(&j->worker, "w1");
     j->tombstoned = 1;
+    ad_job_set(&j->unique_key, "report-7 'q' \"x\" caf\xc3\xa9");
     return j;
 }
 

@@ -432,6 +432,108 @@ static void test_submit_idempotency(void **state)
     free(orig);
 }
 
+/* ---- unique keys ---- */
+
+/* A submit of tenant t1 with uniqueKey key at now; debounce_s > 0 asks for debounceSeconds (runAt now + that). */
+static struct ad_submit_op *unique_submit(const char *key, const char *payload, int64_t now, int debounce_s)
+{
+    struct ad_submit_op *s = ad_submit_op_new();
+    s->job = new_job("t1", "video", 3);
+    ad_job_set(&s->job->unique_key, key);
+    ad_job_set(&s->job->payload, payload);
+    s->job->created_at = s->job->updated_at = now;
+    s->debounce = debounce_s > 0;
+    s->job->run_at = debounce_s > 0 ? now + debounce_s * SEC : 0;
+    return s;
+}
+
+/* The op's answer: deduplicated or not, and the job's id (caller frees); the op is freed. */
+static char *unique_apply_ok(struct fx *f, struct ad_submit_op *s, int deduplicated)
+{
+    char *own = ad_strdup(s->job->id);
+    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(s->deduplicated, deduplicated);
+    assert_int_equal(s->op.nchanged, 1);
+    char *id = ad_strdup(s->job->id);
+    if (deduplicated)
+        assert_null(stored(f, own)); /* nothing of the new submit was stored */
+    free(own);
+    ad_op_free(&s->op);
+    return id;
+}
+
+static void test_submit_unique_and_debounce(void **state)
+{
+    struct fx *f = *state;
+    char *id = unique_apply_ok(f, unique_submit("k", "{\"v\":1}", T0, 0), 0);
+    /* Without debounce: the live job as it is. */
+    char *same = unique_apply_ok(f, unique_submit("k", "{\"v\":2}", T0 + SEC, 0), 1);
+    assert_string_equal(same, id);
+    free(same);
+    struct ad_job *j = stored(f, id);
+    assert_string_equal(j->payload, "{\"v\":1}");
+    assert_int_equal(j->run_at, 0);
+    int64_t seq = j->seq;
+    ad_job_free(j);
+    /* With debounce: the queued job takes the payload and the runAt, as a change (a new seq). */
+    same = unique_apply_ok(f, unique_submit("k", "{\"v\":3}", T0 + 2 * SEC, 60), 1);
+    assert_string_equal(same, id);
+    free(same);
+    j = stored(f, id);
+    assert_string_equal(j->payload, "{\"v\":3}");
+    assert_int_equal(j->run_at, T0 + 62 * SEC);
+    assert_int_equal(j->updated_at, T0 + 2 * SEC);
+    assert_true(j->seq > seq);
+    ad_job_free(j);
+    /* Another key: a new job. */
+    char *other = unique_apply_ok(f, unique_submit("k2", "{}", T0 + 3 * SEC, 0), 0);
+    assert_string_not_equal(other, id);
+    free(other);
+    /* Running: answered unchanged, debounce or not. */
+    char *lid = lease_one(f, id, T0 + 70 * SEC);
+    j = stored(f, id);
+    seq = j->seq;
+    ad_job_free(j);
+    same = unique_apply_ok(f, unique_submit("k", "{\"v\":4}", T0 + 71 * SEC, 60), 1);
+    assert_string_equal(same, id);
+    free(same);
+    j = stored(f, id);
+    assert_int_equal(j->status, AD_RUNNING);
+    assert_string_equal(j->payload, "{\"v\":3}");
+    assert_int_equal(j->seq, seq);
+    ad_job_free(j);
+    /* Ended: the key is free. */
+    struct ad_report_op *r = report_op(AD_EV_COMPLETE, id, lid, T0 + 72 * SEC);
+    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    ad_op_free(&r->op);
+    char *next = unique_apply_ok(f, unique_submit("k", "{\"v\":5}", T0 + 73 * SEC, 0), 0);
+    assert_string_not_equal(next, id);
+    free(next);
+    free(lid);
+    free(id);
+}
+
+/* Two items of one key in one batch: the later answers the earlier's job, in the same transaction. */
+static void test_batch_unique_key_twice(void **state)
+{
+    struct fx *f = *state;
+    struct ad_batch_op *b = ad_batch_op_new(2);
+    b->items[0] = unique_submit("bk", "{\"v\":1}", T0, 0);
+    b->items[1] = unique_submit("bk", "{\"v\":2}", T0, 30);
+    char *second = ad_strdup(b->items[1]->job->id);
+    assert_int_equal(apply(f, &b->op), AD_E_OK);
+    assert_int_equal(b->items[0]->deduplicated, 0);
+    assert_int_equal(b->items[1]->deduplicated, 1);
+    assert_string_equal(b->items[1]->job->id, b->items[0]->job->id);
+    struct ad_job *j = stored(f, b->items[0]->job->id);
+    assert_string_equal(j->payload, "{\"v\":2}");
+    assert_int_equal(j->run_at, T0 + 30 * SEC);
+    ad_job_free(j);
+    assert_null(stored(f, second));
+    free(second);
+    ad_op_free(&b->op);
+}
+
 /* ---- batch ---- */
 
 /* Three jobs in one op: a new one, a key reused with another request (refused alone), and the first one's key
@@ -1271,6 +1373,8 @@ int main(void)
         T(test_submit_inserts),
         T(test_submit_idempotency),
         T(test_batch_items_answer_alone),
+        T(test_submit_unique_and_debounce),
+        T(test_batch_unique_key_twice),
         T(test_cancel_queued),
         T(test_cancel_running_then_ack),
         T(test_lease),

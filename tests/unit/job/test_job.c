@@ -407,6 +407,23 @@ static void test_render_nulls_and_defaults(void **state)
     ad_job_free(j);
 }
 
+/* uniqueKey is shown only when the job has one, escaped like any string; a copy keeps it. */
+static void test_render_unique_key(void **state)
+{
+    (void)state;
+    struct ad_job *j = sample_job(AD_QUEUED);
+    json_t *doc = render_parse(j);
+    assert_null(json_object_get(doc, "uniqueKey"));
+    json_decref(doc);
+    ad_job_set(&j->unique_key, "report \"7\"");
+    struct ad_job *d = ad_job_dup(j);
+    ad_job_free(j);
+    doc = render_parse(d);
+    expect_str(doc, "uniqueKey", "report \"7\"");
+    json_decref(doc);
+    ad_job_free(d);
+}
+
 static void test_render_result_and_error_by_status(void **state)
 {
     (void)state;
@@ -718,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_priority_names),
         cmocka_unit_test(test_render_every_field),
         cmocka_unit_test(test_render_nulls_and_defaults),
+        cmocka_unit_test(test_render_unique_key),
         cmocka_unit_test(test_render_result_and_error_by_status),
         cmocka_unit_test(test_render_result_location),
         cmocka_unit_test(test_render_escapes_strings),
