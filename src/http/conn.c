@@ -641,9 +641,9 @@ int ad_http_charge_answer(h2o_req_t *req, int status, size_t body_len)
     size_t held = 2 * req->headers.capacity * sizeof(h2o_header_t) + req->headers.size * 48 + req->path.len + 1024;
     /* An answer that comes later (a read off the loop, a commit) was not refused as its request arrived. */
     int refuse = b->cut || b->unsent + held + body_len > unsent_conn_max;
+    struct ad_http_charge *c = charge_new(req, b, held + (refuse ? 0 : body_len));
     if (refuse)
         budget_cut(b, "over its limit");
-    struct ad_http_charge *c = charge_new(req, b, held + (refuse ? 0 : body_len));
     if (status == 431) {
         c->urgent = 1;
         if (b->nurgent++ == 0)
