@@ -423,6 +423,10 @@ static const struct field limits_fields[] = {
     {"cacheBytes", F_SIZE, offsetof(struct ad_config, cache_bytes), 1 << 20, 1LL << 40, NULL, NULL},
     {"scheduledTimers", F_SIZE, offsetof(struct ad_config, scheduled_timers), 1, 100000000, NULL, NULL},
     {"maxQueuedWrites", F_SIZE, offsetof(struct ad_config, max_queued_writes), 1, 100000000, NULL, NULL},
+    {"maxUnsentBytesPerConnection", F_SIZE, offsetof(struct ad_config, max_unsent_per_conn), 1 << 20, 1LL << 40, NULL,
+     NULL},
+    {"maxUnsentBytes", F_SIZE, offsetof(struct ad_config, max_unsent), 1 << 20, 1LL << 40, NULL, NULL},
+    {"unsentStall", F_DURATION, offsetof(struct ad_config, unsent_stall_ms), 1000, 3600 * 1000, NULL, NULL},
     {"rateLimit", F_FN, 0, 0, 0, NULL, limits_rate},
     {NULL},
 };
@@ -591,11 +595,16 @@ static const struct field top_fields[] = {
     {NULL},
 };
 
-/* Checks that need the whole file: fallbacks from global settings, and routes naming configured types. */
+/* Checks that need the whole file: fallbacks from global settings, limits that bound one another, and routes
+ * naming configured types. */
 static int finish(struct ad_ymap *p)
 {
     struct load *l = p->ctx;
     struct ad_config *cfg = l->cfg;
+    if (cfg->max_unsent_per_conn > cfg->max_unsent)
+        return ad_ymap_fail(
+            p, NULL, "limits.maxUnsentBytesPerConnection (%zu) must not be more than limits.maxUnsentBytes (%zu)",
+            cfg->max_unsent_per_conn, cfg->max_unsent);
     for (size_t i = 0; i < cfg->ntypes; i++) {
         struct ad_type_conf *t = &cfg->types[i];
         struct ad_retention *r = &t->retention;

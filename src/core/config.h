@@ -131,6 +131,9 @@ struct ad_config {
     size_t cache_bytes;            /* budget of the in-memory job representations (cache.h): default 64 MiB */
     size_t scheduled_timers;       /* runAt timers kept in memory; later jobs wait in the store: default 10000 */
     size_t max_queued_writes;      /* writes with the writer at once; past it a write is 503: default 10000 */
+    size_t max_unsent_per_conn;    /* answers a connection holds that its client has not taken: default 8 MiB */
+    size_t max_unsent;             /* the same, all connections together: default 128 MiB */
+    int64_t unsent_stall_ms;       /* a connection holding some of which none leaves is closed after: 10s */
     struct ad_rate rate_limit;     /* each key's quota unless it has its own: default none */
     struct ad_webhooks_conf webhooks;
     struct ad_sse_conf sse;

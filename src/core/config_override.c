@@ -39,6 +39,9 @@ void ad_config_defaults(struct ad_config *cfg)
     cfg->cache_bytes = 64 << 20;
     cfg->scheduled_timers = 10000;
     cfg->max_queued_writes = 10000;
+    cfg->max_unsent_per_conn = 8 << 20;
+    cfg->max_unsent = 128 << 20;
+    cfg->unsent_stall_ms = 10000;
     static const int64_t schedule_s[] = {0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400};
     cfg->webhooks.nretry_schedule = sizeof schedule_s / sizeof schedule_s[0];
     cfg->webhooks.retry_schedule_ms = ad_calloc(cfg->webhooks.nretry_schedule, sizeof(int64_t));

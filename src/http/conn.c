@@ -33,6 +33,8 @@ struct ad_http_budget {
     size_t unsent;        /* what its answers still hold (ad_http_charge_answer), until their requests end */
     int64_t moved_at;     /* monotonic ms when unsent was last 0 or an answer of it ended */
     int cut;              /* shut down for its unsent answers: refuse the rest at once */
+    size_t nurgent;       /* its answers to header blocks past the limit that have not ended */
+    int64_t due;          /* monotonic ms by which the first of them must have ended; 0 when there is none */
     h2o_linklist_t held;  /* in holding while unsent != 0 */
 };
 
@@ -476,36 +478,54 @@ static int peer_reset(h2o_socket_t *sock)
 /*
  * Answers that have not left. An answer's body, and the request's memory with it (its decoded headers: an HPACK
  * table entry referenced thousands of times decodes into a vector of thousands of them), stay until the request
- * ends: on HTTP/1 once the answer is written, on HTTP/2 once its stream is done. A client that does not read
- * (an HTTP/2 flow-control window left at 0, an HTTP/1 pipeline never read) keeps them as long as it likes. So
- * what each answer holds is charged to its connection's budget and to a total until its request ends, and:
- * - a connection holding more than AD_HTTP_UNSENT_CONN is shut down at its next request or answer (its streams end
- *   with it, and their memory goes back); the requests it still sends meanwhile, and the answers that were to
- *   pass that limit (rendered later, off the loop), get a bare 503 instead;
- * - while the total is over AD_HTTP_UNSENT_MAX every other request but the health checks and metrics gets 503
- *   with Retry-After instead of an answer that would add to it;
- * - a connection holding answers of which none has ended for AD_HTTP_STALL_MS is shut down too: an error that
- *   cannot leave (a 431 behind a closed window) does not keep its memory for longer than that.
+ * ends: on HTTP/1 once the answer is written, on HTTP/2 once its stream is done. An HTTP/2 SSE stream's backlog
+ * (sse.c) stays until h2o takes it. A client that does not read (an HTTP/2 flow-control window left at 0, an
+ * HTTP/1 pipeline never read) keeps them as long as it likes. So what each answer holds is charged to its
+ * connection's budget and to a total until its request ends (an SSE stream's charge follows its backlog), and,
+ * with the limits of ad_http_configure_unsent (limits.maxUnsentBytesPerConnection, maxUnsentBytes, unsentStall):
+ * - a connection holding more than its share is shut down at its next request or answer (its streams end with
+ *   it, and their memory goes back); the requests it still sends meanwhile, and the answers that were to pass
+ *   that limit (rendered later, off the loop), get a bare 503 instead; an SSE stream that was to pass it stops
+ *   growing as its connection goes;
+ * - while the total is over its limit every other request but the health checks and metrics gets 503 with
+ *   Retry-After instead of an answer that would add to it, and an SSE stream whose backlog would add to it ends
+ *   after what it holds, with a retry hint (its client resumes later, and meets the 503 while the total is over);
+ *   the total passes its limit by what was admitted before (each answer, each stream's one write), no more;
+ * - a connection holding answers of which none has ended (nor an SSE stream's write gone) for the stall time is
+ *   shut down too, and one holding an answer to a header block past the limit (a 431) that has not ended
+ *   within AD_HTTP_ERROR_DUE_MS: an error that cannot leave (a 431 behind a closed window) does not keep its
+ *   request's memory (an HPACK bomb's decoded headers) for longer than that. libh2o 2.2.5 can neither send an
+ *   answer that needs no window (it ends every stream with a DATA frame, which waits for one, even an empty
+ *   one) nor reset one stream through its public API, so the connection is what goes.
  * Shutting the socket down is how: libh2o reads the end of it and closes the connection as if the client had.
  * Once a connection shut down for this has ended, or what all held has mostly gone again after a peak of
  * AD_HTTP_TRIM_PEAK or more, the allocator is asked (a moment later, once) to give its free memory back
  * (trim_fire): otherwise the allocator keeps the heap it grew to, and an attack's peak would stay the daemon's size.
  */
-#define AD_HTTP_UNSENT_CONN (8 * 1024 * 1024)
-#define AD_HTTP_UNSENT_MAX (128 * 1024 * 1024)
-#define AD_HTTP_STALL_MS 10000
 #define AD_HTTP_STALL_TICK_MS 1000
+#define AD_HTTP_ERROR_DUE_MS 1000
 #define AD_HTTP_TRIM_PEAK (32 * 1024 * 1024)
 #define AD_HTTP_TRIM_DELAY_MS 500 /* once the rest of a storm has ended too */
 
+/* The limits' defaults (config_override.c) until ad_http_configure_unsent. */
+static size_t unsent_conn_max = 8 * 1024 * 1024, unsent_max = 128 * 1024 * 1024;
+static int64_t stall_ms = 10000;
 static size_t unsent_total, unsent_peak;
 static h2o_linklist_t holding = {&holding, &holding};
 static struct ad_timer stall_timer, trim_timer;
 
-struct unsent_charge {
+struct ad_http_charge {
     struct ad_http_budget *b;
     size_t bytes;
+    int urgent; /* counted in b->nurgent */
 };
+
+void ad_http_configure_unsent(size_t per_connection, size_t total, int64_t stall)
+{
+    unsent_conn_max = per_connection;
+    unsent_max = total;
+    stall_ms = stall;
+}
 
 size_t ad_http_unsent_bytes(void)
 {
@@ -526,8 +546,10 @@ static void stall_fire(struct ad_timer *t)
     int64_t now = ad_mono_ms();
     for (h2o_linklist_t *l = holding.next; l != &holding; l = l->next) {
         struct ad_http_budget *b = H2O_STRUCT_FROM_MEMBER(struct ad_http_budget, held, l);
-        if (now - b->moved_at >= AD_HTTP_STALL_MS)
-            budget_cut(b, "none of them has left for 10 s");
+        if (now - b->moved_at >= stall_ms)
+            budget_cut(b, "none of them has left for limits.unsentStall");
+        else if (b->due != 0 && now >= b->due)
+            budget_cut(b, "an answer to headers past the limit has not left");
     }
     if (!h2o_linklist_is_empty(&holding))
         ad_timer_arm(t, now + AD_HTTP_STALL_TICK_MS);
@@ -555,35 +577,10 @@ static void trim_soon(void)
     }
 }
 
-static void charge_end(void *p)
+static void budget_add(struct ad_http_budget *b, size_t bytes)
 {
-    struct unsent_charge *c = p;
-    struct ad_http_budget *b = c->b;
-    b->unsent -= c->bytes;
-    unsent_total -= c->bytes;
-    b->moved_at = ad_mono_ms();
-    if (b->unsent == 0)
-        h2o_linklist_unlink(&b->held);
-    budget_unref(b);
-    if (unsent_peak >= AD_HTTP_TRIM_PEAK && unsent_total < unsent_peak / 8)
-        trim_soon();
-}
-
-int ad_http_charge_answer(h2o_req_t *req, size_t body_len)
-{
-    struct ad_http_budget *b = budget_of(req);
-    if (b == NULL)
-        return 0;
-    size_t held = req->headers.capacity * sizeof(h2o_header_t) + req->path.len + 1024;
-    /* An answer that comes later (a read off the loop, a commit) was not refused as its request arrived. */
-    int refuse = b->cut || b->unsent + held + body_len > AD_HTTP_UNSENT_CONN;
-    if (refuse)
-        budget_cut(b, "over its limit");
-    size_t bytes = held + (refuse ? 0 : body_len);
-    struct unsent_charge *c = h2o_mem_alloc_shared(&req->pool, sizeof(*c), charge_end);
-    c->b = b;
-    c->bytes = bytes;
-    b->refs++;
+    if (bytes == 0)
+        return;
     if (b->unsent == 0) {
         b->moved_at = ad_mono_ms();
         h2o_linklist_insert(&holding, &b->held);
@@ -596,7 +593,89 @@ int ad_http_charge_answer(h2o_req_t *req, size_t body_len)
         stall_timer.cb = stall_fire;
         ad_timer_arm(&stall_timer, ad_mono_ms() + AD_HTTP_STALL_TICK_MS);
     }
+}
+
+/* bytes of what b holds have left (or their request ended): progress. */
+static void budget_sub(struct ad_http_budget *b, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    b->unsent -= bytes;
+    unsent_total -= bytes;
+    b->moved_at = ad_mono_ms();
+    if (b->unsent == 0)
+        h2o_linklist_unlink(&b->held);
+    if (unsent_peak >= AD_HTTP_TRIM_PEAK && unsent_total < unsent_peak / 8)
+        trim_soon();
+}
+
+static void charge_end(void *p)
+{
+    struct ad_http_charge *c = p;
+    if (c->urgent && --c->b->nurgent == 0)
+        c->b->due = 0;
+    budget_sub(c->b, c->bytes);
+    budget_unref(c->b);
+}
+
+/* A charge of bytes to req's connection b, until req ends. */
+static struct ad_http_charge *charge_new(h2o_req_t *req, struct ad_http_budget *b, size_t bytes)
+{
+    struct ad_http_charge *c = h2o_mem_alloc_shared(&req->pool, sizeof(*c), charge_end);
+    c->b = b;
+    c->bytes = bytes;
+    b->refs++;
+    budget_add(b, bytes);
+    return c;
+}
+
+int ad_http_charge_answer(h2o_req_t *req, int status, size_t body_len)
+{
+    struct ad_http_budget *b = budget_of(req);
+    if (b == NULL)
+        return 0;
+    /* The request's headers: their vector, and the smaller ones it grew out of (in the pool until the end); per
+     * field, libh2o 2.2.5's HPACK decoder links the table entry's name and value into the pool and h2o_add_header
+     * may allocate the name (lib/http2/hpack.c decode_header, h2o_hpack_parse_headers): 1.7 MB measured for
+     * 16,000 references to one table entry, ~110 bytes a field. */
+    size_t held = 2 * req->headers.capacity * sizeof(h2o_header_t) + req->headers.size * 48 + req->path.len + 1024;
+    /* An answer that comes later (a read off the loop, a commit) was not refused as its request arrived. */
+    int refuse = b->cut || b->unsent + held + body_len > unsent_conn_max;
+    struct ad_http_charge *c = charge_new(req, b, held + (refuse ? 0 : body_len));
+    if (refuse)
+        budget_cut(b, "over its limit");
+    if (status == 431) {
+        c->urgent = 1;
+        if (b->nurgent++ == 0)
+            b->due = ad_mono_ms() + AD_HTTP_ERROR_DUE_MS;
+    }
     return refuse ? -1 : 0;
+}
+
+struct ad_http_charge *ad_http_charge_stream(h2o_req_t *req)
+{
+    struct ad_http_budget *b = budget_of(req);
+    return b != NULL ? charge_new(req, b, 0) : NULL;
+}
+
+int ad_http_charge_set(struct ad_http_charge *c, size_t bytes)
+{
+    if (bytes <= c->bytes) {
+        budget_sub(c->b, c->bytes - bytes);
+        c->bytes = bytes;
+        return 0;
+    }
+    struct ad_http_budget *b = c->b;
+    size_t more = bytes - c->bytes;
+    if (b->cut || b->unsent + more > unsent_conn_max) {
+        budget_cut(b, "over its limit");
+        return -1;
+    }
+    if (unsent_total > unsent_max) /* as the guard: past it, nothing more (the write that passed it went) */
+        return -1;
+    budget_add(b, more);
+    c->bytes = bytes;
+    return 0;
 }
 
 /* The health checks and metrics, small and what an operator looks at while the total is over: answered anyway. */
@@ -612,12 +691,12 @@ static int guard_on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
     struct ad_http_budget *b = budget_of(req);
-    if (b != NULL && (b->cut || b->unsent > AD_HTTP_UNSENT_CONN)) {
+    if (b != NULL && (b->cut || b->unsent > unsent_conn_max)) {
         budget_cut(b, "over its limit");
         req->http1_is_persistent = 0;
         return ad_http_empty(req, 503);
     }
-    if (unsent_total > AD_HTTP_UNSENT_MAX && !is_probe(req))
+    if (unsent_total > unsent_max && !is_probe(req))
         return ad_http_problem(req, AD_E_UNAVAILABLE, "too many answers are waiting for their clients to take them",
                                NULL);
     h2o_socket_t *sock = ad_http1_socket(req);

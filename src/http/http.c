@@ -184,7 +184,7 @@ static const char *reason(int status)
  * HTTP/1.1 connection after any non-200 answer. h2o_send_inline copies body into the request's pool. */
 static int send_body(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
 {
-    if (ad_http_charge_answer(req, len) != 0) {
+    if (ad_http_charge_answer(req, status, len) != 0) {
         /* Its connection is being closed for what it holds already (conn.c): nothing more for it. */
         status = 503;
         content_type = NULL;

@@ -79,10 +79,20 @@ void ad_http_run_pending(struct ad_loop *loop);
  * holding too many answers its client has not taken is closed; while all of them hold too much, 503. */
 #define AD_HTTP_GONE_ROUTE "{client gone}"
 void ad_http_register_guard(h2o_pathconf_t *conf);
-/* Charge an answer of body_len bytes, with the memory of its request, to its connection until the request ends
- * (send_body, for every answer). -1 when its connection is over its share and shut down: send a bare 503
- * instead (it was charged as one). */
-int ad_http_charge_answer(h2o_req_t *req, size_t body_len);
+/* The limits of what answers not yet taken may hold (conn.c): per connection, in all, and how long a connection
+ * may hold some without any of them leaving (limits.maxUnsentBytesPerConnection, maxUnsentBytes, unsentStall). */
+void ad_http_configure_unsent(size_t per_connection, size_t total, int64_t stall_ms);
+/* Charge an answer of status and body_len bytes, with the memory of its request, to its connection until the
+ * request ends (send_body, for every answer); a 431's must end within a second. -1 when its connection is over
+ * its share and shut down: send a bare 503 instead (it was charged as one). */
+int ad_http_charge_answer(h2o_req_t *req, int status, size_t body_len);
+/* A charge to req's connection that follows what an answer produced bit by bit holds (an HTTP/2 SSE stream's
+ * backlog), 0 bytes at first; it ends with req (it lives in req's pool: not to be used once req is gone). NULL
+ * when req's connection has no budget. */
+struct ad_http_charge *ad_http_charge_stream(h2o_req_t *req);
+/* Make c hold bytes. Less is progress; more is refused with -1 when it would pass the connection's share (the
+ * connection is then shut down) or the total's: the answer should then stop growing. */
+int ad_http_charge_set(struct ad_http_charge *c, size_t bytes);
 /* What the answers not yet taken by their clients hold, in bytes. */
 size_t ad_http_unsent_bytes(void);
 

@@ -105,6 +105,7 @@ int ad_http_listen(struct ad_loop *loop, const struct ad_config *cfg, int (*on_r
     if (fd < 0)
         return -1;
     srv.max_connections = (size_t)cfg->max_connections;
+    ad_http_configure_unsent(cfg->max_unsent_per_conn, cfg->max_unsent, cfg->unsent_stall_ms);
     srv.sock = h2o_evloop_socket_create(ad_loop_h2o(loop), fd, H2O_SOCKET_FLAG_DONT_READ);
     h2o_socket_read_start(srv.sock, on_accept);
     return 0;

@@ -16,7 +16,11 @@
  * finds streams whose write has not completed for two periods: their client stopped reading or vanished. On
  * HTTP/1 the stream is closed with its connection. On HTTP/2 the
  * connection may carry other, healthy streams, so a stalled stream is left to HTTP/2 flow control; its
- * memory is bounded by the backlog cap either way.
+ * memory is bounded by the backlog cap either way. An HTTP/2 stream's backlog (queued and in flight) is also
+ * charged to its connection's budget of answers not yet taken (conn.c): a write that would pass the
+ * connection's share (the connection is then closed) or come while the total is past its own ends the stream
+ * after what it holds, and a connection none of whose writes has gone for limits.unsentStall is closed, so many
+ * streams behind a closed window add up to the same limits as any answers.
  *
  * Fan-out (ad_sse_write_many): with 10,000 HTTP/1.1 streams, one event is 10,000 socket writes, and nearly
  * all of a write's cost is the kernel's. Through h2o each is a writev plus h2o's bookkeeping and a proceed
@@ -154,6 +158,13 @@ static void queue_clear(struct ad_sse_queue *q)
 }
 
 /* ---- streams ---- */
+
+/* Charge what an HTTP/2 stream holds to its connection: -1 when that is refused (conn.c), and then the stream
+ * should hold no more. */
+static int recharge(struct ad_sse *s)
+{
+    return s->charge != NULL ? ad_http_charge_set(s->charge, (size_t)s->out.bytes + s->sent.bytes) : 0;
+}
 
 struct ad_sse_kept {
     struct ad_sse_kept *next;
@@ -310,6 +321,7 @@ static void on_proceed(h2o_generator_t *g, h2o_req_t *req)
 {
     struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
     queue_clear(&s->sent);
+    recharge(s);
     written(s);
 }
 
@@ -338,6 +350,7 @@ static void on_stop(h2o_generator_t *g, h2o_req_t *req)
 {
     struct ad_sse *s = H2O_STRUCT_FROM_MEMBER(struct ad_sse, gen, g);
     s->req = NULL;
+    s->charge = NULL;
     end(s);
 }
 
@@ -349,6 +362,7 @@ static void on_dispose(void *p)
 {
     struct ad_sse *s = *(struct ad_sse **)p;
     s->req = NULL;
+    s->charge = NULL;
     release(s);
 }
 
@@ -370,6 +384,7 @@ static void queue_retry(struct ad_sse *s, int64_t retry_ms)
     char line[48];
     struct ad_sse_chunk *c = ad_sse_chunk_new(line, (size_t)retry_line(line, sizeof(line), retry_ms));
     queue_push(&s->out, c);
+    recharge(s); /* a retry line more, even when refused: the stream is ending */
 }
 
 /*
@@ -449,6 +464,7 @@ void *ad_sse_start(h2o_req_t *req, size_t size, const struct ad_sse_callbacks *c
         start_raw(s, req, retry_ms);
         return s;
     }
+    s->charge = ad_http_charge_stream(req);
     h2o_start_response(req, &s->gen);
     queue_retry(s, retry_ms);
     flush(s);
@@ -469,6 +485,11 @@ int ad_sse_write_chunk(struct ad_sse *s, struct ad_sse_chunk *c)
     /* One chunk always fits, however large: a cap below the biggest event must not cut a stream forever. */
     if (s->out.n != 0 && s->out.bytes + c->len > backlog_max) {
         cut_off(s);
+        return -1;
+    }
+    /* Past its connection's share or the total's it stops growing: it ends after what it holds, whole events. */
+    if (s->charge != NULL && ad_http_charge_set(s->charge, (size_t)s->out.bytes + s->sent.bytes + c->len) != 0) {
+        ad_sse_close(s, cutoff_retry);
         return -1;
     }
     if (c->refs != UINT32_MAX)

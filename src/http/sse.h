@@ -73,6 +73,9 @@ struct ad_sse {
     struct ad_sse_chunk *tail;
     uint32_t tail_off;
     struct ad_sse_kept *kept; /* ad_sse_strdup's copies */
+    /* HTTP/2: out and sent, charged to the connection's budget of answers not yet taken (http.h); NULL on HTTP/1
+     * and once the request is gone. */
+    struct ad_http_charge *charge;
 };
 
 /* Settings for every stream: comment heartbeat period, backlog cap in bytes, the retry hint a stream that is

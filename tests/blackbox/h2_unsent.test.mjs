@@ -3,7 +3,8 @@
 // HPACK bomb (one large header table entry referenced thousands of times, answered 431 behind a window of 0),
 // grow the daemon's memory by far less than they ask for (each connection is closed once what it holds passes
 // its cap); it comes back once the clients close, and /healthz answers meanwhile. A connection holding a single
-// answer that cannot leave is closed once none has left for 10 s.
+// answer that cannot leave is closed once none has left for 10 s, one holding a 431 once it has not left within
+// a second; the limits are configuration (limits.maxUnsentBytesPerConnection, maxUnsentBytes, unsentStall).
 
 import { describe, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
@@ -178,5 +179,52 @@ describe('answers behind a closed HTTP/2 window', () => {
         } finally {
             s.destroy();
         }
+    });
+});
+
+describe('a configured share of answers not taken', () => {
+    let d;
+    afterEach(() => d?.stop());
+
+    it('closes a connection whose 431 to an HPACK bomb has not left within a second, giving its memory back', async (t) => {
+        // Shares far above what 100 bombs hold (~180 MB) and a stall limit far out: only the 431s' own limit applies.
+        d = await startDaemon({
+            config: standardConfig({
+                limits: '{ maxBodyBytes: 1048576, maxWaitSeconds: 5, maxUnsentBytesPerConnection: 1073741824, maxUnsentBytes: 1073741824, unsentStall: 30m }',
+            }),
+        });
+        const { c, keys } = tenant(d);
+        const rss0 = rss(d.proc.pid);
+        const sock = hpackBomb(d.url, keys.c, 100);
+        try {
+            const closed = new Promise((resolve) => sock.on('close', () => resolve(true)));
+            // The client never closes: only the daemon can end the connection, and the memory comes back with it.
+            assert.ok(await Promise.race([closed, sleep(15_000).then(() => false)]), 'the connection was still open 15 s after its 431s');
+            const back = await settledRss(d.proc.pid, rss0 + 64 * MiB, 10_000);
+            t.diagnostic(`RSS +${Math.round((back - rss0) / MiB)} MiB after the connection was closed`);
+            if (!SANITIZED) assert.ok(back < rss0 + 64 * MiB, `RSS stayed ${Math.round((back - rss0) / MiB)} MiB over its start`);
+        } finally {
+            sock.destroy();
+        }
+        expectStatus(await c.get('/v1/jobs?limit=1'), 200);
+    });
+
+    it('closes a connection at limits.maxUnsentBytesPerConnection', async () => {
+        // 1 MiB instead of 8: two answers of ~0.6 MB pass it. The stall limit is far out, so only the share closes it.
+        d = await startDaemon({
+            config: standardConfig({ limits: '{ maxBodyBytes: 1048576, maxWaitSeconds: 5, maxUnsentBytesPerConnection: 1048576, unsentStall: 30m }' }),
+        });
+        const { c, keys } = tenant(d);
+        const jobs = Array.from({ length: 500 }, () => ({ type: 'report.export', payload: { blob: 'z'.repeat(600) } }));
+        expectStatus(await c.req('POST', '/v1/jobs:batch', { body: { jobs } }), 207);
+        const s = closedWindow(d.url);
+        try {
+            const closed = new Promise((resolve) => s.on('close', () => resolve(true)));
+            openStreams(s, 10, { authorization: `Bearer ${keys.c}` });
+            assert.ok(await Promise.race([closed, sleep(20_000).then(() => false)]), 'the connection was still open 20 s after its answers passed 1 MiB');
+        } finally {
+            s.destroy();
+        }
+        expectStatus(await c.get('/v1/jobs?limit=1'), 200);
     });
 });

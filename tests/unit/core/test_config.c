@@ -64,7 +64,8 @@ static const char example[] =
     "maxAttempts: 7\n"
     "retryBackoff: 5s\n"
     "limits: { maxBodyBytes: 2048, maxWaitSeconds: 30, maxConnections: 500, cacheBytes: 8388608,"
-    " scheduledTimers: 3, maxQueuedWrites: 7 }\n";
+    " scheduledTimers: 3, maxQueuedWrites: 7, maxUnsentBytesPerConnection: 2097152, maxUnsentBytes: 4194304,"
+    " unsentStall: 3s }\n";
 
 static void test_defaults(void **state)
 {
@@ -93,6 +94,9 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.cache_bytes, 64 << 20);
     assert_int_equal(cfg.scheduled_timers, 10000);
     assert_int_equal(cfg.max_queued_writes, 10000);
+    assert_int_equal(cfg.max_unsent_per_conn, 8 << 20);
+    assert_int_equal(cfg.max_unsent, 128 << 20);
+    assert_int_equal(cfg.unsent_stall_ms, 10 * SEC);
     ad_config_free(&cfg);
     assert_null(cfg.listen_host);
     assert_null(cfg.data_dir);
@@ -174,6 +178,9 @@ static void test_full_example(void **state)
     assert_int_equal(cfg.cache_bytes, 8388608);
     assert_int_equal(cfg.scheduled_timers, 3);
     assert_int_equal(cfg.max_queued_writes, 7);
+    assert_int_equal(cfg.max_unsent_per_conn, 2097152);
+    assert_int_equal(cfg.max_unsent, 4194304);
+    assert_int_equal(cfg.unsent_stall_ms, 3 * SEC);
     ad_config_free(&cfg);
 }
 
@@ -327,6 +334,16 @@ static void test_wrong_values(void **state)
     expect_error("limits: { scheduledTimers: 0 }\n", "limits.scheduledTimers");
     expect_error("limits: { maxQueuedWrites: 0 }\n", "limits.maxQueuedWrites");
     expect_error("limits: { maxWaitSeconds: 3601 }\n", "limits.maxWaitSeconds");
+    /* Below 1 MiB a job's own representation could never be answered. */
+    expect_error("limits: { maxUnsentBytesPerConnection: 65536 }\n",
+                 "<config>:1: limits.maxUnsentBytesPerConnection: expected an integer from 1048576 to 1099511627776, "
+                 "got '65536'");
+    expect_error("limits: { maxUnsentBytes: 0 }\n", "limits.maxUnsentBytes: expected an integer from 1048576");
+    expect_error("limits: { unsentStall: 500ms }\n", "<config>:1: limits.unsentStall: expected a duration");
+    expect_error("limits: { unsentStall: 2h }\n", "limits.unsentStall");
+    expect_error("limits: { maxUnsentBytes: 4194304 }\n",
+                 "<config>: limits.maxUnsentBytesPerConnection (8388608) must not be more than limits.maxUnsentBytes "
+                 "(4194304)");
     expect_error("limits: 5\n", "<config>:1: expected a mapping in limits");
     expect_error("tombstone: 7 days\n", "<config>:1: tombstone: expected a duration");
     expect_error("tombstone: -1s\n", "tombstone: expected a duration");

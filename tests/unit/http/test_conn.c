@@ -256,9 +256,9 @@ static void test_unsent_charge(void **state)
     h2o_mem_init_pool(&e.pool);
     a.conn = c.conn = e.conn = &conn;
     a.version = c.version = e.version = 0x200;
-    assert_int_equal(ad_http_charge_answer(&a, 1000), 0);
-    assert_int_equal(ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN / 2), 0);
-    assert_true(b->unsent > AD_HTTP_UNSENT_CONN / 2 + 1000);
+    assert_int_equal(ad_http_charge_answer(&a, 200, 1000), 0);
+    assert_int_equal(ad_http_charge_answer(&c, 200, unsent_conn_max / 2), 0);
+    assert_true(b->unsent > unsent_conn_max / 2 + 1000);
     assert_int_equal(ad_http_unsent_bytes() - total0, b->unsent);
     h2o_mem_clear_pool(&c.pool);
     assert_true(b->unsent > 1000 && b->unsent < 4096);
@@ -271,15 +271,78 @@ static void test_unsent_charge(void **state)
     /* An answer that would pass the connection's share is refused (charged as a bare 503), and the connection
      * shut down: its peer end sees the end; every later answer is refused too. */
     h2o_mem_init_pool(&c.pool);
-    assert_int_equal(ad_http_charge_answer(&c, AD_HTTP_UNSENT_CONN), -1);
+    assert_int_equal(ad_http_charge_answer(&c, 200, unsent_conn_max), -1);
     assert_int_equal(b->cut, 1);
     assert_true(b->unsent < 4096);
     char byte;
     assert_int_equal(recv(fds[1], &byte, 1, 0), 0);
-    assert_int_equal(ad_http_charge_answer(&e, 10), -1);
+    assert_int_equal(ad_http_charge_answer(&e, 200, 10), -1);
     h2o_mem_clear_pool(&c.pool);
     h2o_mem_clear_pool(&e.pool);
     assert_int_equal(b->unsent, 0);
+
+    sock->on_close.cb = unsent_closed;
+    h2o_socket_close(sock);
+    close(fds[1]);
+    unsent_sock = NULL;
+}
+
+/* A stream's charge follows what it holds; more is refused past its connection's share (which shuts the
+ * connection down) or while the total is past its limit, as configured. */
+static void test_unsent_stream(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_socket_t *sock = h2o_evloop_socket_create(loop, fds[0], 0);
+    static h2o_context_t ctx;
+    static h2o_globalconf_t gconf;
+    ctx.globalconf = &gconf;
+    ctx.loop = loop;
+    unsent_sock = sock;
+    h2o_conn_t conn = {.ctx = &ctx, .callbacks = &unsent_callbacks};
+    struct ad_http_budget *b = ad_http_conn_open(sock);
+    sock->on_close.data = b;
+    size_t total0 = ad_http_unsent_bytes();
+    ad_http_configure_unsent(1 << 20, total0 + (3 << 20) / 2, 10000);
+
+    h2o_req_t a = {0}, c = {0};
+    h2o_mem_init_pool(&a.pool);
+    h2o_mem_init_pool(&c.pool);
+    a.conn = c.conn = &conn;
+    a.version = c.version = 0x200;
+    struct ad_http_charge *ca = ad_http_charge_stream(&a), *cc = ad_http_charge_stream(&c);
+    assert_non_null(ca);
+    assert_int_equal(b->unsent, 0);
+    assert_true(h2o_linklist_is_empty(&holding));
+    assert_int_equal(ad_http_charge_set(ca, 1000), 0);
+    assert_int_equal(ad_http_charge_set(cc, 500), 0);
+    assert_int_equal(b->unsent, 1500);
+    assert_false(h2o_linklist_is_empty(&holding));
+    assert_int_equal(ad_http_charge_set(ca, 0), 0); /* its write went */
+    assert_int_equal(b->unsent, 500);
+    assert_int_equal(ad_http_charge_set(cc, 0), 0);
+    assert_true(h2o_linklist_is_empty(&holding));
+
+    /* Past the total (another connection holds most of it): refused, the connection left open. */
+    unsent_total += 1 << 20;
+    assert_int_equal(ad_http_charge_set(ca, 600 << 10), 0); /* passes the total: admitted, as the guard's */
+    assert_int_equal(ad_http_charge_set(cc, 10), -1);
+    assert_int_equal(b->cut, 0);
+    unsent_total -= 1 << 20;
+    assert_int_equal(ad_http_charge_set(cc, 10), 0);
+    /* Past the connection's share: refused, the connection shut down. */
+    assert_int_equal(ad_http_charge_set(cc, 1 << 20), -1);
+    assert_int_equal(b->cut, 1);
+    assert_int_equal(b->unsent, (600 << 10) + 10);
+    char byte;
+    assert_int_equal(recv(fds[1], &byte, 1, 0), 0);
+    h2o_mem_clear_pool(&a.pool);
+    h2o_mem_clear_pool(&c.pool);
+    assert_int_equal(b->unsent, 0);
+    assert_int_equal(ad_http_unsent_bytes(), total0);
+    ad_http_configure_unsent(8 << 20, 128 << 20, 10000);
 
     sock->on_close.cb = unsent_closed;
     h2o_socket_close(sock);
@@ -292,7 +355,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_pending_guard),        T(test_pending_budget), T(test_held_reading),
-        T(test_count_framing_fields), T(test_unsent_charge),
+        T(test_count_framing_fields), T(test_unsent_charge),  T(test_unsent_stream),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
