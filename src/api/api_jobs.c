@@ -302,6 +302,22 @@ static char *dump_compact(const json_t *v)
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
+/* A job's group: 1-128 printable ASCII characters (docs/protocol.md "Groups and fairness"); null is none. */
+static void validate_group(json_t *body, struct ad_job *job, struct ad_verr *v)
+{
+    json_t *g = json_object_get(body, "group");
+    if (g == NULL || json_is_null(g))
+        return;
+    const char *s = ad_api_text(g, 1, 128);
+    for (const char *p = s; p != NULL && *p != '\0'; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            s = NULL;
+    if (s == NULL)
+        ad_verr_add(v, "/group", "group must be a string of 1 to 128 printable ASCII characters");
+    else
+        job->group = ad_strdup(s);
+}
+
 /* Validate a generic submit body into job; adds every problem to v. */
 static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v, int *unknown_type)
 {
@@ -350,6 +366,7 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
         else
             job->timeout_seconds = (int)json_integer_value(ts);
     }
+    validate_group(body, job, v);
 }
 
 /* Check the type's required payload fields. prefix is the pointer of the payload in the request body. */

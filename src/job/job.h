@@ -65,6 +65,10 @@ struct ad_job {
     int64_t started_seq; /* the seq of the lease that started the current (or last) attempt when that attempt's
                             running event is not in the log but made from the job (ad_event_started_view), else 0.
                             AD_SEQ_OF_THIS_WRITE asks the store to set it to the seq of the update it is written by */
+    char *group;  /* the unit of fairness within a type (docs/protocol.md "Groups and fairness"), or NULL: the jobs
+                     without one form one group */
+    int64_t turn; /* the job's round among its type's groups at its priority, assigned by the store on insert from
+                     the queue as it is then (store_int.h); the lease order is priority, turn, cseq */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 
