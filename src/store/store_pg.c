@@ -18,6 +18,11 @@
  * one go (pg_job_prefetch), and its leases take from the head of the queue that its first lease read (struct
  * pg_pool), so a batch of submits, completes and leases waits about three times: reads ahead, queue, commit.
  *
+ * Fairness among groups (docs/protocol.md "Groups and fairness"): the server gives each job its turn in the
+ * insert itself (PG_TURN_EXPR), under the write lock, so every node counts the same turns and no node keeps any
+ * state of its own; the lease reads the queue by priority, turn, cseq. A turn is not known here until read back,
+ * so an insert into the queue a pool holds drops the pool (pool_note).
+ *
  * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
  * acceptd_changes "<node>\n<id>\n<id>\t<tenant>\t<type>..." (tenant and type for the jobs that are queued
  * now), and a node's feed connection LISTENs and passes on what the other nodes announced.

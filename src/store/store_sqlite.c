@@ -7,6 +7,11 @@
  * served by an index (tests/unit/test_store_sqlite.c checks the plans). This file decides nothing about
  * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
  *
+ * Fairness among groups (docs/protocol.md "Groups and fairness") is in the data, not in this file's memory: the
+ * insert gives each job its turn (SQ_TURN_EXPR: one past its group's last queued turn at its priority, not before
+ * the queue's next), and the lease walks jobs_queue by priority, turn, cseq, as it walked it by priority and cseq
+ * before. A group without queued jobs leaves nothing behind.
+ *
  * This file holds the store operations on jobs, idempotency records, attempts and job events, the artifacts
  * (files, store/artifact.c) and the ops table. The rest is one job a file, sharing store_sqlite_int.h:
  * sqlite_conn.c the connections, their statements and transactions, and the space the log takes;
