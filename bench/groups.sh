@@ -54,4 +54,4 @@ read -r ratio low high < <(paste -d ' ' <(round_list e2e-groups) <(round_list e2
 printf '%-16s %8d jobs/s\n' e2e-1group "${one%.*}"
 printf '%-16s %8d jobs/s %5.2fx e2e-1group (%.2f-%.2f)  target >= 0.8x: %s  (%d groups, %d rounds)\n' e2e-groups \
     "${many%.*}" "$ratio" "$low" "$high" \
-    "$(awk -v v="$ratio" 'BEGIN { print v >= 0.8 ? "met" : "MISSED" }')" "$BENCH_GROUPS" "$BENCH_ROUNDS"
+    "$(awk -v v="$ratio" 'BEGIN { print (v >= 0.8 ? "met" : "MISSED") }')" "$BENCH_GROUPS" "$BENCH_ROUNDS"
