@@ -8,6 +8,9 @@ import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertJobShape, assertProblem, expectStatus, getJob, lease, leaseOne, show, submit, fail } from './lib/jobs.mjs';
 
 const LIMITS = '{ maxBodyBytes: 1048576, maxWaitSeconds: 5 }';
+// A route whose jobs take their group from a member of the body (the payload).
+const ROUTES = `
+  - { method: POST, path: /v1/exports, type: report.export, group: "customer/id" }`;
 
 /** Submit n jobs of group (undefined: none) in one batch; their ids in order. */
 async function submitMany(c, group, n, type = 'report.export') {
@@ -30,7 +33,7 @@ async function leaseGroups(w, n, type = 'report.export') {
 describe('groups', () => {
     let d;
     before(async () => {
-        d = await startDaemon({ config: standardConfig({ limits: LIMITS }) });
+        d = await startDaemon({ config: standardConfig({ limits: LIMITS, routes: ROUTES }) });
     });
     after(() => d?.stop());
 
@@ -70,6 +73,19 @@ describe('groups', () => {
         assert.equal(ok.job.group, 'ok');
         assert.equal(bad.status, 422, JSON.stringify(bad));
         assert.ok(bad.problem.errors?.some((e) => /\/group$/.test(e.pointer)), JSON.stringify(bad));
+    });
+
+    it('a route takes the group from the body member it names; a bad one is a 422 with a pointer to it', async () => {
+        const { c, w } = tenant(d);
+        const res = await submit(c, { 'customer/id': 'c-7', size: 1 }, { path: '/v1/exports' });
+        assert.equal(res.json.group, 'c-7', show(res));
+        assert.deepEqual(res.json.payload, { 'customer/id': 'c-7', size: 1 });
+        const none = await submit(c, { size: 2 }, { path: '/v1/exports' });
+        assert.ok(!('group' in none.json), show(none));
+        const bad = await c.req('POST', '/v1/exports', { body: { 'customer/id': 7 } });
+        const p = assertProblem(bad, 422, 'validation-failed');
+        assert.ok(p.errors?.some((e) => e.pointer === '/customer~1id'), bad.text);
+        assert.equal((await leaseOne(w, 'report.export', { wait: 0 })).job.group, 'c-7');
     });
 
     it('100 jobs of group A, then one of group B: B\'s job is among the first two leased', async () => {
