@@ -988,7 +988,7 @@ static void sc_test_leasable_groups_round_robin(void **state)
     struct fx *f = *state;
     const char *g[] = {"g"};
     for (int i = 1; i <= 5; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "a%d", i);
         sc_insert_grouped(f, id, "A", AD_PRIO_NORMAL);
     }
@@ -1034,7 +1034,7 @@ static void sc_test_leasable_group_backlog_does_not_starve(void **state)
     const char *g[] = {"g"};
     assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
     for (int i = 0; i < 100; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "a%d", i);
         sc_insert_grouped(f, id, "A", AD_PRIO_NORMAL);
     }
@@ -1043,7 +1043,7 @@ static void sc_test_leasable_group_backlog_does_not_starve(void **state)
     sc_leasable(f, "t1", g, 1, T0, 3, "a0,b,a1");
     /* Two backlogs alternate. */
     for (int i = 1; i < 50; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "b%d", i);
         sc_insert_grouped(f, id, "B", AD_PRIO_NORMAL);
     }
