@@ -278,9 +278,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
     [ST_SWEEP_RELEASE] = "RELEASE sweep",
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
-    [ST_INSERT] = "INSERT INTO jobs (" AD_JOB_COLUMNS(
-        SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn) VALUES (" AD_JOB_COLUMNS(SQ_COL_PARAM) SQ_SEQ_PARAM
-    ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR ")",
+    [ST_INSERT] = "INSERT INTO jobs (" SQ_INSERT_COLS ") VALUES (" SQ_INSERT_PARAMS ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
     [ST_UPDATE] =
         "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM

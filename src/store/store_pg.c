@@ -613,7 +613,8 @@ static ad_err pg_job_changes(struct ad_conn *c, const char *tenant, int64_t sinc
     return fetch_jobs(c, tenant != NULL ? ST_CHANGES : ST_CHANGES_ALL, &p, out, "job changes");
 }
 
-/* One query for all the types; the jobs it returns stay locked until the transaction ends. */
+/* One query for all the types, each type's head in its own order; the jobs it returns stay locked until the
+ * transaction ends. */
 static ad_err lease_read(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
                          int limit, struct ad_job_list *out);
 /*

@@ -57,6 +57,11 @@ _Static_assert(COL_seq + 1 == 31, "seq is the parameter after the columns");
     " WHERE ttkey = ?35 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"                                \
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0))"
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+/* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
+#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn"
+#define SQ_INSERT_PARAMS                                                                                               \
+    AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
+    SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1
