@@ -23,6 +23,7 @@
  *       worker running SLOTS jobs at a time does (acceptd worker --concurrency): it leases up to its free
  *       slots (wait 5), completes every job it holds on a stream of its own, each complete asking for that
  *       slot's next job ("next" with max 1), and leases again when slots are free and no lease is pending.
+ *   BENCH_GROUPS=n (e2e, e2e-h2): each job names one of n groups, of mixed sizes (submit_next).
  *
  * Submitters and the e2e workers are keep-alive HTTP/1.1 on 127.0.0.1 with TCP_NODELAY; e2e-h2's workers
  * speak HTTP/2 through libnghttp2. handoff uses blocking sockets; e2e and e2e-h2 drive all of their
@@ -271,17 +272,28 @@ static void handoff(int count, const char *ref_file)
 }
 
 static int submitted;
+static int groups; /* BENCH_GROUPS=n: each e2e job names one of n groups, of mixed sizes */
 
 /* Submit the next job on c, or close c when all are submitted: idle, the daemon's keep-alive timeout
- * would close it. */
+ * would close it. With groups, job i's group is g<floor(n * u^2)>, u a hash of i in [0, 1): group k gets about
+ * JOBS / (2 sqrt(k n)) jobs, from a hundredth of them (g0) down to a handful. */
 static void submit_next(struct conn *c, int jobs)
 {
     if (submitted >= jobs) {
         close(c->fd);
         return;
     }
-    char req[128];
-    snprintf(req, sizeof req, "{\"type\":\"" E2E_TYPE "\",\"payload\":{\"n\":%d}}", submitted++);
+    char req[160];
+    int n = submitted++;
+    if (groups > 0) {
+        uint32_t h = (uint32_t)n * 2654435761u;
+        h ^= h >> 15;
+        double u = h / 4294967296.0;
+        snprintf(req, sizeof req, "{\"type\":\"" E2E_TYPE "\",\"payload\":{\"n\":%d},\"group\":\"g%d\"}", n,
+                 (int)(groups * u * u));
+    } else {
+        snprintf(req, sizeof req, "{\"type\":\"" E2E_TYPE "\",\"payload\":{\"n\":%d}}", n);
+    }
     post(c, "/v1/jobs", req);
 }
 
@@ -609,6 +621,8 @@ int main(int argc, char **argv)
                         " e2e-h2 JOBS SUBMITTERS WORKERS SLOTS";
     if (argc < 5)
         die(usage);
+    const char *g = getenv("BENCH_GROUPS");
+    groups = g != NULL ? atoi(g) : 0;
     const char *minimal = getenv("BENCH_MINIMAL");
     h2_minimal = minimal != NULL && strcmp(minimal, "1") == 0;
     host = argv[1];

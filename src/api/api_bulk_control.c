@@ -110,19 +110,6 @@ static void add_member_error(struct ad_verr *v, const char *name, const char *de
     ad_buf_free(&p);
 }
 
-/* Whether s is a group name: 1 to 128 characters (UTF-8, as the body parser checked it), none of them a control
- * character (C0, DEL or C1). */
-static int group_ok(const char *s)
-{
-    size_t chars = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
-            return 0;
-        chars += (*p & 0xc0) != 0x80;
-    }
-    return chars >= 1 && chars <= 128;
-}
-
 /* The statuses of a filter's "status": one name or an array of 1 to 6 of them, as bits (1u << status); 0 when bad. */
 static unsigned parse_statuses(const json_t *v)
 {
@@ -187,9 +174,9 @@ static int parse_filter(struct ad_request *r, json_t *body, struct bulk_walk *w)
                     "status must be a status name (queued, running, succeeded, partialSuccess, failed, "
                     "cancelled) or an array of them");
     const json_t *g = json_object_get(body, "group");
-    const char *group = g != NULL ? ad_api_text(g, 1, SIZE_MAX) : NULL;
-    if (g != NULL && (group == NULL || !group_ok(group)))
-        ad_verr_add(&v, "/group", "group must be a string of 1 to 128 printable characters");
+    const char *group = g != NULL ? ad_api_group(g) : NULL;
+    if (g != NULL && group == NULL)
+        ad_verr_add(&v, "/group", "group must be a string of 1 to 128 printable ASCII characters");
     parse_time(&v, body, "createdBefore", &w->q.created_before);
     parse_time(&v, body, "createdAfter", &w->q.created_after);
     if (v.n != 0) {

@@ -25,6 +25,8 @@ json_t *ad_api_body(struct ad_request *r);
  * lets U+0000 into strings (payloads and results are kept as JSON, so it survives there), but a C string
  * ends at it: a type, URL or lease id read as one would silently lose its tail. The text belongs to v. */
 const char *ad_api_text(const json_t *v, size_t min, size_t max);
+/* A group name (docs/protocol.md "Groups and fairness"): 1-128 printable ASCII characters; NULL when v is none. */
+const char *ad_api_group(const json_t *v);
 
 /* Validation errors collected for one 422 answer. */
 struct ad_verr {

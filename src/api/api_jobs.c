@@ -304,6 +304,39 @@ static char *dump_compact(const json_t *v)
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
+const char *ad_api_group(const json_t *g)
+{
+    const char *s = ad_api_text(g, 1, 128);
+    for (const char *p = s; p != NULL && *p != '\0'; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            return NULL;
+    return s;
+}
+
+/* A job's group, the body's member name; absent or null is none. */
+static void validate_group(json_t *body, const char *name, struct ad_job *job, struct ad_verr *v)
+{
+    json_t *g = json_object_get(body, name);
+    if (g == NULL || json_is_null(g))
+        return;
+    const char *s = ad_api_group(g);
+    if (s != NULL) {
+        job->group = ad_strdup(s);
+        return;
+    }
+    struct ad_buf ptr; /* the member's JSON Pointer (RFC 6901: ~ and / escaped) */
+    ad_buf_init(&ptr, SIZE_MAX);
+    ad_buf_str(&ptr, "/");
+    for (const char *p = name; *p != '\0'; p++)
+        ad_buf_str(&ptr, *p == '~' ? "~0" : *p == '/' ? "~1" : (char[]){*p, '\0'});
+    ad_buf_append(&ptr, "", 1);
+    char detail[300];
+    snprintf(detail, sizeof(detail), "%.200s must be a string of 1 to 128 printable ASCII characters (the job's group)",
+             name);
+    ad_verr_add(v, ptr.data, detail);
+    ad_buf_free(&ptr);
+}
+
 /* Validate a generic submit body into job; adds every problem to v. */
 static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v, int *unknown_type)
 {
@@ -352,6 +385,7 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
         else
             job->timeout_seconds = (int)json_integer_value(ts);
     }
+    validate_group(body, "group", job, v);
 }
 
 /* uniqueKey and debounceSeconds (CONTRACT §11): the key is the job's; debounceSeconds makes its runAt now + n and
@@ -412,6 +446,8 @@ void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const ch
         job->type = ad_strdup(r->route->type);
         job->payload = dump_compact(body);
         validate_required(ad_config_type(ad_hub.cfg, job->type), body, "", &p->v);
+        if (r->route->group != NULL)
+            validate_group(body, r->route->group, job, &p->v);
     } else {
         validate_submit(body, job, &p->v, &unknown_type);
         validate_unique(body, job, now, &p->v, &p->debounce);

@@ -8,7 +8,7 @@
  * outbox and published exactly as a single cancel or retry is, and a page is all or nothing. The caller walks page
  * after page, handing in the next once the last has committed, so that other writes get in between and no
  * transaction holds the store for long. What it does not do: walk by itself (api_bulk_control.c drives the pages
- * and decides when to stop), or match a job's group before jobs have one (the store's page carries the filter).
+ * and decides when to stop).
  */
 #ifndef AD_BULK_H
 #define AD_BULK_H

@@ -328,6 +328,7 @@ static const struct field route_fields[] = {
     {"style", F_FN, 0, 0, 0, NULL, route_style},
     {"onPending", F_FN, 0, 0, 0, NULL, route_on_pending},
     {"azureAsyncOperation", F_BOOL, offsetof(struct ad_route, azure_async_operation), 0, 0, NULL, NULL},
+    {"group", F_STR, offsetof(struct ad_route, group), 0, 0, NULL, NULL},
     {NULL},
 };
 
@@ -339,6 +340,7 @@ static void free_routes(struct ad_config *cfg)
         free(r->path);
         free(r->type);
         free(r->resource);
+        free(r->group);
     }
     free(cfg->routes);
     cfg->routes = NULL;

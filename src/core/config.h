@@ -53,6 +53,7 @@ struct ad_route {
     int style_operation;         /* 1 (style: operation): accepted as 200 with an AIP-151 Operation, not 202 */
     int on_pending_accepted;     /* 1: the submit's Location answers 202 while the job is pending */
     int azure_async_operation;   /* 1: the submit also sends Azure-AsyncOperation */
+    char *group;                 /* the member of the body whose value is the job's group, or NULL: no group */
 };
 
 /* webhooks: delivery of job events to callback URLs and tenant endpoints (docs/webhooks.md). */

@@ -545,6 +545,7 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     j->on_complete_redirect = old->on_complete_redirect;
     ad_job_set(&j->callback_url, old->callback_url);
     ad_job_set(&j->retry_of, old->id);
+    ad_job_set(&j->group, old->group);
     j->created_at = j->updated_at = x->now;
     if (old->resource != NULL) {
         /* The placeholder resource follows the new job: its id is part of the path. */

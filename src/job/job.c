@@ -142,7 +142,8 @@ void ad_job_set(char **field, const char *v)
     X(lease_id)                                                                                                        \
     X(worker)                                                                                                          \
     X(artifact)                                                                                                        \
-    X(unique_key)
+    X(unique_key)                                                                                                      \
+    X(group)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -188,6 +189,10 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     j->progress >= 0 ? ad_json_int(b, j->progress) : ad_json_null(b);
     AD_JSON_KEY(b, "priority");
     ad_json_str(b, ad_priority_name(j->priority));
+    if (j->group != NULL) {
+        AD_JSON_KEY(b, "group");
+        ad_json_str(b, j->group);
+    }
     AD_JSON_KEY(b, "payload");
     ad_json_raw(b, j->payload != NULL ? j->payload : "{}");
     if (j->status == AD_SUCCEEDED || j->status == AD_PARTIAL) {

@@ -67,6 +67,10 @@ struct ad_job {
                             AD_SEQ_OF_THIS_WRITE asks the store to set it to the seq of the update it is written by */
     char *unique_key;    /* while the job is queued or running, a submit of its tenant and type with this uniqueKey
                             answers it instead of making a job (core.c, unique_apply), or NULL */
+    char *group;  /* the unit of fairness within a type (docs/protocol.md "Groups and fairness"), or NULL: the jobs
+                     without one form one group */
+    int64_t turn; /* the job's round among its type's groups at its priority, assigned by the store on insert from
+                     the queue as it is then (store_int.h); the lease order is priority, turn, cseq */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

@@ -342,6 +342,9 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->cseq = ad_pg_col_INT64(r, row, COL_cseq);
     j->created_seq = ad_pg_col_INT64(r, row, COL_created_seq);
     j->started_seq = ad_pg_col_INT64(r, row, COL_started_seq);
+    j->group =
+        PQgetisnull(r, row, COL_grp) || PQgetlength(r, row, COL_grp) == 0 ? NULL : ad_pg_col_TEXT(r, row, COL_grp);
+    j->turn = ad_pg_col_INT64(r, row, COL_turn);
     return j;
 }
 

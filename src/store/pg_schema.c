@@ -161,6 +161,15 @@ static const char *const migrations[] = {
      " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"),
     /* 9: the table of the space probe (store_pg.c, pg_reclaim), in the tablespace of the other tables. */
     "CREATE TABLE acceptd_space (n int);",
+    /* 10: the job's group ("" for none) and turn (job.h; SQLite's migration 13). jobs_queue holds the queue in
+     * lease order, by turn within a priority; jobs_group finds a group's last turn at insert (PG_TURN_EXPR). The
+     * jobs queued before keep turn 0: they go first, oldest first, as they would have. It may run again over
+     * itself (test_text_columns_compare_bytes runs 8 and on again). */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS grp text COLLATE \"C\" NOT NULL DEFAULT '';"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS turn bigint NOT NULL DEFAULT 0;"
+     "DROP INDEX jobs_queue;"
+     "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, turn, cseq) WHERE status = 0;"
+     "CREATE INDEX IF NOT EXISTS jobs_group ON jobs (tenant, type, priority, grp, turn) WHERE status = 0;"),
     /* 12: a job's uniqueKey, and the live jobs (queued or running) that have one, by tenant, type and key: what a
      * submit with a uniqueKey looks up (ST_UNIQUE). IF NOT EXISTS: test_text_columns_compare_bytes takes the schema
      * back to version 7 and migrates it again. */
@@ -202,9 +211,11 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_CHANGES] = PG_SELECT_JOB "WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3",
     [ST_CHANGES_ALL] = PG_SELECT_JOB "WHERE seq > $1 ORDER BY seq LIMIT $2",
     /* SKIP LOCKED: rows another transaction has locked are someone else's to lease. */
-    [ST_LEASABLE] = PG_SELECT_JOB "WHERE status = 0 AND tenant = $1 AND type = ANY ($2::text[])"
-                                  " AND (run_at IS NULL OR run_at <= $3) ORDER BY priority DESC, cseq LIMIT $4"
-                                  " FOR UPDATE SKIP LOCKED",
+    /* Per type (each type's turns are its own), one type after another; several are merged in C (ad_lease_merge). */
+    [ST_LEASABLE] = "SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS t (type, i), LATERAL (" PG_SELECT_JOB
+                    "WHERE status = 0 AND tenant = $1 AND type = t.type AND (run_at IS NULL OR run_at <= $3)"
+                    " ORDER BY priority DESC, turn, cseq LIMIT $4 FOR UPDATE SKIP LOCKED) j"
+                    " ORDER BY t.i, j.priority DESC, j.turn, j.cseq",
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
                                    " ORDER BY run_at, cseq LIMIT $3",
@@ -217,7 +228,8 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                                    " AND tombstoned = 0 AND (expires_at IS NULL OR expires_at > $5::bigint)"
                                    " AND ($6::int = 0 OR ($6::int >> status) & 1 = 1)"
                                    " AND ($7::bigint = 0 OR created_at < $7::bigint)"
-                                   " AND ($8::bigint = 0 OR created_at > $8::bigint) ORDER BY cseq",
+                                   " AND ($8::bigint = 0 OR created_at > $8::bigint)"
+                                   " AND ($9::text IS NULL OR grp = $9::text) ORDER BY cseq",
     [ST_UNIQUE] = PG_SELECT_JOB "WHERE tenant = $1 AND type = $2 AND unique_key = $3 AND status <= 1"
                                 " ORDER BY cseq LIMIT 1",
     [ST_SET_PAYLOAD] = "UPDATE jobs SET payload = $2 WHERE id = $1",

@@ -255,6 +255,14 @@ static const char *const migrations[] = {
      * the index as covering. */
     ("DROP INDEX deliveries_due;"
      "CREATE INDEX deliveries_due ON deliveries (next_at, seq, webhook_id, state) WHERE state = 0;"),
+    /* 13 (the groups' migration; PostgreSQL's 10): the job's group ("" for none) and turn (job.h). jobs_queue
+     * holds the queue in lease order, by turn within a priority; jobs_group finds a group's last turn at insert
+     * (ST_INSERT). The jobs queued before keep turn 0: they go first, oldest first, as they would have. */
+    ("ALTER TABLE jobs ADD COLUMN grp TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE jobs ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;"
+     "DROP INDEX jobs_queue;"
+     "CREATE INDEX jobs_queue ON jobs (ttkey, priority DESC, turn, cseq) WHERE status = 0;"
+     "CREATE INDEX jobs_group ON jobs (ttkey, priority, grp, turn) WHERE status = 0;"),
     /* 15 (after the groups' 13 and the queues' 14): a job's uniqueKey, and the live jobs (queued or running) that
      * have one, by tenant and type (ttkey) and key: what a submit with a uniqueKey looks up (ST_UNIQUE). */
     ("ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
@@ -274,9 +282,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_SWEEP_SAVEPOINT] = "SAVEPOINT sweep",
     [ST_SWEEP_RELEASE] = "RELEASE sweep",
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
-    [ST_INSERT] =
-        "INSERT INTO jobs (" AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey) VALUES (" AD_JOB_COLUMNS(
-            SQ_COL_PARAM) SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ")",
+    [ST_INSERT] = "INSERT INTO jobs (" SQ_INSERT_COLS ") VALUES (" SQ_INSERT_PARAMS ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
     [ST_UPDATE] =
         "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM
@@ -300,7 +306,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tkey = ?4 AND tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
     [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
-                                  " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, cseq LIMIT ?4",
+                                  " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, turn, cseq LIMIT ?4",
     [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     /* Two ordered branches, merged: a row value (run_at, cseq) > (?1, ?2) would seek on run_at alone and step
      * over every job sharing run_at ?1 that comes before the cursor, on every page of a batch scheduled at once. */
@@ -315,7 +321,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_BULK_PAGE] = SQ_SELECT_JOB "WHERE ttkey = ?1 AND cseq > ?2 AND cseq <= ?3 AND tenant = ?4 AND type = ?5"
                                    " AND tombstoned = 0 AND (expires_at IS NULL OR expires_at > ?6)"
                                    " AND (?7 = 0 OR (?7 >> status) & 1) AND (?8 = 0 OR created_at < ?8)"
-                                   " AND (?9 = 0 OR created_at > ?9) ORDER BY cseq",
+                                   " AND (?9 = 0 OR created_at > ?9) AND (?10 IS NULL OR grp = ?10) ORDER BY cseq",
     /* Through jobs_unique: its WHERE is repeated word for word (status <= 1), so that SQLite takes the index. */
     [ST_UNIQUE] = SQ_SELECT_JOB "WHERE ttkey = ?4 AND unique_key = ?3 AND status <= 1 AND tenant = ?1 AND type = ?2"
                                 " ORDER BY cseq LIMIT 1",

@@ -94,7 +94,48 @@ void ad_event_list_free(struct ad_event_list *l)
 
 int ad_lease_before(const struct ad_job *a, const struct ad_job *b)
 {
-    return a->priority != b->priority ? a->priority > b->priority : a->cseq < b->cseq;
+    if (a->priority != b->priority)
+        return a->priority > b->priority;
+    return a->turn != b->turn ? a->turn < b->turn : a->cseq < b->cseq;
+}
+
+void ad_lease_merge(struct ad_job_list *l, int limit)
+{
+    size_t keep = limit > 0 ? (size_t)limit : 0;
+    size_t runs = 0;
+    for (size_t i = 0; i < l->n; i++)
+        runs += i == 0 || strcmp(l->items[i]->type, l->items[i - 1]->type) != 0;
+    if (runs > 1) {
+        size_t *at = ad_calloc(runs * 2, sizeof(*at)); /* each run's next row, then its end */
+        for (size_t i = 0, r = 0; i < l->n; i++) {
+            if (i == 0 || strcmp(l->items[i]->type, l->items[i - 1]->type) != 0) {
+                if (r > 0)
+                    at[runs + r - 1] = i;
+                at[r++] = i;
+            }
+        }
+        at[runs * 2 - 1] = l->n;
+        struct ad_job **out = ad_calloc(l->n, sizeof(*out));
+        for (size_t n = 0; n < l->n; n++) {
+            size_t best = runs;
+            for (size_t r = 0; r < runs; r++) {
+                if (at[r] == at[runs + r])
+                    continue;
+                const struct ad_job *h = l->items[at[r]];
+                if (best == runs)
+                    best = r;
+                else if (h->priority != l->items[at[best]]->priority ? h->priority > l->items[at[best]]->priority
+                                                                     : h->cseq < l->items[at[best]]->cseq)
+                    best = r;
+            }
+            out[n] = l->items[at[best]++];
+        }
+        free(l->items);
+        l->items = out;
+        free(at);
+    }
+    while (l->n > keep)
+        ad_job_free(l->items[--l->n]);
 }
 
 /* The body of each ad_*_list_one: the same steps over a list of another type, freed by F. */

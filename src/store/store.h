@@ -238,7 +238,9 @@ struct ad_store_ops {
     /* Jobs of a tenant (NULL: of every tenant, PostgreSQL only: the cluster's pump) with seq > since, by seq
      * ascending, at most limit. */
     ad_err (*job_changes)(struct ad_conn *c, const char *tenant, int64_t since, int limit, struct ad_job_list *out);
-    /* Queued jobs of a tenant of one of the types with run_at <= now, highest priority then lowest cseq. */
+    /* Queued jobs of a tenant of one of the types with run_at <= now, at most limit, in lease order: within a type,
+     * highest priority, then earliest turn (round-robin among its groups, job.h), then lowest cseq; several types
+     * merged by their heads' priority, then age (ad_lease_merge). */
     ad_err (*job_leasable)(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
                            int limit, struct ad_job_list *out);
     /* One page of a bulk walk over the jobs of q->tenant and q->type by cseq (core/bulk.c): the first limit of them

@@ -18,6 +18,11 @@
  * one go (pg_job_prefetch), and its leases take from the head of the queue that its first lease read (struct
  * pg_pool), so a batch of submits, completes and leases waits about three times: reads ahead, queue, commit.
  *
+ * Fairness among groups (docs/protocol.md "Groups and fairness"): the server gives each job its turn in the
+ * insert itself (PG_TURN_EXPR), under the write lock, so every node counts the same turns and no node keeps any
+ * state of its own; the lease reads the queue by priority, turn, cseq. A turn is not known here until read back,
+ * so an insert into the queue a pool holds drops the pool (pool_note).
+ *
  * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
  * acceptd_changes "<node>\n<id>\n<id>\t<tenant>\t<type>..." (tenant and type for the jobs that are queued
  * now), and a node's feed connection LISTENs and passes on what the other nodes announced.
@@ -378,8 +383,10 @@ ad_err ad_pg_begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
  * Keep the pool exact after job was written: its old row leaves the pool, and if it is now a queued job the
  * pool's lease query would find, it goes in at its place, unless it ranks after the pool's last job and the
  * pool does not hold the whole queue (it is then beyond the head the pool holds, as the rows never read are).
+ * A job just inserted has its turn from the server (PG_TURN_EXPR), not known here: its place is not known, so the
+ * pool is dropped, and the next lease reads the head again.
  */
-static void pool_note(struct ad_conn *c, const struct ad_job *job)
+static void pool_note(struct ad_conn *c, const struct ad_job *job, int insert)
 {
     struct pg_pool *pl = &c->pool;
     if (!pl->valid)
@@ -399,6 +406,10 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job)
         t++;
     if (t == pl->ntypes)
         return;
+    if (insert) {
+        pool_drop(pl);
+        return;
+    }
     size_t at = pl->n;
     while (at > 0 && ad_lease_before(job, pl->rows[at - 1]))
         at--;
@@ -429,6 +440,8 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         ad_pg_param_TIME(&p, started); /* $33 */
+    else
+        ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
@@ -440,7 +453,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
         else
             job->started_seq = started;
         if (c->in_tx)
-            pool_note(c, job);
+            pool_note(c, job, insert);
     }
     return e;
 }
@@ -600,7 +613,10 @@ static ad_err pg_job_changes(struct ad_conn *c, const char *tenant, int64_t sinc
     return fetch_jobs(c, tenant != NULL ? ST_CHANGES : ST_CHANGES_ALL, &p, out, "job changes");
 }
 
-/* One query for all the types; the jobs it returns stay locked until the transaction ends. */
+/* One query for all the types, each type's head in its own order; the jobs it returns stay locked until the
+ * transaction ends. */
+static ad_err lease_read(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
+                         int limit, struct ad_job_list *out);
 /*
  * Serve a lease from the pool when it answers it exactly: it holds the head of the same queue, due by now, and
  * limit jobs due by now are in it, or it holds the whole queue. 1 with *out filled (the jobs leave the pool),
@@ -639,8 +655,29 @@ static int pool_take(struct pg_pool *pl, const char *tenant, const char *arr, in
 static ad_err pg_job_leasable(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes,
                               int64_t now, int limit, struct ad_job_list *out)
 {
+    const char **uniq = ad_calloc(ntypes + 1, sizeof(*uniq));
+    size_t nuniq = 0;
+    for (size_t i = 0; i < ntypes; i++) {
+        size_t k = 0;
+        while (k < nuniq && strcmp(uniq[k], types[i]) != 0)
+            k++;
+        if (k == nuniq)
+            uniq[nuniq++] = types[i];
+    }
+    ad_err e = lease_read(c, tenant, uniq, nuniq, now, limit, out);
+    free(uniq);
+    if (e == AD_E_OK && nuniq > 1)
+        ad_lease_merge(out, limit);
+    return e;
+}
+
+/* pg_job_leasable of distinct types. Only a lease of one type keeps a pool: the merged order of several is not one
+ * that a job written later can be placed in. */
+static ad_err lease_read(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes, int64_t now,
+                         int limit, struct ad_job_list *out)
+{
     char *arr = ad_pg_text_array(types, ntypes);
-    int pool = c->in_tx && limit > 0;
+    int pool = c->in_tx && limit > 0 && ntypes == 1;
     if (pool && pool_take(&c->pool, tenant, arr, now, limit, out)) {
         free(arr);
         return AD_E_OK;
@@ -741,7 +778,6 @@ static ad_err pg_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
     int64_t hi;
     if ((e = query_int64(c, ST_BULK_SPAN, &p, &hi, "bulk walk span")) != AD_E_OK || hi == 0)
         return e;
-    /* q->group is matched once jobs have a group (grp): " AND ($9::text IS NULL OR grp = $9)", added here. */
     p = (struct pg_params){0};
     ad_pg_param_TEXT(&p, q->tenant);
     ad_pg_param_TEXT(&p, q->type);
@@ -751,6 +787,7 @@ static ad_err pg_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
     ad_pg_param_INT(&p, (int)q->statuses);
     ad_pg_param_INT64(&p, q->created_before);
     ad_pg_param_INT64(&p, q->created_after);
+    ad_pg_param_TEXT(&p, q->group);
     e = fetch_jobs(c, ST_BULK_PAGE, &p, out, "bulk walk page");
     if (e == AD_E_OK)
         *next = hi;

@@ -20,7 +20,9 @@ enum pg_col {
         COL_seq,
     COL_cseq,
     COL_created_seq,
-    COL_started_seq
+    COL_started_seq,
+    COL_grp,
+    COL_turn
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -38,10 +40,20 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET(name, kind, n, fixed) PG_COL_SET_##fixed(name, n)
 #define PG_COL_SET_0(name, n) #name " = $" #n ", "
 #define PG_COL_SET_1(name, n)
-#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
+#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+/*
+ * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
+ * one past the last turn of its group's queued jobs at its priority (jobs_group), but not before the turn of the
+ * next job to lease at that priority (jobs_queue). $33 is the group, "" for none.
+ */
+#define PG_TURN_EXPR                                                                                                   \
+    "greatest((SELECT turn + 1 FROM jobs WHERE tenant = $2 AND type = $3 AND priority = $6 AND grp = $33"              \
+    " AND status = 0 ORDER BY turn DESC LIMIT 1), (SELECT turn FROM jobs WHERE tenant = $2 AND type = $3"              \
+    " AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17) ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq"
-#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM
+#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
+#define PG_INSERT_PARAMS                                                                                               \
+    AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -153,8 +165,9 @@ struct pg_pending {
 
 /*
  * The queued jobs a batch's leases take from (pg_job_leasable): the head of one tenant's queue for one list of
- * types, in lease order (priority, then cseq), as the first lease of the batch read it, kept exact by every
- * write of a job in the batch. Leases after the first take from it without a round trip.
+ * types, in lease order (priority, turn, cseq), as the first lease of the batch read it, kept exact by every
+ * write of a job in the batch (an insert into it drops it: the server assigns the new job's turn). Leases after the
+ * first take from it without a round trip.
  */
 struct pg_pool {
     int valid;

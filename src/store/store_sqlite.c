@@ -7,6 +7,11 @@
  * served by an index (tests/unit/test_store_sqlite.c checks the plans). This file decides nothing about
  * jobs: it stores what the core hands it and answers queries. It never logs payloads or results.
  *
+ * Fairness among groups (docs/protocol.md "Groups and fairness") is in the data, not in this file's memory: the
+ * insert gives each job its turn (SQ_TURN_EXPR: one past its group's last queued turn at its priority, not before
+ * the queue's next), and the lease walks jobs_queue by priority, turn, cseq, as it walked it by priority and cseq
+ * before. A group without queued jobs leaves nothing behind.
+ *
  * This file holds the store operations on jobs, idempotency records, attempts and job events, the artifacts
  * (files, store/artifact.c) and the ops table. The rest is one job a file, sharing store_sqlite_int.h:
  * sqlite_conn.c the connections, their statements and transactions, and the space the log takes;
@@ -98,6 +103,9 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     j->cseq = sqlite3_column_int64(st, COL_cseq);
     j->created_seq = sqlite3_column_int64(st, COL_created_seq);
     j->started_seq = sqlite3_column_int64(st, COL_started_seq);
+    const unsigned char *g = sqlite3_column_text(st, COL_grp);
+    j->group = g != NULL && *g != '\0' ? ad_strdup((const char *)g) : NULL;
+    j->turn = sqlite3_column_int64(st, COL_turn);
     return j;
 }
 
@@ -221,6 +229,8 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
         rc = sqlite3_bind_int64(st, SQ_TKEY_PARAM_N, ad_sq_key(job->tenant, NULL));
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = sqlite3_bind_int64(st, SQ_TTKEY_PARAM_N, ad_sq_key(job->tenant, job->type));
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_GRP_PARAM_N, job->group != NULL ? job->group : "");
     if (rc == SQLITE_OK && id == ST_UPDATE)
         rc = sqlite3_bind_int64(st, SQ_CSEQ_PARAM_N, job->cseq);
     if (rc == SQLITE_OK && id == ST_UPDATE)
@@ -358,17 +368,9 @@ static ad_err sq_job_changes(struct ad_conn *c, const char *tenant, int64_t sinc
     return fetch_jobs(c, st, out, "job changes");
 }
 
-/* Lease order: higher priority first, then older (lower cseq) first. */
-static int lease_order(const void *a, const void *b)
-{
-    const struct ad_job *x = *(const struct ad_job *const *)a;
-    const struct ad_job *y = *(const struct ad_job *const *)b;
-    return ad_lease_before(x, y) ? -1 : ad_lease_before(y, x) ? 1 : 0;
-}
-
 /*
- * One indexed query per type, then a merge. A single "type IN (...)" query cannot walk one index in lease
- * order across several types: SQLite would either sort every queued job of those types or walk the tenant's
+ * One indexed query per type, then a merge (ad_lease_merge). A single "type IN (...)" query cannot walk one index in
+ * lease order across several types: SQLite would either sort every queued job of those types or walk the tenant's
  * whole queue skipping other types. Per type, each query reads at most `limit` rows.
  */
 static ad_err sq_job_leasable(struct ad_conn *c, const char *tenant, const char *const *types, size_t ntypes,
@@ -395,11 +397,7 @@ static ad_err sq_job_leasable(struct ad_conn *c, const char *tenant, const char 
             return e;
         }
     }
-    if (out->n > 1)
-        qsort(out->items, out->n, sizeof(*out->items), lease_order);
-    size_t keep = limit > 0 ? (size_t)limit : 0;
-    while (out->n > keep)
-        ad_job_free(out->items[--out->n]);
+    ad_lease_merge(out, limit);
     return AD_E_OK;
 }
 
@@ -459,7 +457,6 @@ static ad_err sq_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
         return e;
     if ((st = ad_sq_stmt(c, ST_BULK_PAGE)) == NULL)
         return AD_E_INTERNAL;
-    /* q->group is matched once jobs have a group (grp): " AND (?10 IS NULL OR grp = ?10)", bound here. */
     sqlite3_bind_int64(st, 1, key);
     sqlite3_bind_int64(st, 2, after);
     sqlite3_bind_int64(st, 3, hi);
@@ -469,6 +466,7 @@ static ad_err sq_job_bulk_page(struct ad_conn *c, const struct ad_bulk_query *q,
     sqlite3_bind_int64(st, 7, (int64_t)q->statuses);
     sqlite3_bind_int64(st, 8, q->created_before);
     sqlite3_bind_int64(st, 9, q->created_after);
+    ad_sq_bind_TEXT(st, 10, q->group);
     e = fetch_jobs(c, st, out, "bulk walk page");
     if (e == AD_E_OK)
         *next = hi;

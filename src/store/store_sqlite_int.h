@@ -20,7 +20,9 @@ enum sq_col {
         COL_seq,
     COL_cseq,
     COL_created_seq,
-    COL_started_seq
+    COL_started_seq,
+    COL_grp,
+    COL_turn
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -42,7 +44,24 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define SQ_TKEY_PARAM_N 35
 #define SQ_TTKEY_PARAM "?36" /* an insert's ttkey */
 #define SQ_TTKEY_PARAM_N 36
-#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq FROM jobs "
+#define SQ_GRP_PARAM "?37" /* an insert's grp: the job's group, "" for none */
+#define SQ_GRP_PARAM_N 37
+/*
+ * An insert's turn (job.h): one past the last turn of its group's queued jobs at its priority, but not before the
+ * turn of the next job to lease at that priority (jobs_group and jobs_queue, one entry each). Rows whose keys
+ * collide are passed over by the names.
+ */
+#define SQ_TURN_EXPR                                                                                                   \
+    "max(coalesce((SELECT turn + 1 FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND grp = ?37 AND status = 0"         \
+    " AND tenant = ?2 AND type = ?3 ORDER BY turn DESC LIMIT 1), 0), coalesce((SELECT turn FROM jobs"                  \
+    " WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"                                \
+    " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0))"
+#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+/* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
+#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn"
+#define SQ_INSERT_PARAMS                                                                                               \
+    AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
+    SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1

@@ -162,8 +162,25 @@ describe('bulk cancel and retry', () => {
             assertProblem(await t.w.post(`/v1/jobs:${what}`, { type: 'report.export' }), 403, 'forbidden');
         }
         assert.equal((await getJob(t.c, id)).status, 'queued', 'a refused filter changes nothing');
-        // A group of 128 characters is a group (jobs have none yet: it matches as the store can tell).
-        expectStatus(await t.c.post('/v1/jobs:retry', { type: 'report.export', group: 'g'.repeat(128) }), 200);
+        // A group of 128 characters is a group: none of this tenant's jobs is in it.
+        assert.deepEqual(await bulk(t.c, 'retry', { type: 'report.export', group: 'g'.repeat(128) }), { matched: 0, changed: 0 });
+    });
+
+    it("acts on one group's jobs only when the filter names a group", async () => {
+        const t = tenant(d);
+        const inA = [(await submit(t.c, { type: 'report.export', payload: {}, group: 'customer-a' })).json.id,
+            (await submit(t.c, { type: 'report.export', payload: {}, group: 'customer-a' })).json.id];
+        const inB = (await submit(t.c, { type: 'report.export', payload: {}, group: 'customer-b' })).json.id;
+        const none = (await submit(t.c)).json.id;
+        assert.deepEqual(await bulk(t.c, 'cancel', { type: 'report.export', group: 'customer-a' }), { matched: 2, changed: 2 });
+        for (const id of inA) assert.equal((await getJob(t.c, id)).status, 'cancelled');
+        assert.equal((await getJob(t.c, inB)).status, 'queued');
+        assert.equal((await getJob(t.c, none)).status, 'queued');
+        const retried = await bulk(t.c, 'retry', { type: 'report.export', group: 'customer-a' });
+        assert.deepEqual(retried, { matched: 2, changed: 2 });
+        const again = (await listAll(t.c, { status: 'queued' })).filter((j) => inA.includes(j.retryOf));
+        assert.equal(again.length, 2);
+        for (const j of again) assert.equal(j.group, 'customer-a', 'a retry keeps the group');
     });
 });
 

@@ -189,8 +189,9 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   job_update                       sc_test_update_writes_fields_and_moves_seq, sc_test_every_field_round_trips
  *   job_list                         sc_test_list_order_filters_and_keyset, sc_test_list_updated_after_exact
  *   job_changes                      sc_test_changes_by_seq
- *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars
- *   job_running                      sc_test_running_jobs_by_lease_expiry
+ *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars,
+ *                                    sc_test_leasable_groups_round_robin,
+ * sc_test_leasable_group_backlog_does_not_starve job_running                      sc_test_running_jobs_by_lease_expiry
  *   job_scheduled                    sc_test_scheduled_soonest_first
  *   job_bulk_page                    sc_test_bulk_page_walks_matching_jobs
  *   sweep                            sc_test_sweep_tombstones_then_deletes, sc_test_job_events, sc_test_attempts
@@ -1052,6 +1053,99 @@ static void sc_test_leasable_order_and_exclusions(void **state)
     assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
     sc_leasable(f, "t1", a, 1, T0, 2, "high1,high2");
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+}
+
+/* Insert a queued job of group (NULL: none) of type "g" at priority. */
+static void sc_insert_grouped(struct fx *f, const char *id, const char *group, enum ad_priority priority)
+{
+    struct ad_job *j = new_job(id, "t1", "g", AD_QUEUED, priority);
+    ad_job_set(&j->group, group);
+    sc_insert(f, j);
+    ad_job_free(j);
+}
+
+/* Take job id out of the queue, as a lease does. */
+static void sc_run(struct fx *f, const char *id)
+{
+    struct ad_job *j = sc_get(f, f->c, "t1", id);
+    j->status = AD_RUNNING;
+    assert_int_equal(f->s->ops->job_update(f->c, j), AD_E_OK);
+    ad_job_free(j);
+}
+
+/* Within a priority, a type's groups take turns (the jobs without a group are one group), each group's jobs oldest
+ * first; a group that comes to a queue other groups have a backlog in joins the turn the queue is at. */
+static void sc_test_leasable_groups_round_robin(void **state)
+{
+    struct fx *f = *state;
+    const char *g[] = {"g"};
+    for (int i = 1; i <= 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "a%d", i);
+        sc_insert_grouped(f, id, "A", AD_PRIO_NORMAL);
+    }
+    sc_insert_grouped(f, "b1", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "b2", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n1", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "ah", "A", AD_PRIO_HIGH);
+    struct ad_job *j = sc_get(f, f->c, "t1", "b1");
+    assert_string_equal(j->group, "B");
+    ad_job_free(j);
+    j = sc_get(f, f->c, "t1", "n1");
+    assert_null(j->group);
+    ad_job_free(j);
+    sc_leasable(f, "t1", g, 1, T0, 20, "ah,a1,b1,n1,a2,b2,a3,a4,a5");
+    sc_leasable(f, "t1", g, 1, T0, 3, "ah,a1,b1");
+    /* Leased jobs leave their turns: B's next job joins the turn the queue is at, not the one after B's last. */
+    sc_run(f, "ah");
+    sc_run(f, "a1");
+    sc_run(f, "b1");
+    sc_run(f, "n1");
+    sc_run(f, "a2");
+    sc_run(f, "b2");
+    sc_insert_grouped(f, "b3", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "b4", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "c1", "C", AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "a3,b3,c1,a4,b4,a5");
+    /* Inside a transaction, and with another type asked for too (each type keeps its own turns). */
+    sc_insert_new(f, "other", "t1", "o", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    sc_leasable(f, "t1", g, 1, T0, 2, "a3,b3");
+    sc_run(f, "a3");
+    sc_insert_grouped(f, "a6", "A", AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "b3,c1,a4,b4,a5,a6");
+    const char *go[] = {"g", "o"};
+    sc_leasable(f, "t1", go, 2, T0, 3, "b3,c1,a4");
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+}
+
+/* A group with a backlog holds back another group's job by one job: 100 jobs of A, then one of B. */
+static void sc_test_leasable_group_backlog_does_not_starve(void **state)
+{
+    struct fx *f = *state;
+    const char *g[] = {"g"};
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    for (int i = 0; i < 100; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "a%d", i);
+        sc_insert_grouped(f, id, "A", AD_PRIO_NORMAL);
+    }
+    sc_insert_grouped(f, "b", "B", AD_PRIO_NORMAL);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    sc_leasable(f, "t1", g, 1, T0, 3, "a0,b,a1");
+    /* Two backlogs alternate. */
+    for (int i = 1; i < 50; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "b%d", i);
+        sc_insert_grouped(f, id, "B", AD_PRIO_NORMAL);
+    }
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_leasable(f->c, "t1", g, 1, T0, 60, &l), AD_E_OK);
+    assert_int_equal(l.n, 60);
+    for (size_t i = 0; i < l.n; i++)
+        if (strcmp(l.items[i]->group, i % 2 == 0 ? "A" : "B") != 0)
+            fail_msg("lease %zu is %s of %s", i, l.items[i]->id, l.items[i]->group);
+    ad_job_list_free(&l);
 }
 
 /* Type names are data, whatever characters they hold (PostgreSQL passes the list as one text[] literal, in which
@@ -2093,6 +2187,8 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_changes_by_seq, setup, teardown),                                      \
         cmocka_unit_test_setup_teardown(sc_test_leasable_order_and_exclusions, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \
+        cmocka_unit_test_setup_teardown(sc_test_leasable_groups_round_robin, setup, teardown),                         \
+        cmocka_unit_test_setup_teardown(sc_test_leasable_group_backlog_does_not_starve, setup, teardown),              \
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \

@@ -393,7 +393,15 @@ static void test_render_nulls_and_defaults(void **state)
     assert_null(json_object_get(doc, "result"));
     assert_null(json_object_get(doc, "error"));
     assert_null(json_object_get(doc, "resultLocation"));
+    assert_null(json_object_get(doc, "group")); /* no group: no member */
     json_decref(doc);
+
+    /* A group is shown as it is, escaped as every string is. */
+    ad_job_set(&j->group, "cust \"42\" \\");
+    doc = render_parse(j);
+    expect_str(doc, "group", "cust \"42\" \\");
+    json_decref(doc);
+    ad_job_set(&j->group, NULL);
 
     /* 0 is a real progress value, distinct from unknown. */
     j->progress = 0;
@@ -639,6 +647,7 @@ static void test_dup_deep_copy(void **state)
     ad_job_set(&j->resource, "/v1/videos/1");
     ad_job_set(&j->lease_id, "lse_1");
     ad_job_set(&j->worker, "w1");
+    ad_job_set(&j->group, "customer-42");
     j->progress = 7;
     j->priority = AD_PRIO_LOW;
     j->timeout_seconds = 60;
@@ -653,12 +662,12 @@ static void test_dup_deep_copy(void **state)
     j->started_at = 16;
 
     struct ad_job *d = ad_job_dup(j);
-    char **fs[] = {&j->id,    &j->tenant,  &j->type,         &j->payload,  &j->result,   &j->result_location,
-                   &j->error, &j->message, &j->callback_url, &j->retry_of, &j->resource, &j->lease_id,
-                   &j->worker};
-    char **fd[] = {&d->id,    &d->tenant,  &d->type,         &d->payload,  &d->result,   &d->result_location,
-                   &d->error, &d->message, &d->callback_url, &d->retry_of, &d->resource, &d->lease_id,
-                   &d->worker};
+    char **fs[] = {&j->id,     &j->tenant,  &j->type,         &j->payload,  &j->result,   &j->result_location,
+                   &j->error,  &j->message, &j->callback_url, &j->retry_of, &j->resource, &j->lease_id,
+                   &j->worker, &j->group};
+    char **fd[] = {&d->id,     &d->tenant,  &d->type,         &d->payload,  &d->result,   &d->result_location,
+                   &d->error,  &d->message, &d->callback_url, &d->retry_of, &d->resource, &d->lease_id,
+                   &d->worker, &d->group};
     size_t nf = sizeof(fs) / sizeof(fs[0]);
     char *orig[sizeof(fs) / sizeof(fs[0])];
     for (size_t i = 0; i < nf; i++) {

@@ -437,7 +437,9 @@ static void test_every_statement_uses_an_index(void **state)
     }
     assert_true(n >= 20);
 
-    assert_plan_uses(db, "ORDER BY priority DESC, cseq", "jobs_queue");
+    assert_plan_uses(db, "ORDER BY priority DESC, turn, cseq", "jobs_queue");
+    assert_plan_uses(db, "AND grp = ?37 AND status = 0", "jobs_group");
+    assert_plan_uses(db, "AND grp = ?37 AND status = 0", "jobs_queue");
     assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
     assert_plan_uses(db, "unique_key = ?3", "jobs_unique");
