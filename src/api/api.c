@@ -51,6 +51,7 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/leases", ad_api_lease, WORKER},
     {"GET", "/v1/leases", ad_api_lease_list, ALL},
     {"GET", "/v1/stats", ad_api_stats, ALL},
+    {"GET", "/v1/queues", ad_api_queue_list, ALL},
     {"GET", "/ui", ad_api_ui, 0},
     {"GET", "/ui/", ad_api_ui, 0},
     {"GET", "/ui/{id}.html", ad_api_ui, 0},
@@ -297,6 +298,8 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         handler = ad_api_get_resource;
         roles = ALL;
         ad_http_note_route(r, "{configured resource}");
+    } else if (ad_api_queue_route(r, &handler, &roles)) {
+        ad_http_note_route(r, "/v1/queues/{type}");
     } else {
         const struct ad_route_def *def;
         h2o_iovec_t allow;

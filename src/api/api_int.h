@@ -175,6 +175,10 @@ int ad_api_send_buf(struct ad_request *r, int status, struct ad_buf *b);
 int ad_api_fail(struct ad_request *r, ad_err err);
 
 /* Handlers. */
+/* GET /v1/queues; and /v1/queues/{type} (api_queues.c): 1 with r->id the type, and the handler and roles of r's
+ * method, when r's path is a queue's; else 0. */
+int ad_api_queue_list(struct ad_request *r);
+int ad_api_queue_route(struct ad_request *r, ad_handler *handler, int *roles);
 int ad_api_submit(struct ad_request *r);
 int ad_api_submit_batch(struct ad_request *r);
 int ad_api_get_job(struct ad_request *r);
