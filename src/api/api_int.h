@@ -41,6 +41,9 @@ int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 
 /* Job answers shared by the handlers: representation with ETag and cache headers. */
 int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
+/* The ETag of e's representation as it is served now: a due queued job held back by its queue's settings says so
+ * in "waitingFor" (core/queues.h), spliced in when it is answered, and has an ETag of its own then. */
+const char *ad_api_job_etag(h2o_req_t *req, struct ad_entry *e);
 /* ETag, Cache-Control and Retry-After or Expires of a job answer, for one that is not the job view. */
 void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e);
 /* Location, Operation-Location (the Azure status monitor) and, as the submit's route asks, Azure-AsyncOperation

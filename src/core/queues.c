@@ -16,6 +16,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,9 @@ static const struct ad_store_ops *st;
 static struct {
     pthread_mutex_t mu;
     char **keys;
+    enum ad_wait *why; /* per key: why its queued jobs wait, as the writer last decided */
     size_t n, cap;
+    atomic_size_t any; /* n, readable without the lock: the common case (nothing limited) takes no lock */
 } limited = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void ad_queues_init(const struct ad_config *cfg, const struct ad_store_ops *ops)
@@ -65,8 +68,8 @@ static size_t limited_find(const char *tenant, const char *type, size_t tl)
     return SIZE_MAX;
 }
 
-/* Remember whether q holds jobs back (the writer saw it so). */
-static void limited_note(const struct ad_queue *q)
+/* Remember whether q holds jobs back (the writer saw it so), and why they wait now (AD_WAIT_NONE: there is room). */
+static void limited_note(const struct ad_queue *q, enum ad_wait why)
 {
     size_t tl = strlen(q->tenant), yl = strlen(q->type);
     int on = holds_back(q);
@@ -76,24 +79,45 @@ static void limited_note(const struct ad_queue *q)
         if (limited.n == limited.cap) {
             limited.cap = limited.cap ? limited.cap * 2 : 16;
             limited.keys = ad_realloc(limited.keys, limited.cap * sizeof(*limited.keys));
+            limited.why = ad_realloc(limited.why, limited.cap * sizeof(*limited.why));
         }
         char *k = ad_malloc(tl + yl + 2);
         memcpy(k, q->tenant, tl + 1);
         memcpy(k + tl + 1, q->type, yl + 1);
-        limited.keys[limited.n++] = k;
+        i = limited.n++;
+        limited.keys[i] = k;
     } else if (!on && i != SIZE_MAX) {
         free(limited.keys[i]);
-        limited.keys[i] = limited.keys[--limited.n];
+        limited.n--;
+        limited.keys[i] = limited.keys[limited.n];
+        limited.why[i] = limited.why[limited.n];
+        i = SIZE_MAX;
     }
+    if (i != SIZE_MAX)
+        limited.why[i] = q->paused ? AD_WAIT_PAUSED : why;
+    atomic_store_explicit(&limited.any, limited.n, memory_order_relaxed);
     pthread_mutex_unlock(&limited.mu);
 }
 
 int ad_queues_limited(const char *tenant, const char *type)
 {
+    if (atomic_load_explicit(&limited.any, memory_order_relaxed) == 0)
+        return 0;
     pthread_mutex_lock(&limited.mu);
     int on = limited.n > 0 && limited_find(tenant, type, strlen(tenant)) != SIZE_MAX;
     pthread_mutex_unlock(&limited.mu);
     return on;
+}
+
+enum ad_wait ad_queues_waiting(const char *tenant, const char *type)
+{
+    if (atomic_load_explicit(&limited.any, memory_order_relaxed) == 0)
+        return AD_WAIT_NONE;
+    pthread_mutex_lock(&limited.mu);
+    size_t i = limited.n > 0 ? limited_find(tenant, type, strlen(tenant)) : SIZE_MAX;
+    enum ad_wait why = i != SIZE_MAX ? limited.why[i] : AD_WAIT_NONE;
+    pthread_mutex_unlock(&limited.mu);
+    return why;
 }
 
 ad_err ad_queue_load(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out)
@@ -179,7 +203,8 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
         ad_err e = ad_queue_load(c, tenant, types[i], &g->q[i]);
         if (e != AD_E_OK)
             return e;
-        limited_note(&g->q[i]);
+        if (!holds_back(&g->q[i]))
+            limited_note(&g->q[i], AD_WAIT_NONE);
         g->limited |= holds_back(&g->q[i]);
     }
     if (!g->limited) {
@@ -195,6 +220,7 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
         ad_err e = ad_queue_room(c, &g->q[i], NULL, now, &g->room[i], &why, &open_at);
         if (e != AD_E_OK)
             return e;
+        limited_note(&g->q[i], why);
         if (open_at != 0 && (g->open_at == 0 || open_at < g->open_at))
             g->open_at = open_at;
         if (g->room[i] > 0) {
@@ -251,12 +277,12 @@ ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type
     ad_err e = ad_queue_load(c, tenant, type, &q);
     if (e != AD_E_OK)
         return e;
-    limited_note(&q);
     int room = INT_MAX;
-    enum ad_wait why;
+    enum ad_wait why = AD_WAIT_NONE;
     int64_t open_at;
     if (holds_back(&q))
         e = ad_queue_room(c, &q, NULL, now, &room, &why, &open_at);
+    limited_note(&q, why);
     if (e == AD_E_OK && room > 0) {
         *ok = 1;
         e = ad_queue_took(c, &q, 1, now);
@@ -409,6 +435,35 @@ static ad_err view_load(struct ad_conn *c, const char *tenant, const char *type,
     if (v->waiting > 0 && v->why == AD_WAIT_NONE) /* room for some: the rest wait for the limit that gave it */
         v->why = v->q.concurrency > 0 && v->counts.running + room >= v->q.concurrency ? AD_WAIT_CONCURRENCY
                                                                                       : AD_WAIT_RATE_LIMIT;
+    if (e == AD_E_OK)
+        limited_note(&v->q, room == 0 ? v->why : AD_WAIT_NONE);
+    return e;
+}
+
+ad_err ad_queues_count_waiting(struct ad_conn *c, int64_t now, int64_t out[AD_WAIT__COUNT])
+{
+    memset(out, 0, AD_WAIT__COUNT * sizeof(*out));
+    pthread_mutex_lock(&limited.mu);
+    size_t n = limited.n;
+    char **keys = ad_calloc(n ? n : 1, sizeof(*keys));
+    for (size_t i = 0; i < n; i++) {
+        size_t tl = strlen(limited.keys[i]);
+        size_t len = tl + 1 + strlen(limited.keys[i] + tl + 1) + 1;
+        keys[i] = ad_malloc(len);
+        memcpy(keys[i], limited.keys[i], len);
+    }
+    pthread_mutex_unlock(&limited.mu);
+    ad_err e = AD_E_OK;
+    for (size_t i = 0; i < n; i++) {
+        struct ad_queue_view v = {0};
+        if (e == AD_E_OK)
+            e = view_load(c, keys[i], keys[i] + strlen(keys[i]) + 1, now, &v);
+        if (e == AD_E_OK && v.waiting > 0 && v.why > AD_WAIT_NONE && v.why < AD_WAIT__COUNT)
+            out[v.why] += v.waiting;
+        ad_queue_clear(&v.q);
+        free(keys[i]);
+    }
+    free(keys);
     return e;
 }
 
@@ -466,10 +521,10 @@ static ad_err queue_apply(struct ad_op *op, struct ad_conn *c)
         return AD_E_VALIDATION_FAILED;
     }
     e = st->queue_put(c, &q);
-    if (e == AD_E_OK)
-        limited_note(&q);
     ad_queue_clear(&q);
-    return e == AD_E_OK ? view_load(c, x->tenant, x->type, x->now, &x->view) : e;
+    if (e == AD_E_OK)
+        e = view_load(c, x->tenant, x->type, x->now, &x->view);
+    return e;
 }
 
 static void queue_destroy(struct ad_op *op)

@@ -72,6 +72,14 @@ ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type
 /* Whether the queue of tenant's type has a setting that can hold jobs back, as the writer last saw it: a job of
  * the type that ends may free a slot for a parked lease. Any thread. */
 int ad_queues_limited(const char *tenant, const char *type);
+/* Why the due queued jobs of tenant's type wait, as this node's writer last decided (a lease that found no room, a
+ * PATCH), AD_WAIT_NONE when it found room or the queue holds nothing back: what a queued job's "waitingFor"
+ * shows. A hint, not a count: it is set by this node's leases and changes. Any thread. */
+enum ad_wait ad_queues_waiting(const char *tenant, const char *type);
+
+/* Count the due queued jobs held back now, by reason (out[AD_WAIT_x]), over the queues this node knows to be
+ * limited (ad_queues_limited), every tenant. A read, on c. */
+ad_err ad_queues_count_waiting(struct ad_conn *c, int64_t now, int64_t out[AD_WAIT__COUNT]);
 
 /* Apply an RFC 7396 merge patch to q. 0, or -1 with *pointer (a JSON Pointer into the patch) and *detail set
  * (heap, the caller frees): then q is unchanged. */

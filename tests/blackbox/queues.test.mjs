@@ -104,6 +104,10 @@ describe('queues', () => {
         const q = await getQueue(c, 'report.export');
         assert.deepEqual(q.counts, { queued: 1, running: 0, scheduled: 0, waiting: 1 });
         assert.equal(q.waitingFor, 'paused');
+        // The job says why it waits, under an ETag of its own.
+        const held = expectStatus(await c.get(`/v1/jobs/${id}`), 200);
+        assert.equal(held.json.status, 'queued');
+        assert.equal(held.json.waitingFor, 'paused', show(held));
         // A parked lease request (wait 5 s) gets the job once the queue is resumed.
         const parked = lease(w, 'report.export', { wait: 5 });
         await sleep(300);
@@ -111,6 +115,20 @@ describe('queues', () => {
         const res = expectStatus(await parked, 200);
         assert.equal(res.json.leases[0].job.id, id);
         assert.ok(res.ms < 4500, `the parked lease took ${res.ms} ms: it was not woken by the resume`);
+        assert.equal(res.json.leases[0].job.waitingFor, undefined);
+    });
+
+    it('a queued job whose queue is not held back has no waitingFor, and a held one changes its ETag', async () => {
+        const { c, a } = tenant(d);
+        const id = (await submit(c, { type: 'report.export', payload: {} })).json.id;
+        const free = expectStatus(await c.get(`/v1/jobs/${id}`), 200);
+        assert.equal(free.json.waitingFor, undefined);
+        expectStatus(await patchQueue(a, 'report.export', { paused: true }), 200);
+        const held = await c.get(`/v1/jobs/${id}`, { headers: { 'if-none-match': free.headers.get('etag') } });
+        assert.equal(held.status, 200, `a 304 to the ETag of the job before its queue was paused: ${show(held)}`);
+        assert.equal(held.json.waitingFor, 'paused');
+        assert.notEqual(held.headers.get('etag'), free.headers.get('etag'));
+        assert.equal((await c.get(`/v1/jobs/${id}`, { headers: { 'if-none-match': held.headers.get('etag') } })).status, 304);
     });
 
     it('a submit is not handed to a parked worker of a paused queue', async () => {
@@ -133,6 +151,9 @@ describe('queues', () => {
         const q = await getQueue(c, 'report.export');
         assert.deepEqual(q.counts, { queued: 1, running: 2, scheduled: 0, waiting: 1 });
         assert.equal(q.waitingFor, 'concurrency');
+        const waiting = expectStatus(await c.get(`/v1/jobs?status=queued`), 200).json;
+        const third = (waiting.jobs ?? waiting.items ?? []).find((j) => j.type === 'report.export');
+        if (third) assert.equal(expectStatus(await c.get(`/v1/jobs/${third.id}`), 200).json.waitingFor, 'concurrency');
         const parked = lease(w, 'report.export', { wait: 5 });
         await sleep(300);
         await complete(w, first[0].job.id, first[0].leaseId);
@@ -177,6 +198,22 @@ describe('queues', () => {
         const q = await getQueue(c, 'limited.conf');
         assert.equal(q.concurrency, 2);
         assert.deepEqual(q.rateLimit, { limit: 5, period: '1m' });
+    });
+});
+
+describe('/metrics counts the waiting jobs by reason', () => {
+    it('acceptd_jobs_waiting{reason="paused"}', async () => {
+        const d = await startDaemon({ config: standardConfig() });
+        try {
+            const { c, a } = tenant(d);
+            expectStatus(await patchQueue(a, 'report.export', { paused: true }), 200);
+            for (let i = 0; i < 2; i++) await submit(c, { type: 'report.export', payload: { i } });
+            const res = expectStatus(await a.get('/metrics'), 200);
+            assert.match(res.text, /^acceptd_jobs_waiting\{reason="paused"\} 2$/m, res.text);
+            assert.match(res.text, /^acceptd_jobs_waiting\{reason="concurrency"\} 0$/m);
+        } finally {
+            await d.stop();
+        }
     });
 });
 
