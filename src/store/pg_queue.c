@@ -3,7 +3,8 @@
  * window, and the counts of a queue's jobs. It stores and counts; what the settings mean is decided in
  * core/queues.c. The writer reads and writes them under the cluster's write lock (store_pg.c), so the running
  * count and the rate window a lease reads are the whole cluster's. A settings write is announced on the feed,
- * so that the other nodes' parked lease requests look again (an unpause, a higher limit).
+ * so that the other nodes' parked lease requests look again (an unpause, a higher limit). The rows a transaction
+ * read or wrote are remembered until it ends (struct pg_queue_seen): the many leases of one batch cost one read.
  */
 #include "store/store_pg_int.h"
 
@@ -41,9 +42,54 @@ static void read_queue(const PGresult *r, int row, void *slot)
     q->window_count = ad_pg_col_INT(r, row, 10);
 }
 
+void ad_pg_queues_forget(struct ad_conn *c)
+{
+    for (size_t i = 0; i < c->nqueues; i++)
+        ad_queue_clear(&c->queues[i].q);
+    c->nqueues = 0;
+}
+
+static void copy_queue(struct ad_queue *to, const struct ad_queue *from)
+{
+    *to = *from;
+    to->tenant = ad_strdup(from->tenant);
+    to->type = ad_strdup(from->type);
+}
+
+static struct pg_queue_seen *seen_find(struct ad_conn *c, const char *tenant, const char *type)
+{
+    for (size_t i = 0; i < c->nqueues; i++)
+        if (strcmp(c->queues[i].q.tenant, tenant) == 0 && strcmp(c->queues[i].q.type, type) == 0)
+            return &c->queues[i];
+    return NULL;
+}
+
+/* Remember q (found or not) for the rest of the open transaction, while there is room. */
+static void seen_put(struct ad_conn *c, const struct ad_queue *q, int found)
+{
+    if (!c->in_tx)
+        return;
+    struct pg_queue_seen *s = seen_find(c, q->tenant, q->type);
+    if (s == NULL && c->nqueues == PG_QUEUES_SEEN)
+        return;
+    if (s == NULL)
+        s = &c->queues[c->nqueues++];
+    else
+        ad_queue_clear(&s->q);
+    copy_queue(&s->q, q);
+    s->found = found;
+}
+
 ad_err ad_pg_queue_get(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out)
 {
     memset(out, 0, sizeof(*out));
+    const struct pg_queue_seen *s = c->in_tx ? seen_find(c, tenant, type) : NULL;
+    if (s != NULL) {
+        if (!s->found)
+            return AD_E_NOT_FOUND;
+        copy_queue(out, &s->q);
+        return AD_E_OK;
+    }
     struct pg_params p = {0};
     ad_pg_param_TEXT(&p, tenant);
     ad_pg_param_TEXT(&p, type);
@@ -54,6 +100,10 @@ ad_err ad_pg_queue_get(struct ad_conn *c, const char *tenant, const char *type, 
     if (e == AD_E_OK)
         read_queue(r, 0, out);
     PQclear(r);
+    if (e == AD_E_OK || e == AD_E_NOT_FOUND) {
+        struct ad_queue key = {.tenant = (char *)tenant, .type = (char *)type};
+        seen_put(c, e == AD_E_OK ? out : &key, e == AD_E_OK);
+    }
     return e;
 }
 
@@ -70,8 +120,10 @@ ad_err ad_pg_queue_put(struct ad_conn *c, const struct ad_queue *q)
     ad_pg_param_INT64(&p, q->window_start);
     ad_pg_param_INT(&p, q->window_count);
     ad_err e = ad_pg_write1(c, ST_QUEUE_PUT, &p, CHECK_NONE, "put queue");
-    if (e == AD_E_OK && c->in_tx)
+    if (e == AD_E_OK && c->in_tx) {
         ad_pg_announce(c, ad_asprintf("queue\t%s\t%s", q->tenant, q->type));
+        seen_put(c, q, 1);
+    }
     return e;
 }
 

@@ -86,6 +86,7 @@ static void tx_end(struct ad_conn *c)
     c->poison = AD_E_OK;
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
+    ad_pg_queues_forget(c);
 }
 
 /*
@@ -278,8 +279,9 @@ static void pg_rollback_to(struct ad_conn *c)
         tx_stmt(c, ST_RELEASE, "release after rollback");
     while (c->nids > c->ids_savepoint)
         free(c->ids[--c->nids]);
-    /* A webhook written by the undone operation may be in a remembered lookup. */
+    /* A webhook or queue written by the undone operation may be in a remembered lookup. */
     ad_hook_cache_drop(&c->hooks);
+    ad_pg_queues_forget(c);
 }
 
 /*

@@ -176,6 +176,14 @@ struct pg_pool {
 #define PG_POOL_ROWS 32
 #define PG_POOL_HORIZON_MS 1000
 
+/* A queue row the open transaction read or wrote (pg_queue.c): the leases of a batch read their queue's settings
+ * once, not once each. Nobody else writes while the transaction holds the write lock. */
+#define PG_QUEUES_SEEN 8
+struct pg_queue_seen {
+    struct ad_queue q; /* tenant and type owned */
+    int found;         /* 0: the queue has no row */
+};
+
 struct ad_conn {
     struct pg_store *s;
     PGconn *pg;
@@ -198,6 +206,8 @@ struct ad_conn {
     size_t npre, pre_cap;
     struct pg_pool pool;
     struct ad_hook_cache hooks;
+    struct pg_queue_seen queues[PG_QUEUES_SEEN];
+    size_t nqueues;
 };
 
 /*
@@ -342,5 +352,7 @@ ad_err ad_pg_queue_list(struct ad_conn *c, const char *tenant, struct ad_queue_l
 ad_err ad_pg_queue_counts(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
                           struct ad_queue_counts *out);
 ad_err ad_pg_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
+/* Forget the queue rows the transaction saw (its end, an operation rolled back). */
+void ad_pg_queues_forget(struct ad_conn *c);
 
 #endif

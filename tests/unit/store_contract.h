@@ -1116,6 +1116,18 @@ static void sc_test_queues(void **state)
     const struct ad_store_ops *o = f->s->ops;
     struct ad_queue q;
     assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    /* A rolled-back put leaves nothing, even for a read later in the same connection's next transaction. */
+    struct ad_queue gone = {.tenant = "t1", .type = "b", .paused = 1};
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    assert_int_equal(o->queue_put(f->c, &gone), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_OK);
+    assert_int_equal(q.paused, 1);
+    ad_queue_clear(&q);
+    o->rollback(f->c);
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    o->rollback(f->c);
     struct ad_queue w = {.tenant = "t1",
                          .type = "b",
                          .paused = 1,
