@@ -24,6 +24,7 @@
 #define AD_QUEUE_MAX_LIMIT 1000000
 #define AD_QUEUE_MAX_PERIOD_MS ((int64_t)86400 * 1000)
 #define LIMITED_MAX 4096
+#define ABSENT_SLOTS 1024
 
 static const struct ad_config *config;
 static const struct ad_store_ops *st;
@@ -37,10 +38,16 @@ static struct {
     atomic_size_t any; /* n, readable without the lock: the common case (nothing limited) takes no lock */
 } limited = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+static char *absent[ABSENT_SLOTS]; /* "tenant\0type": see absent_known */
+
 void ad_queues_init(const struct ad_config *cfg, const struct ad_store_ops *ops)
 {
     config = cfg;
     st = ops;
+    for (size_t i = 0; i < ABSENT_SLOTS; i++) { /* another store: what the last one had is no guide */
+        free(absent[i]);
+        absent[i] = NULL;
+    }
 }
 
 const char *ad_wait_name(enum ad_wait w)
@@ -120,11 +127,46 @@ enum ad_wait ad_queues_waiting(const char *tenant, const char *type)
     return why;
 }
 
-ad_err ad_queue_load(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out)
+/*
+ * The writer's memory of queues that have no row, on a store only this process writes (no cluster feed): most
+ * types have no settings, and their leases then read nothing more than before. A put forgets the queue (so a put
+ * rolled back leaves it to be read again); on a shared store every lease reads, since another node may have written.
+ * Direct-mapped by a hash of tenant and type; a collision only costs a read. Writer thread only.
+ */
+
+static size_t absent_slot(const char *tenant, const char *type)
 {
-    ad_err e = st->queue_get(c, tenant, type, out);
-    if (e != AD_E_NOT_FOUND)
-        return e;
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)tenant; *p != '\0'; p++)
+        h = (h ^ *p) * 16777619u;
+    h *= 16777619u;
+    for (const unsigned char *p = (const unsigned char *)type; *p != '\0'; p++)
+        h = (h ^ *p) * 16777619u;
+    return h % ABSENT_SLOTS;
+}
+
+static int absent_known(const char *tenant, const char *type)
+{
+    const char *k = absent[absent_slot(tenant, type)];
+    return k != NULL && strcmp(k, tenant) == 0 && strcmp(k + strlen(k) + 1, type) == 0;
+}
+
+static void absent_set(const char *tenant, const char *type, int on)
+{
+    size_t i = absent_slot(tenant, type);
+    free(absent[i]);
+    absent[i] = NULL;
+    if (on && st->feed_open == NULL) {
+        size_t tl = strlen(tenant), yl = strlen(type);
+        absent[i] = ad_malloc(tl + yl + 2);
+        memcpy(absent[i], tenant, tl + 1);
+        memcpy(absent[i] + tl + 1, type, yl + 1);
+    }
+}
+
+/* The configuration's settings of tenant's type (types.<name>), or none, into out. */
+static void queue_defaults(const char *tenant, const char *type, struct ad_queue *out)
+{
     *out = (struct ad_queue){.tenant = ad_strdup(tenant), .type = ad_strdup(type)};
     const struct ad_type_conf *t = config != NULL ? ad_config_type(config, type) : NULL;
     if (t != NULL) {
@@ -134,7 +176,34 @@ ad_err ad_queue_load(struct ad_conn *c, const char *tenant, const char *type, st
         out->rate = (struct ad_queue_rate){t->rate_limit.limit, t->rate_limit.period_ms};
         out->group_rate = (struct ad_queue_rate){t->group_rate_limit.limit, t->group_rate_limit.period_ms};
     }
+}
+
+ad_err ad_queue_load(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out)
+{
+    ad_err e = st->queue_get(c, tenant, type, out);
+    if (e == AD_E_NOT_FOUND)
+        queue_defaults(tenant, type, out);
+    return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+}
+
+/* ad_queue_load for the writer: what absent remembers spares the read. */
+static ad_err load_for_lease(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out)
+{
+    if (!absent_known(tenant, type)) {
+        ad_err e = st->queue_get(c, tenant, type, out);
+        if (e != AD_E_NOT_FOUND)
+            return e;
+        absent_set(tenant, type, 1);
+    }
+    queue_defaults(tenant, type, out);
     return AD_E_OK;
+}
+
+/* Write q (writer thread): the store's put, which its leases then read. */
+static ad_err queue_write(struct ad_conn *c, const struct ad_queue *q)
+{
+    absent_set(q->tenant, q->type, 0);
+    return st->queue_put(c, q);
 }
 
 static int64_t window_of(const struct ad_queue *q, int64_t now)
@@ -189,7 +258,7 @@ ad_err ad_queue_took(struct ad_conn *c, struct ad_queue *q, int n, int64_t now)
         q->window_count = 0;
     }
     q->window_count += n;
-    return st->queue_put(c, q);
+    return queue_write(c, q);
 }
 
 ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char *tenant, char *const *types,
@@ -200,7 +269,7 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
     g->room = ad_calloc(ntypes ? ntypes : 1, sizeof(*g->room));
     g->types = ad_calloc(ntypes ? ntypes : 1, sizeof(*g->types));
     for (size_t i = 0; i < ntypes; i++) {
-        ad_err e = ad_queue_load(c, tenant, types[i], &g->q[i]);
+        ad_err e = load_for_lease(c, tenant, types[i], &g->q[i]);
         if (e != AD_E_OK)
             return e;
         if (!holds_back(&g->q[i]))
@@ -274,7 +343,7 @@ ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type
 {
     struct ad_queue q;
     *ok = 0;
-    ad_err e = ad_queue_load(c, tenant, type, &q);
+    ad_err e = load_for_lease(c, tenant, type, &q);
     if (e != AD_E_OK)
         return e;
     int room = INT_MAX;
@@ -520,7 +589,7 @@ static ad_err queue_apply(struct ad_op *op, struct ad_conn *c)
         ad_queue_clear(&q);
         return AD_E_VALIDATION_FAILED;
     }
-    e = st->queue_put(c, &q);
+    e = queue_write(c, &q);
     ad_queue_clear(&q);
     if (e == AD_E_OK)
         e = view_load(c, x->tenant, x->type, x->now, &x->view);

@@ -245,6 +245,40 @@ static void test_gate_narrows_types_and_drops_past_room(void **state)
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
 }
 
+/* A queue the writer has seen without a row (and so no longer reads) is read again once a patch wrote it. */
+static void test_patch_reaches_a_queue_leased_before(void **state)
+{
+    struct fx *f = *state;
+    char *types[] = {"c"};
+    struct ad_queue_gate g;
+    for (int round = 0; round < 2; round++) {
+        int limit = 5;
+        assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+        assert_int_equal(ad_queue_gate_open(&g, f->c, "t", types, 1, T0, &limit), AD_E_OK);
+        assert_int_equal(g.ntypes, 1);
+        assert_int_equal(limit, 5);
+        ad_queue_gate_free(&g);
+        assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    }
+    struct ad_queue_op *x = ad_queue_op_new();
+    x->tenant = strdup("t");
+    x->type = strdup("c");
+    x->patch = json_pack("{s:b}", "paused", 1);
+    x->now = T0;
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    assert_int_equal(x->op.apply(&x->op, f->c), AD_E_OK);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    assert_int_equal(x->view.q.paused, 1);
+    ad_op_free(&x->op);
+    int limit = 5;
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    assert_int_equal(ad_queue_gate_open(&g, f->c, "t", types, 1, T0, &limit), AD_E_OK);
+    assert_int_equal(g.ntypes, 0);
+    assert_int_equal(limit, 0);
+    ad_queue_gate_free(&g);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -253,6 +287,7 @@ int main(void)
         T(test_configuration_gives_the_initial_settings),
         T(test_room_pause_concurrency_and_fixed_window),
         T(test_gate_narrows_types_and_drops_past_room),
+        T(test_patch_reaches_a_queue_leased_before),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
