@@ -5,6 +5,7 @@
  * and all submit jobs. A request reaches its handler only after its key and role were checked.
  */
 #include "api/api_int.h"
+#include "core/queues.h"
 #include "job/job.h"
 #include "common/json.h"
 #include "common/version.h"
@@ -53,6 +54,7 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/leases", ad_api_lease, WORKER},
     {"GET", "/v1/leases", ad_api_lease_list, ALL},
     {"GET", "/v1/stats", ad_api_stats, ALL},
+    {"GET", "/v1/queues", ad_api_queue_list, ALL},
     {"GET", "/ui", ad_api_ui, 0},
     {"GET", "/ui/", ad_api_ui, 0},
     {"GET", "/ui/{id}.html", ad_api_ui, 0},
@@ -299,6 +301,8 @@ int ad_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         handler = ad_api_get_resource;
         roles = ALL;
         ad_http_note_route(r, "{configured resource}");
+    } else if (ad_api_queue_route(r, &handler, &roles)) {
+        ad_http_note_route(r, "/v1/queues/{type}");
     } else {
         const struct ad_route_def *def;
         h2o_iovec_t allow;
@@ -529,9 +533,43 @@ int ad_api_fail(struct ad_request *r, ad_err err)
 }
 
 /* Validators and cache headers shared by every answer that carries a job. */
+/* Why a due queued job waits (core/queues.h), or NULL: its representation then says so in "waitingFor". */
+static const char *job_waiting(const struct ad_job *j)
+{
+    if (j->status != AD_QUEUED || (j->run_at != 0 && j->run_at > ad_now_ms()))
+        return NULL;
+    return ad_wait_name(ad_queues_waiting(j->tenant, j->type));
+}
+
+/* The body of e with "waitingFor": why spliced in before its closing brace, in req's pool; its length in *len. */
+static char *job_body_waiting(h2o_req_t *req, struct ad_entry *e, const char *why, size_t *len)
+{
+    size_t wl = strlen(why);
+    char *b = h2o_mem_alloc_pool(&req->pool, e->len + wl + 18);
+    size_t n = e->len - 1; /* the body ends with its object's '}' */
+    memcpy(b, e->body, n);
+    memcpy(b + n, ",\"waitingFor\":\"", 15);
+    memcpy(b + n + 15, why, wl);
+    memcpy(b + n + 15 + wl, "\"}", 2);
+    *len = n + 15 + wl + 2;
+    return b;
+}
+
+const char *ad_api_job_etag(h2o_req_t *req, struct ad_entry *e)
+{
+    const char *why = job_waiting(e->job);
+    if (why == NULL || e->len == 0)
+        return ad_entry_etag(e);
+    size_t len;
+    char *body = job_body_waiting(req, e, why, &len);
+    char *etag = h2o_mem_alloc_pool(&req->pool, 25);
+    ad_etag(body, len, etag);
+    return etag;
+}
+
 static void job_headers(h2o_req_t *req, struct ad_entry *e)
 {
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, ad_entry_etag(e), 24);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ETAG, NULL, ad_api_job_etag(req, e), 24);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-cache"));
     if (ad_status_terminal(e->job->status)) {
         char date[40];
@@ -552,6 +590,12 @@ int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status)
     job_headers(r->req, e);
     if (status == 304)
         return ad_http_empty(r->req, 304);
+    const char *why = job_waiting(e->job);
+    if (why != NULL && e->len > 0) {
+        size_t len;
+        char *body = job_body_waiting(r->req, e, why, &len);
+        return ad_http_json(r, status, body, len);
+    }
     return ad_http_json(r, status, e->body, e->len);
 }
 
@@ -677,12 +721,14 @@ struct metrics_read {
     struct ad_api_read rd;
     struct ad_job_count_list l;
     int64_t started_ms;
+    int64_t waiting[AD_WAIT__COUNT];
 };
 
 static ad_err metrics_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct metrics_read *x = (struct metrics_read *)op;
-    return ad_hub.store->ops->job_counts(c, NULL, AD_METRICS_JOB_GROUPS, &x->l);
+    ad_err e = ad_hub.store->ops->job_counts(c, NULL, AD_METRICS_JOB_GROUPS, &x->l);
+    return e == AD_E_OK ? ad_queues_count_waiting(c, ad_now_ms(), x->waiting) : e;
 }
 
 static int metrics_send(struct ad_request *r)
@@ -717,6 +763,8 @@ static void metrics_answer(struct ad_api_read *rd, struct ad_request *r)
             if (k->status >= 0 && k->status < AD_STATUS__COUNT)
                 ad_metrics_jobs_add(k->type, ad_status_name((enum ad_status)k->status), k->n);
         }
+        for (int w = AD_WAIT_NONE + 1; w < AD_WAIT__COUNT; w++)
+            ad_metrics_waiting_set(ad_wait_name((enum ad_wait)w), x->waiting[w]);
         jobs_counted_at = ad_mono_ms();
     }
     ad_job_count_list_free(&x->l);

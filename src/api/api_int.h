@@ -43,6 +43,9 @@ int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 
 /* Job answers shared by the handlers: representation with ETag and cache headers. */
 int ad_api_send_job(struct ad_request *r, struct ad_entry *e, int status);
+/* The ETag of e's representation as it is served now: a due queued job held back by its queue's settings says so
+ * in "waitingFor" (core/queues.h), spliced in when it is answered, and has an ETag of its own then. */
+const char *ad_api_job_etag(h2o_req_t *req, struct ad_entry *e);
 /* ETag, Cache-Control and Retry-After or Expires of a job answer, for one that is not the job view. */
 void ad_api_job_headers(h2o_req_t *req, struct ad_entry *e);
 /* Location, Operation-Location (the Azure status monitor) and, as the submit's route asks, Azure-AsyncOperation
@@ -182,6 +185,10 @@ int ad_api_send_buf(struct ad_request *r, int status, struct ad_buf *b);
 int ad_api_fail(struct ad_request *r, ad_err err);
 
 /* Handlers. */
+/* GET /v1/queues; and /v1/queues/{type} (api_queues.c): 1 with r->id the type, and the handler and roles of r's
+ * method, when r's path is a queue's; else 0. */
+int ad_api_queue_list(struct ad_request *r);
+int ad_api_queue_route(struct ad_request *r, ad_handler *handler, int *roles);
 int ad_api_submit(struct ad_request *r);
 int ad_api_submit_batch(struct ad_request *r);
 int ad_api_bulk_cancel(struct ad_request *r);

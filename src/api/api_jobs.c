@@ -113,11 +113,11 @@ int ad_api_query_int(struct ad_request *r, const char *name, long long min, long
     return 0;
 }
 
-static int etag_matches(const char *inm, struct ad_entry *e)
+static int etag_matches(struct ad_request *r, const char *inm, struct ad_entry *e)
 {
     if (inm == NULL)
         return 0;
-    const char *etag = ad_entry_etag(e);
+    const char *etag = ad_api_job_etag(r->req, e);
     return strcmp(inm, etag) == 0 || strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
 }
 
@@ -600,7 +600,7 @@ static int answer_job(struct ad_request *r, struct ad_entry *e, const char *inm,
         ad_http_header(r->req, H2O_TOKEN_LOCATION, h2o_strdup(&r->req->pool, r->req->path.base, r->req->path.len).base);
         status = 202;
     }
-    if (etag_matches(inm, e))
+    if (etag_matches(r, inm, e))
         status = 304;
     return ad_api_is_monitor(r) ? ad_api_send_monitor(r, e, status) : ad_api_send_job(r, e, status);
 }
@@ -651,7 +651,7 @@ static int get_job_found(struct ad_request *r, ad_err err, struct ad_entry *e, v
         wait = ad_hub.cfg->max_wait_seconds;
     wait = ad_api_wait_cap((int)wait);
     const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
-    if (wait <= 0 || ad_status_terminal(j->status) || (inm != NULL && !etag_matches(inm, e)))
+    if (wait <= 0 || ad_status_terminal(j->status) || (inm != NULL && !etag_matches(r, inm, e)))
         return answer_job(r, e, inm, prefer ? (int)wait : 0);
     struct poll_wait *p = ad_calloc(1, sizeof(*p));
     p->inm = inm;

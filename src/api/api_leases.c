@@ -3,6 +3,8 @@
  *
  * A lease request that finds no work is parked (not polled): it waits in parked_leases until a committed
  * change makes a job of its tenant and types available (ad_api_leases_kick) or its wait runs out.
+ * A request held back by a queue's rate limit (core/queues.h) also wakes when the window opens (its window timer):
+ * no other change announces that.
  * Fencing is in the core: a report under a lease that is not the job's current live lease is refused.
  */
 #include "api/api_int.h"
@@ -35,10 +37,12 @@ struct parked {
     struct ad_pending *pend;
     struct ad_request *r;
     struct lease_ask ask;
-    int64_t deadline; /* monotonic ms */
-    int in_flight;    /* a lease op is with the writer */
-    uint64_t kicks;   /* the kick count when the op was issued */
-    int minimal;      /* Prefer: return=minimal: leases as lean_lease writes them */
+    int64_t deadline;       /* monotonic ms */
+    int in_flight;          /* a lease op is with the writer */
+    uint64_t kicks;         /* the kick count when the op was issued */
+    int minimal;            /* Prefer: return=minimal: leases as lean_lease writes them */
+    struct ad_timer window; /* parked: when a rate window holding back one of its types opens */
+    int64_t open_at;        /* that time (wall ms), as the last lease op said; 0 = none */
 };
 
 /* Lease requests waiting for work, oldest first. */
@@ -62,6 +66,7 @@ static void parked_free(struct parked *p)
     if (h2o_linklist_is_linked(&p->link))
         h2o_linklist_unlink(&p->link);
     ad_timer_cancel(&p->timer);
+    ad_timer_cancel(&p->window);
     ask_free(&p->ask);
     free(p);
 }
@@ -91,6 +96,18 @@ static void parked_timeout(struct ad_timer *t)
 }
 
 static void lease_done(struct ad_op *op);
+static void lease_issue(struct parked *p);
+
+/* A rate window opened: look again. */
+static void parked_window(struct ad_timer *t)
+{
+    struct parked *p = H2O_STRUCT_FROM_MEMBER(struct parked, window, t);
+    if (!h2o_linklist_is_linked(&p->link))
+        return;
+    h2o_linklist_unlink(&p->link);
+    ad_timer_cancel(&p->timer);
+    lease_issue(p);
+}
 
 /* A lease op for what a asks, in tenant. */
 static struct ad_lease_op *lease_op_new(const char *tenant, const struct lease_ask *a)
@@ -193,6 +210,12 @@ static void lease_finish(struct parked *p, ad_err err, size_t leased, const stru
     } else {
         h2o_linklist_insert(&parked_leases, &p->link);
         ad_timer_arm(&p->timer, p->deadline);
+        if (p->open_at > 0) {
+            int64_t in = p->open_at - ad_now_ms();
+            int64_t at = ad_mono_ms() + (in > 0 ? in : 0) + 1;
+            if (at < p->deadline)
+                ad_timer_arm(&p->window, at);
+        }
     }
 }
 
@@ -205,6 +228,7 @@ static void lease_done(struct ad_op *op)
     AD_BUF_LIT(&b, "{");
     append_leases(&b, op, 0, leased, ((struct parked *)x->ctx)->minimal);
     AD_BUF_LIT(&b, "}");
+    ((struct parked *)x->ctx)->open_at = x->open_at;
     lease_finish(x->ctx, op->err, leased, &b);
     ad_buf_free(&b);
     ad_op_free(op);
@@ -231,6 +255,7 @@ void *ad_api_leases_claim(const char *tenant, const char *type, int64_t *lease_m
         }
         h2o_linklist_unlink(&p->link);
         ad_timer_cancel(&p->timer);
+        ad_timer_cancel(&p->window);
         p->in_flight = 1;
         *lease_ms = p->ask.lease_ms;
         *worker = p->ask.worker;
@@ -381,6 +406,7 @@ int ad_api_lease(struct ad_request *r)
     p->minimal = ad_http_prefer_return(r->req) == AD_PREFER_MINIMAL;
     p->deadline = ad_mono_ms() + p->ask.wait_ms;
     p->timer.cb = parked_timeout;
+    p->window.cb = parked_window;
     p->pend = ad_pending_new(r->req, p, parked_gone);
     lease_issue(p);
     return 0;

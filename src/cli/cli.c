@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int ad_cli_open(struct ad_cli *c, const char *prog, const char *url, const char *key)
 {
@@ -59,16 +60,19 @@ void ad_cli_req_init(struct ad_cli *c, struct ad_cli_req *r, const char *method,
     memset(r, 0, sizeof(*r));
     ad_buf_init(&r->resp, AD_CLI_RESPONSE_MAX);
     r->body = body;
-    if (body != NULL)
+    int typed = 0; /* extra names the body's type itself (a merge patch) */
+    for (const struct curl_slist *h = extra; h != NULL; h = h->next)
+        typed |= strncasecmp(h->data, "Content-Type:", 13) == 0;
+    if (body != NULL && !typed)
         extra = curl_slist_append(extra, "Content-Type: application/json");
     r->headers = ad_client_headers(&c->client, extra);
     r->easy = ad_client_easy(&c->client, path, r->headers, &r->resp, r->errbuf, timeout_ms);
-    if (strcmp(method, "POST") == 0) {
+    if (strcmp(method, "POST") == 0 || body != NULL) {
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, body != NULL ? body : "");
         curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body != NULL ? strlen(body) : 0));
-    } else if (strcmp(method, "GET") != 0) {
-        curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, method);
     }
+    if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0)
+        curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, method);
 }
 
 void ad_cli_req_free(struct ad_cli_req *r)

@@ -1,5 +1,5 @@
 /*
- * cli.h - `acceptd submit` and `acceptd jobs`: the client's command line over the daemon's HTTP API.
+ * cli.h - `acceptd submit`, `acceptd jobs` and `acceptd queues`: the client's command line over the daemon's HTTP API.
  *
  * Like src/worker/, a client of the daemon that shares no state with it; it uses common/ and the HTTP
  * pieces of worker/client.h. Declared here: the two entry points, their exit statuses (docs/acceptd.1), and
@@ -29,6 +29,8 @@ enum ad_cli_exit {
 /* Run `acceptd submit` / `acceptd jobs`; argv[0] is the subcommand's name. Returns the exit status. */
 int ad_cli_submit_main(int argc, char **argv);
 int ad_cli_jobs_main(int argc, char **argv);
+/* Run `acceptd queues` (queues.c); argv[0] is "queues". */
+int ad_cli_queues_main(int argc, char **argv);
 
 /* Longest SSE line or event data kept; a longer one ends the stream (a done event carries the whole job). */
 #define AD_CLI_SSE_MAX ((size_t)32 * 1024 * 1024)

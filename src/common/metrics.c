@@ -200,6 +200,21 @@ void ad_metrics_jobs_add(const char *type, const char *state, int64_t n)
     jobs[njobs++] = (struct job_count){ad_strdup(type), state, n};
 }
 
+struct waiting_count {
+    const char *reason;
+    int64_t n;
+};
+static struct waiting_count waiting[AD_METRICS_WAITING_MAX];
+
+void ad_metrics_waiting_set(const char *reason, int64_t n)
+{
+    size_t i = 0;
+    while (i < AD_METRICS_WAITING_MAX && waiting[i].reason != NULL && strcmp(waiting[i].reason, reason) != 0)
+        i++;
+    if (i < AD_METRICS_WAITING_MAX)
+        waiting[i] = (struct waiting_count){reason, n};
+}
+
 /* ---- rendering ---- */
 
 /* A label value as the text format wants it: backslash, double quote and line feed escaped. */
@@ -283,6 +298,12 @@ void ad_metrics_render(struct ad_buf *b, const char *version, const char *commit
         label_value(b, jobs[i].state);
         ad_buf_printf(b, "\"} %" PRId64 "\n", jobs[i].n);
     }
+
+    head(b, "acceptd_jobs_waiting", "gauge",
+         "Queued jobs that are due but held back by their queue's settings, by reason (the queues this node has seen "
+         "limited).");
+    for (size_t i = 0; i < AD_METRICS_WAITING_MAX && waiting[i].reason != NULL; i++)
+        ad_buf_printf(b, "acceptd_jobs_waiting{reason=\"%s\"} %" PRId64 "\n", waiting[i].reason, waiting[i].n);
 
     counter(b, "acceptd_leases_granted_total", "Jobs leased to workers, hand-offs included.", leases_granted);
     counter(b, "acceptd_leases_expired_total", "Leases that ran out before their worker reported.", leases_expired);

@@ -36,6 +36,10 @@ void ad_metrics_rate_limited(void);
  * (type, state) the store has). */
 void ad_metrics_jobs_reset(void);
 void ad_metrics_jobs_add(const char *type, const char *state, int64_t n);
+/* Queued jobs held back by their queue's settings, by reason (core/queues.h): set whole with each count of the jobs.
+ * reason is a static string; at most AD_METRICS_WAITING_MAX reasons. Event loop thread. */
+#define AD_METRICS_WAITING_MAX 8
+void ad_metrics_waiting_set(const char *reason, int64_t n);
 /* A job changed (published): the counts above may be stale. _take_changed says whether one did since it was
  * last called. */
 void ad_metrics_jobs_changed(void);

@@ -187,8 +187,42 @@ static int type_required(struct ad_ymap *p, yaml_node_t *v, void *obj)
     return parse_strs(p, v, (struct strs){&t->required, &t->nrequired, NULL});
 }
 
+/* A queue's rate limit: {limit, period}, both required (core/queues.c keeps the same bounds for a PATCH). */
+static const struct field type_rate_fields[] = {
+    {"limit", F_INT, offsetof(struct ad_type_rate, limit), 1, 1000000, NULL, NULL},
+    {"period", F_DURATION, offsetof(struct ad_type_rate, period_ms), 1, 86400 * (int64_t)1000, NULL, NULL},
+    {NULL},
+};
+
+static int parse_type_rate(struct ad_ymap *p, yaml_node_t *v, struct ad_type_rate *r)
+{
+    *r = (struct ad_type_rate){0};
+    if (ad_ymap_is_null(v))
+        return 0;
+    if (ad_ymap_parse_map(p, v, type_rate_fields, r) < 0)
+        return -1;
+    if (r->limit == 0 || r->period_ms == 0)
+        return ad_ymap_fail(p, v, "%s: a rate limit needs both 'limit' and 'period'", p->where);
+    return 0;
+}
+
+static int type_rate(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    return parse_type_rate(p, v, &((struct ad_type_conf *)obj)->rate_limit);
+}
+
+static int type_group_rate(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    return parse_type_rate(p, v, &((struct ad_type_conf *)obj)->group_rate_limit);
+}
+
 static const struct field type_fields[] = {
     {"required", F_FN, 0, 0, 0, NULL, type_required},
+    {"paused", F_BOOL, offsetof(struct ad_type_conf, paused), 0, 0, NULL, NULL},
+    {"concurrency", F_INT, offsetof(struct ad_type_conf, concurrency), 1, 1000000, NULL, NULL},
+    {"groupConcurrency", F_INT, offsetof(struct ad_type_conf, group_concurrency), 1, 1000000, NULL, NULL},
+    {"rateLimit", F_FN, 0, 0, 0, NULL, type_rate},
+    {"groupRateLimit", F_FN, 0, 0, 0, NULL, type_group_rate},
     {"maxAttempts", F_INT, offsetof(struct ad_type_conf, max_attempts), 1, 100, NULL, NULL},
     {"timeoutSeconds", F_INT, offsetof(struct ad_type_conf, timeout_seconds), 0, 604800, NULL, NULL},
     {"retention", F_MAP, offsetof(struct ad_type_conf, retention), 0, 0, retention_fields, NULL},

@@ -41,6 +41,13 @@ struct ad_type_conf {
     int max_attempts;    /* default for jobs of this type */
     int timeout_seconds; /* default lease/run timeout hint, 0 = none */
     struct ad_retention retention;
+    /* The queue's initial settings (core/queues.h), until a PATCH /v1/queues/{type} writes the queue's own. */
+    int paused;
+    int concurrency, group_concurrency; /* 0 = none */
+    struct ad_type_rate {
+        int limit; /* 0 = none */
+        int64_t period_ms;
+    } rate_limit, group_rate_limit;
 };
 
 struct ad_route {

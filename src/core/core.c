@@ -6,6 +6,7 @@
  * answers with once it succeeded is named to the writer (ad_op_changed), which publishes it after the commit.
  */
 #include "core/core.h"
+#include "core/queues.h"
 #include "job/event.h"
 
 #include <jansson.h>
@@ -20,6 +21,7 @@ void ad_core_init(const struct ad_config *cfg, struct ad_store *store)
 {
     config = cfg;
     st = store->ops;
+    ad_queues_init(cfg, store->ops);
 }
 
 const struct ad_store_ops *ad_core_store_ops(void)
@@ -386,7 +388,10 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
+    int admitted = 0;
     if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)
+        e = ad_queue_take_one(c, s->job->tenant, s->job->type, s->job->created_at, &admitted);
+    if (e == AD_E_OK && admitted)
         e = lease_job(c, s->job, s->handoff_ms, s->handoff_worker, s->job->created_at);
     if (e == AD_E_OK)
         ad_op_changed(op, &s->job);
@@ -618,7 +623,16 @@ static ad_err lease_job(struct ad_conn *c, struct ad_job *j, int64_t lease_ms, c
 /* Lease what x asks for, naming each job leased as a change of op (x's own, or the report x is the next of). */
 static ad_err lease_jobs(struct ad_lease_op *x, struct ad_op *op, struct ad_conn *c)
 {
-    ad_err e = st->job_leasable(c, x->tenant, (const char *const *)x->types, x->ntypes, x->now, x->max, &x->leased);
+    /* The queues' settings narrow the types and the count (queues.h); the store picks the jobs. */
+    struct ad_queue_gate g;
+    int max = x->max;
+    ad_err e = ad_queue_gate_open(&g, c, x->tenant, x->types, x->ntypes, x->now, &max);
+    if (e == AD_E_OK && max > 0 && g.ntypes > 0)
+        e = st->job_leasable(c, x->tenant, g.types, g.ntypes, x->now, max, &x->leased);
+    if (e == AD_E_OK)
+        e = ad_queue_gate_close(&g, c, &x->leased, x->now);
+    x->open_at = g.open_at;
+    ad_queue_gate_free(&g);
     for (size_t i = 0; e == AD_E_OK && i < x->leased.n; i++) {
         e = lease_job(c, x->leased.items[i], x->lease_ms, x->worker, x->now);
         if (e == AD_E_OK)

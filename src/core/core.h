@@ -104,6 +104,7 @@ struct ad_lease_op {
     int64_t now;
     struct ad_job_list leased;
     void *ctx;
+    int64_t open_at; /* out: when a rate window holding back one of the types opens (wall ms), 0 = none */
 };
 
 /* A worker's report on a running job under its lease: heartbeat, complete, fail. Out: job, change 0; the jobs

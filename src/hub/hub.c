@@ -10,6 +10,7 @@
 #include "common/timer.h"
 #include "common/metrics.h"
 #include "core/core.h"
+#include "core/queues.h"
 #include "core/writer.h"
 #include "hub/cluster.h"
 
@@ -439,6 +440,11 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
                 runat_schedule(j);
             else
                 ad_hub_work(j->tenant, j->type);
+        } else if (j->status != AD_RUNNING && (prev == NULL || prev_status == AD_RUNNING) &&
+                   ad_queues_limited(j->tenant, j->type)) {
+            /* A job of a limited queue ended (on this node or, unknown here before, on another): a slot may be
+             * free for a lease parked on the queue's limit. */
+            ad_hub_work(j->tenant, j->type);
         }
         /* A running job's entry holds the timer of its lease; one read back from the store after an eviction
          * gets its own here (the evicted entry's still fires, at the expiry it knew, and checks). */

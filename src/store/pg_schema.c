@@ -170,9 +170,15 @@ static const char *const migrations[] = {
      "DROP INDEX jobs_queue;"
      "CREATE INDEX jobs_queue ON jobs (tenant, type, priority DESC, turn, cseq) WHERE status = 0;"
      "CREATE INDEX IF NOT EXISTS jobs_group ON jobs (tenant, type, priority, grp, turn) WHERE status = 0;"),
-    /* 12: a job's uniqueKey, and the live jobs (queued or running) that have one, by tenant, type and key: what a
-     * submit with a uniqueKey looks up (ST_UNIQUE). IF NOT EXISTS: test_text_columns_compare_bytes takes the schema
-     * back to version 7 and migrates it again. */
+    /* 11 (SQLite's 14): queue settings, one row per tenant and type, and the type's rate window
+     * (pg_queue.c). */
+    ("CREATE TABLE queues (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
+     " paused boolean NOT NULL, concurrency int, group_concurrency int, rate_limit int, rate_period bigint,"
+     " group_rate_limit int, group_rate_period bigint, window_start bigint NOT NULL, window_count int NOT NULL,"
+     " PRIMARY KEY (tenant, type));"),
+    /* 12 (SQLite's 15): a job's uniqueKey, and the live jobs (queued or running) that have one, by tenant, type and
+     * key: what a submit with a uniqueKey looks up (ST_UNIQUE). IF NOT EXISTS: test_text_columns_compare_bytes takes
+     * the schema back to version 7 and migrates it again. */
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_key text COLLATE \"C\";"
      "CREATE INDEX IF NOT EXISTS jobs_unique ON jobs (tenant, type, unique_key, cseq) WHERE unique_key IS NOT NULL AND "
      "status <= 1;"),
@@ -283,6 +289,20 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_DELIVERY_CLAIM] = "UPDATE deliveries SET next_at = $3, claimed_by = $4"
                           " WHERE seq = $1 AND state = 0 AND next_at <= $2",
     [ST_DELIVERY_RELEASE] = "UPDATE deliveries SET next_at = $2, claimed_by = NULL WHERE claimed_by = $1 AND state = 0",
+    [ST_QUEUE_GET] = "SELECT " PG_QUEUE_COLS " FROM queues WHERE tenant = $1 AND type = $2",
+    [ST_QUEUE_PUT] = "INSERT INTO queues (" PG_QUEUE_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                     " ON CONFLICT (tenant, type) DO UPDATE SET paused = excluded.paused,"
+                     " concurrency = excluded.concurrency, group_concurrency = excluded.group_concurrency,"
+                     " rate_limit = excluded.rate_limit, rate_period = excluded.rate_period,"
+                     " group_rate_limit = excluded.group_rate_limit, group_rate_period = excluded.group_rate_period,"
+                     " window_start = excluded.window_start, window_count = excluded.window_count",
+    [ST_QUEUE_LIST] = "SELECT " PG_QUEUE_COLS " FROM queues WHERE tenant = $1 ORDER BY type",
+    /* Queued through jobs_queue, running through jobs_tenant_status: for the queue's view; a lease counts the
+     * running alone (ST_QUEUE_RUNNING). */
+    [ST_QUEUE_COUNTS] = "SELECT (SELECT count(*) FROM jobs WHERE tenant = $1 AND type = $2 AND status = 0"
+                        " AND (run_at IS NULL OR run_at <= $3)), (" PG_QUEUE_RUNNING "), (SELECT count(*) FROM jobs"
+                        " WHERE tenant = $1 AND type = $2 AND status = 0 AND run_at > $3)",
+    [ST_QUEUE_RUNNING] = PG_QUEUE_RUNNING,
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

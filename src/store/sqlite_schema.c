@@ -263,7 +263,13 @@ static const char *const migrations[] = {
      "DROP INDEX jobs_queue;"
      "CREATE INDEX jobs_queue ON jobs (ttkey, priority DESC, turn, cseq) WHERE status = 0;"
      "CREATE INDEX jobs_group ON jobs (ttkey, priority, grp, turn) WHERE status = 0;"),
-    /* 15 (after the groups' 13 and the queues' 14): a job's uniqueKey, and the live jobs (queued or running) that
+    /* 14 (PostgreSQL's 11): queue settings, one row per tenant and type, and the type's rate window
+     * (sqlite_queue.c). */
+    ("CREATE TABLE queues (tenant TEXT NOT NULL, type TEXT NOT NULL, paused INTEGER NOT NULL,"
+     " concurrency INTEGER, group_concurrency INTEGER, rate_limit INTEGER, rate_period INTEGER,"
+     " group_rate_limit INTEGER, group_rate_period INTEGER, window_start INTEGER NOT NULL,"
+     " window_count INTEGER NOT NULL, PRIMARY KEY (tenant, type)) WITHOUT ROWID;"),
+    /* 15 (PostgreSQL's 12): a job's uniqueKey, and the live jobs (queued or running) that
      * have one, by tenant and type (ttkey) and key: what a submit with a uniqueKey looks up (ST_UNIQUE). */
     ("ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
      "CREATE INDEX jobs_unique ON jobs (ttkey, unique_key) WHERE unique_key IS NOT NULL AND status <= 1;"),
@@ -384,6 +390,17 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
                             " WHERE webhook_id = ?1 AND state = 0",
     [ST_DELIVERY_SWEEP] = "DELETE FROM deliveries"
                           " WHERE seq IN (SELECT seq FROM deliveries WHERE state != 0 AND created_at < ?1 LIMIT ?2)",
+    [ST_QUEUE_GET] = "SELECT " SQ_QUEUE_COLS " FROM queues WHERE tenant = ?1 AND type = ?2",
+    [ST_QUEUE_PUT] = "INSERT OR REPLACE INTO queues (" SQ_QUEUE_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                     " ?10, ?11)",
+    [ST_QUEUE_LIST] = "SELECT " SQ_QUEUE_COLS " FROM queues WHERE tenant = ?1 ORDER BY type",
+    /* Queued through jobs_queue, running through jobs_tenant_status: a backlog is read whole, for the queue's view
+     * only; a lease counts the running alone (ST_QUEUE_RUNNING). */
+    [ST_QUEUE_COUNTS] =
+        "SELECT (SELECT count(*) FROM jobs WHERE ttkey = ?4 AND status = 0 AND tenant = ?1 AND type = ?2"
+        " AND (run_at IS NULL OR run_at <= ?3)), (" SQ_QUEUE_RUNNING "), (SELECT count(*) FROM jobs WHERE ttkey = ?4"
+        " AND status = 0 AND tenant = ?1 AND type = ?2 AND run_at > ?3)",
+    [ST_QUEUE_RUNNING] = SQ_QUEUE_RUNNING,
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

@@ -38,6 +38,22 @@ void ad_job_list_free(struct ad_job_list *l)
     l->n = 0;
 }
 
+void ad_queue_clear(struct ad_queue *q)
+{
+    free(q->tenant);
+    free(q->type);
+    q->tenant = q->type = NULL;
+}
+
+void ad_queue_list_free(struct ad_queue_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_queue_clear(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
 void ad_job_count_list_free(struct ad_job_count_list *l)
 {
     for (size_t i = 0; i < l->n; i++)

@@ -190,6 +190,32 @@ struct ad_job_list {
 };
 void ad_job_list_free(struct ad_job_list *l);
 
+/* A queue's settings, one row per tenant and type (queue_*): what the core's flow control (core/queues.h) reads in
+ * the lease's transaction. A limit of 0 is none. The rate window is the type's fixed window (core/queues.c): where
+ * it started and how many leases it has started so far. */
+struct ad_queue_rate {
+    int limit;         /* 0: none */
+    int64_t period_ms; /* > 0 when limit is */
+};
+struct ad_queue {
+    char *tenant, *type; /* heap (queue_get and queue_list fill them; the caller frees with ad_queue_clear) */
+    int paused;
+    int concurrency, group_concurrency;
+    struct ad_queue_rate rate, group_rate;
+    int64_t window_start;
+    int window_count;
+};
+struct ad_queue_list {
+    struct ad_queue *items;
+    size_t n;
+};
+void ad_queue_clear(struct ad_queue *q);
+void ad_queue_list_free(struct ad_queue_list *l);
+/* A queue's jobs by state: queued and due, running, queued with a runAt still to come. */
+struct ad_queue_counts {
+    int64_t queued, running, scheduled;
+};
+
 struct ad_store_ops {
     const char *name;
     /* 1 when an open write transaction holds back the writers of other processes (PostgreSQL: the cluster's
@@ -253,6 +279,18 @@ struct ad_store_ops {
     /* The jobs of a tenant (NULL: of every tenant) counted by type and status, by type then status, at most limit
      * groups. It reads every row of the tenant: for the dashboard's overview, not for a hot path. */
     ad_err (*job_counts)(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out);
+    /* Queue settings (struct ad_queue). queue_get: AD_E_NOT_FOUND when the queue has no row. queue_put (writer
+     * thread, in its transaction) writes every field, replacing the row; on a cluster store its commit tells the
+     * other nodes' feeds (a change with job_id "queue", tenant and type), so that their parked lease requests look
+     * again. queue_list: the tenant's rows by type. queue_counts: the jobs of one queue by state (status and run_at
+     * against now), read in the caller's transaction, so that a writer's read sees its own writes. */
+    ad_err (*queue_get)(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out);
+    ad_err (*queue_put)(struct ad_conn *c, const struct ad_queue *q);
+    ad_err (*queue_list)(struct ad_conn *c, const char *tenant, struct ad_queue_list *out);
+    ad_err (*queue_counts)(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                           struct ad_queue_counts *out);
+    /* The running jobs of one queue (counts.running alone, cheap enough for every lease of a limited type). */
+    ad_err (*queue_running)(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at

@@ -33,7 +33,8 @@
  * This file holds the store operations: transactions, jobs, idempotency records, attempts and job events, and
  * the ops table. What they stand on is elsewhere, one job a file (store_pg_int.h declares what they share):
  * pg_conn.c the connection and its pipeline, pg_schema.c the statements and the migrations, pg_webhook.c
- * the endpoints and the outbox, pg_artifact.c the artifact rows, pg_feed.c the listening side of the feed.
+ * the endpoints and the outbox, pg_queue.c the queue settings, pg_artifact.c the artifact rows, pg_feed.c the listening
+ * side of the feed.
  */
 #include "store/store_pg_int.h"
 #include "common/metrics.h"
@@ -90,6 +91,7 @@ static void tx_end(struct ad_conn *c)
     c->poison = AD_E_OK;
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
+    ad_pg_queues_forget(c);
 }
 
 /*
@@ -282,8 +284,9 @@ static void pg_rollback_to(struct ad_conn *c)
         tx_stmt(c, ST_RELEASE, "release after rollback");
     while (c->nids > c->ids_savepoint)
         free(c->ids[--c->nids]);
-    /* A webhook written by the undone operation may be in a remembered lookup. */
+    /* A webhook or queue written by the undone operation may be in a remembered lookup. */
     ad_hook_cache_drop(&c->hooks);
+    ad_pg_queues_forget(c);
 }
 
 /*
@@ -361,6 +364,11 @@ static void ids_add(struct ad_conn *c, const struct ad_job *job)
             return;
         }
     }
+    ad_pg_announce(c, entry);
+}
+
+void ad_pg_announce(struct ad_conn *c, char *entry)
+{
     if (c->nids == c->ids_cap) {
         c->ids_cap = c->ids_cap ? c->ids_cap * 2 : 64;
         c->ids = ad_realloc(c->ids, c->ids_cap * sizeof(*c->ids));
@@ -1093,6 +1101,11 @@ static const struct ad_store_ops pg_ops = {
     .events_after = pg_events_after,
     .snapshot_begin = ad_pg_snapshot_begin,
     .snapshot_end = ad_pg_snapshot_end,
+    .queue_get = ad_pg_queue_get,
+    .queue_put = ad_pg_queue_put,
+    .queue_list = ad_pg_queue_list,
+    .queue_counts = ad_pg_queue_counts,
+    .queue_running = ad_pg_queue_running,
     .webhook_put = ad_pg_webhook_put,
     .webhook_get = ad_pg_webhook_get,
     .webhook_list = ad_pg_webhook_list,

@@ -58,6 +58,12 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
 #define PG_WRITE_LOCK "27412351295714405"
+/* The queues table's columns (pg_queue.c reads them in this order), and the count of a queue's running jobs
+ * ($1 tenant, $2 type). */
+#define PG_QUEUE_COLS                                                                                                  \
+    "tenant, type, paused, concurrency, group_concurrency, rate_limit, rate_period, group_rate_limit,"                 \
+    " group_rate_period, window_start, window_count"
+#define PG_QUEUE_RUNNING "SELECT count(*) FROM jobs WHERE tenant = $1 AND status = 1 AND type = $2"
 #define PG_CHANNEL "acceptd_changes"
 /* NOTIFY payloads must stay under 8000 bytes; each announcement is cut at this size. */
 #define PG_NOTIFY_MAX 7000
@@ -130,6 +136,11 @@ enum pg_stmt {
     ST_DELIVERY_SWEEP,
     ST_DELIVERY_CLAIM,
     ST_DELIVERY_RELEASE,
+    ST_QUEUE_GET,
+    ST_QUEUE_PUT,
+    ST_QUEUE_LIST,
+    ST_QUEUE_COUNTS,
+    ST_QUEUE_RUNNING,
     ST__COUNT
 };
 
@@ -183,6 +194,14 @@ struct pg_pool {
 #define PG_POOL_ROWS 32
 #define PG_POOL_HORIZON_MS 1000
 
+/* A queue row the open transaction read or wrote (pg_queue.c): the leases of a batch read their queue's settings
+ * once, not once each. Nobody else writes while the transaction holds the write lock. */
+#define PG_QUEUES_SEEN 8
+struct pg_queue_seen {
+    struct ad_queue q; /* tenant and type owned */
+    int found;         /* 0: the queue has no row */
+};
+
 struct ad_conn {
     struct pg_store *s;
     PGconn *pg;
@@ -205,6 +224,8 @@ struct ad_conn {
     size_t npre, pre_cap;
     struct pg_pool pool;
     struct ad_hook_cache hooks;
+    struct pg_queue_seen queues[PG_QUEUES_SEEN];
+    size_t nqueues;
 };
 
 /*
@@ -239,6 +260,9 @@ ad_err ad_pg_auto_end(struct ad_conn *c, int own, ad_err e);
 /* One pipelined write, in its own transaction when none is open. */
 ad_err ad_pg_write1(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p, enum pg_check check,
                     const char *what);
+/* Announce entry (taken) at the commit, beside the jobs the transaction changed: "queue\t<tenant>\t<type>" for a
+ * queue whose settings changed (pg_queue.c). */
+void ad_pg_announce(struct ad_conn *c, char *entry);
 /* Start a write that takes the next seq (*seq), in the open batch or a transaction of its own (*own). */
 ad_err ad_pg_begin_seq_write(struct ad_conn *c, int *own, int64_t *seq);
 /* Run statement id and read every row into a new array (*items, *n; room for one more), read filling a slot. */
@@ -337,5 +361,16 @@ ad_err ad_pg_artifact_view(struct ad_conn *c, const char *job_id, const char *le
 ad_err ad_pg_artifact_read(struct ad_conn *c, const char *job_id, const char *lease_id, uint64_t off, void *buf,
                            size_t len, size_t *n);
 ad_err ad_pg_artifact_gc(struct ad_conn *c, int *removed);
+
+/* ---- pg_queue.c: ops->queue_* (store.h) ---- */
+
+ad_err ad_pg_queue_get(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out);
+ad_err ad_pg_queue_put(struct ad_conn *c, const struct ad_queue *q);
+ad_err ad_pg_queue_list(struct ad_conn *c, const char *tenant, struct ad_queue_list *out);
+ad_err ad_pg_queue_counts(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                          struct ad_queue_counts *out);
+ad_err ad_pg_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
+/* Forget the queue rows the transaction saw (its end, an operation rolled back). */
+void ad_pg_queues_forget(struct ad_conn *c);
 
 #endif

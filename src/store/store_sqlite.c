@@ -15,7 +15,8 @@
  * This file holds the store operations on jobs, idempotency records, attempts and job events, the artifacts
  * (files, store/artifact.c) and the ops table. The rest is one job a file, sharing store_sqlite_int.h:
  * sqlite_conn.c the connections, their statements and transactions, and the space the log takes;
- * sqlite_schema.c the migrations and the statements' text; sqlite_webhook.c the endpoints and the outbox.
+ * sqlite_schema.c the migrations and the statements' text; sqlite_webhook.c the endpoints and the outbox;
+ * sqlite_queue.c the queue settings.
  */
 #include "store/store_sqlite_int.h"
 #include "store/artifact.h"
@@ -814,6 +815,11 @@ static const struct ad_store_ops sq_ops = {
     .events_after = sq_events_after,
     .snapshot_begin = ad_sq_snapshot_begin,
     .snapshot_end = ad_sq_snapshot_end,
+    .queue_get = ad_sq_queue_get,
+    .queue_put = ad_sq_queue_put,
+    .queue_list = ad_sq_queue_list,
+    .queue_counts = ad_sq_queue_counts,
+    .queue_running = ad_sq_queue_running,
     .webhook_put = ad_sq_webhook_put,
     .webhook_get = ad_sq_webhook_get,
     .webhook_list = ad_sq_webhook_list,

@@ -2,7 +2,7 @@
  * store_sqlite_int.h - what the files of the SQLite store share and nothing else uses: the statements (enum
  * sq_stmt, their text in sqlite_schema.c), a connection (struct ad_conn), and the functions of each file that the
  * others call. store_sqlite.c describes the store; store.h is the contract. Included by store_sqlite.c,
- * sqlite_conn.c, sqlite_schema.c, sqlite_webhook.c and their unit test.
+ * sqlite_conn.c, sqlite_schema.c, sqlite_webhook.c, sqlite_queue.c and their unit test.
  */
 #ifndef AD_STORE_SQLITE_INT_H
 #define AD_STORE_SQLITE_INT_H
@@ -102,6 +102,13 @@ _Static_assert(AD_STATUS__COUNT == 6, "SQ_LIST_ANY has a branch for each status"
                   " AND cseq < ?2) AND tenant = ?1"
 #define SQ_LIST_FEW_F_STATUS " AND status = ?3"
 
+/* The queues table's columns (sqlite_queue.c reads them in this order), and the count of a queue's running jobs:
+ * ?1 tenant, ?2 type, ?5 the tenant's key. */
+#define SQ_QUEUE_COLS                                                                                                  \
+    "tenant, type, paused, concurrency, group_concurrency, rate_limit, rate_period, group_rate_limit,"                 \
+    " group_rate_period, window_start, window_count"
+#define SQ_QUEUE_RUNNING "SELECT count(*) FROM jobs WHERE tkey = ?5 AND status = 1 AND tenant = ?1 AND type = ?2"
+
 enum sq_stmt {
     ST_BEGIN,
     ST_COMMIT,
@@ -158,6 +165,11 @@ enum sq_stmt {
     ST_DELIVERY_LIST_STATE,
     ST_DELIVERY_ABANDON,
     ST_DELIVERY_SWEEP,
+    ST_QUEUE_GET,
+    ST_QUEUE_PUT,
+    ST_QUEUE_LIST,
+    ST_QUEUE_COUNTS,
+    ST_QUEUE_RUNNING,
     ST__COUNT
 };
 
@@ -276,5 +288,14 @@ ad_err ad_sq_delivery_abandon(struct ad_conn *c, const char *webhook_id, const c
 ad_err ad_sq_delivery_claim(struct ad_conn *c, int64_t seq, int64_t now, int64_t until, const char *owner);
 ad_err ad_sq_delivery_release(struct ad_conn *c, const char *owner, int64_t now);
 ad_err ad_sq_delivery_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out);
+
+/* ---- sqlite_queue.c: ops->queue_* (store.h) ---- */
+
+ad_err ad_sq_queue_get(struct ad_conn *c, const char *tenant, const char *type, struct ad_queue *out);
+ad_err ad_sq_queue_put(struct ad_conn *c, const struct ad_queue *q);
+ad_err ad_sq_queue_list(struct ad_conn *c, const char *tenant, struct ad_queue_list *out);
+ad_err ad_sq_queue_counts(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                          struct ad_queue_counts *out);
+ad_err ad_sq_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
 
 #endif

@@ -268,6 +268,11 @@ static void sc_test_ops_table(void **state)
     X(artifact_view)                                                                                                   \
     X(artifact_read)                                                                                                   \
     X(artifact_gc)                                                                                                     \
+    X(queue_get)                                                                                                       \
+    X(queue_put)                                                                                                       \
+    X(queue_list)                                                                                                      \
+    X(queue_counts)                                                                                                    \
+    X(queue_running)                                                                                                   \
     X(close)
 #define SC_CHECK(op)                                                                                                   \
     if (o->op == NULL)                                                                                                 \
@@ -1289,6 +1294,103 @@ static void sc_test_artifacts(void **state)
     assert_int_equal(removed, 0);
 }
 
+/* Queue rows: absent until put, every field round-trips (a limit of 0 is none), a put replaces the row, a list is
+ * the tenant's by type, the rows survive a reopen, and the counts split a queue's jobs by state and runAt. */
+static void sc_test_queues(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *o = f->s->ops;
+    struct ad_queue q;
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    /* A rolled-back put leaves nothing, even for a read later in the same connection's next transaction. */
+    struct ad_queue gone = {.tenant = "t1", .type = "b", .paused = 1};
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    assert_int_equal(o->queue_put(f->c, &gone), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_OK);
+    assert_int_equal(q.paused, 1);
+    ad_queue_clear(&q);
+    o->rollback(f->c);
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_NOT_FOUND);
+    o->rollback(f->c);
+    struct ad_queue w = {.tenant = "t1",
+                         .type = "b",
+                         .paused = 1,
+                         .concurrency = 3,
+                         .group_concurrency = 2,
+                         .rate = {5, 1000},
+                         .group_rate = {7, 60000},
+                         .window_start = T0,
+                         .window_count = 4};
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_put(f->c, &w), AD_E_OK);
+    struct ad_queue a = {.tenant = "t1", .type = "a"};
+    assert_int_equal(o->queue_put(f->c, &a), AD_E_OK);
+    struct ad_queue other = {.tenant = "t2", .type = "b", .concurrency = 1};
+    assert_int_equal(o->queue_put(f->c, &other), AD_E_OK);
+    /* The writer reads what it wrote in the same transaction. */
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_OK);
+    assert_int_equal(q.window_count, 4);
+    ad_queue_clear(&q);
+    assert_int_equal(o->commit(f->c), AD_E_OK);
+    sc_reopen(f);
+    o = f->s->ops;
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_OK);
+    assert_string_equal(q.tenant, "t1");
+    assert_string_equal(q.type, "b");
+    assert_int_equal(q.paused, 1);
+    assert_int_equal(q.concurrency, 3);
+    assert_int_equal(q.group_concurrency, 2);
+    assert_int_equal(q.rate.limit, 5);
+    assert_int_equal(q.rate.period_ms, 1000);
+    assert_int_equal(q.group_rate.limit, 7);
+    assert_int_equal(q.group_rate.period_ms, 60000);
+    assert_int_equal(q.window_start, T0);
+    assert_int_equal(q.window_count, 4);
+    ad_queue_clear(&q);
+    /* A put replaces every field: cleared limits read back as none. */
+    w.paused = 0;
+    w.concurrency = 0;
+    w.rate = (struct ad_queue_rate){0, 0};
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_put(f->c, &w), AD_E_OK);
+    assert_int_equal(o->commit(f->c), AD_E_OK);
+    assert_int_equal(o->queue_get(f->c, "t1", "b", &q), AD_E_OK);
+    assert_int_equal(q.paused, 0);
+    assert_int_equal(q.concurrency, 0);
+    assert_int_equal(q.rate.limit, 0);
+    assert_int_equal(q.group_concurrency, 2);
+    ad_queue_clear(&q);
+    struct ad_queue_list l;
+    assert_int_equal(o->queue_list(f->c, "t1", &l), AD_E_OK);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.items[0].type, "a");
+    assert_string_equal(l.items[1].type, "b");
+    ad_queue_list_free(&l);
+    assert_int_equal(o->queue_list(f->c, "nobody", &l), AD_E_OK);
+    assert_int_equal(l.n, 0);
+    ad_queue_list_free(&l);
+
+    sc_insert_new(f, "q1", "t1", "b", AD_QUEUED, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "q2", "t1", "b", AD_QUEUED, AD_PRIO_NORMAL, T0 - 1);
+    sc_insert_new(f, "q3", "t1", "b", AD_QUEUED, AD_PRIO_NORMAL, T0 + 1000);
+    sc_insert_new(f, "q4", "t1", "b", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "q5", "t1", "b", AD_SUCCEEDED, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "q6", "t1", "a", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "q7", "t2", "b", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    struct ad_queue_counts k;
+    assert_int_equal(o->queue_counts(f->c, "t1", "b", T0, &k), AD_E_OK);
+    assert_int_equal(k.queued, 2);
+    assert_int_equal(k.running, 1);
+    assert_int_equal(k.scheduled, 1);
+    int64_t running = -1;
+    assert_int_equal(o->queue_running(f->c, "t1", "b", &running), AD_E_OK);
+    assert_int_equal(running, 1);
+    assert_int_equal(o->queue_running(f->c, "t1", "c", &running), AD_E_OK);
+    assert_int_equal(running, 0);
+}
+
 static void sc_test_job_counts_by_type_and_status(void **state)
 {
     struct fx *f = *state;
@@ -2191,6 +2293,7 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_leasable_group_backlog_does_not_starve, setup, teardown),              \
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
+        cmocka_unit_test_setup_teardown(sc_test_queues, setup, teardown),                                              \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
         cmocka_unit_test_setup_teardown(sc_test_unique_key_finds_the_live_job, setup, teardown),                       \
