@@ -255,8 +255,8 @@ static const char *const migrations[] = {
      * the index as covering. */
     ("DROP INDEX deliveries_due;"
      "CREATE INDEX deliveries_due ON deliveries (next_at, seq, webhook_id, state) WHERE state = 0;"),
-    /* 11 of the flow-control migrations (PostgreSQL's 11; after the groups' migration): queue settings, one row per
-     * tenant and type, and the type's rate window (sqlite_queue.c). */
+    /* 14 (the groups' is 13; PostgreSQL's 11): queue settings, one row per tenant and type, and the type's rate
+     * window (sqlite_queue.c). */
     ("CREATE TABLE queues (tenant TEXT NOT NULL, type TEXT NOT NULL, paused INTEGER NOT NULL,"
      " concurrency INTEGER, group_concurrency INTEGER, rate_limit INTEGER, rate_period INTEGER,"
      " group_rate_limit INTEGER, group_rate_period INTEGER, window_start INTEGER NOT NULL,"
