@@ -151,8 +151,19 @@ int ad_api_queue_list(struct ad_request *r)
     return 0;
 }
 
+/* When the configuration lists types, a queue of another type cannot have jobs: 404, as its submit is refused. */
+static int unknown_type(struct ad_request *r)
+{
+    if (ad_hub.cfg->ntypes == 0 || ad_config_type(ad_hub.cfg, r->id) != NULL)
+        return 0;
+    ad_http_problemf(r->req, AD_E_NOT_FOUND, "no job type %.128s is configured", r->id);
+    return 1;
+}
+
 static int queue_get(struct ad_request *r)
 {
+    if (unknown_type(r))
+        return 0;
     ad_hub_read(&queue_op(r, r->id)->op);
     return 0;
 }
@@ -172,6 +183,8 @@ static int queue_patch(struct ad_request *r)
     if (!is_merge_patch(ad_http_get(r->req, H2O_TOKEN_CONTENT_TYPE)))
         return ad_http_problem(r->req, AD_E_UNSUPPORTED_MEDIA_TYPE,
                                "send the settings as an RFC 7396 merge patch, application/merge-patch+json", NULL);
+    if (unknown_type(r))
+        return 0;
     json_t *body = ad_api_body(r);
     if (body == NULL)
         return 0;

@@ -88,6 +88,13 @@ describe('queues', () => {
         assertProblem(await patchQueue(a, 'report.export', { paused: true }, { 'content-type': 'application/json' }), 415, 'unsupported-media-type');
     });
 
+    it('a type the configuration does not list has no queue: 404', async () => {
+        const { c, a } = tenant(d);
+        assertProblem(await c.get('/v1/queues/no.such'), 404, 'not-found');
+        assertProblem(await patchQueue(a, 'no.such', { paused: true }), 404, 'not-found');
+        assertProblem(await a.req('DELETE', '/v1/queues/report.export'), 405, 'method-not-allowed');
+    });
+
     it('PATCH is for the admin role only; GET for any', async () => {
         const { c, w, a } = tenant(d);
         assertProblem(await patchQueue(c, 'report.export', { paused: true }), 403, 'forbidden');
