@@ -682,7 +682,7 @@ function fmtRate(r) {
     return r ? `${r.limit} per ${r.period}` : '—';
 }
 
-/** Why a queue's queued jobs wait, in words, from its settings and counts (CONTRACT §11, waitingFor). */
+/** A queue's state: paused, held back by a limit (its jobs' waitingFor), or active. */
 function queueState(q) {
     if (q.paused) return 'paused';
     return q.counts.waiting > 0 ? 'limited' : 'active';
@@ -742,13 +742,13 @@ async function queuesView(root, signal) {
     };
     const refresh = async (saved = false) => {
         const list = await api('GET', '/v1/queues', undefined, signal);
-        const rows = list.items.map((q) => h('tr', { 'data-queue': q.type },
+        const rows = list.queues.map((q) => h('tr', { 'data-queue': q.type },
             h('th', { scope: 'row' }, q.type),
             h('td', {}, badge(queueState(q))),
             h('td', { class: 'num' }, String(q.counts.queued)),
             h('td', { class: 'num' }, String(q.counts.running)),
             h('td', { class: 'num' }, String(q.counts.scheduled)),
-            h('td', { class: 'num' }, String(q.counts.waiting)),
+            h('td', { class: 'num' }, String(q.counts.waiting), q.waitingFor ? ` (${q.waitingFor})` : ''),
             h('td', {}, q.concurrency ?? '—', q.groupConcurrency ? ` (${q.groupConcurrency} per group)` : ''),
             h('td', {}, fmtRate(q.rateLimit), q.groupRateLimit ? ` (${fmtRate(q.groupRateLimit)} per group)` : ''),
             h('td', {}, h('button', {
@@ -760,7 +760,7 @@ async function queuesView(root, signal) {
                 ['Type', 'State', 'Queued', 'Running', 'Scheduled', 'Waiting', 'Concurrency', 'Rate limit', 'Action'], rows,
                 { empty: 'No queue yet: a type gets one with its first job or setting.' }));
         if (saved || !forms.querySelector('details[open]'))
-            forms.replaceChildren(...list.items.map((q) => limitsForm(q, (patch) => act('Save limits of', q.type, patch))));
+            forms.replaceChildren(...list.queues.map((q) => limitsForm(q, (patch) => act('Save limits of', q.type, patch))));
     };
     await every(3000, refresh, signal);
 }
