@@ -120,9 +120,9 @@ class ApiError extends Error {
     }
 }
 
-async function api(method, path, body, signal) {
+async function api(method, path, body, signal, type = 'application/json') {
     const headers = { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}`, accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (body !== undefined) headers['content-type'] = type;
     const res = await fetch(path, {
         method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal,
         credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer',
@@ -240,7 +240,9 @@ async function signIn(key) {
     }
 }
 
-const views = { overview: overviewView, jobs: jobsView, job: jobView, workers: workersView, webhooks: webhooksView };
+const views = {
+    overview: overviewView, jobs: jobsView, job: jobView, queues: queuesView, workers: workersView, webhooks: webhooksView,
+};
 
 function route() {
     if (viewAbort) viewAbort.abort();
@@ -670,6 +672,97 @@ async function jobView(root, signal, id) {
         }, 300);
     }, signal, { onOpen: () => setLive(true) });
     signal.addEventListener('abort', () => clearTimeout(refetch));
+}
+
+// ---- Queues ----
+
+const PERIODS = ['1s', '10s', '1m', '10m', '1h'];
+
+function fmtRate(r) {
+    return r ? `${r.limit} per ${r.period}` : '—';
+}
+
+/** A queue's state: paused, held back by a limit (its jobs' waitingFor), or active. */
+function queueState(q) {
+    if (q.paused) return 'paused';
+    return q.counts.waiting > 0 ? 'limited' : 'active';
+}
+
+/** The limits form of queue q: each field empty for none; submit sends one merge patch (RFC 7396). */
+function limitsForm(q, save) {
+    const id = (name) => `q-${q.type}-${name}`.replace(/[^A-Za-z0-9_-]/g, '_');
+    const num = (name, label, v) => h('div', {},
+        h('label', { for: id(name) }, label),
+        h('input', { id: id(name), name, type: 'number', min: 1, step: 1, inputmode: 'numeric', value: v ?? '' }));
+    const rate = (name, label, r) => h('fieldset', {},
+        h('legend', {}, label),
+        h('label', { for: id(name) }, 'Leases'),
+        h('input', { id: id(name), name, type: 'number', min: 1, step: 1, inputmode: 'numeric', value: r?.limit ?? '' }),
+        h('label', { for: id(`${name}-period`) }, 'per'),
+        h('select', { id: id(`${name}-period`), name: `${name}Period` },
+            PERIODS.map((p) => h('option', { value: p, selected: (r?.period ?? '1s') === p }, p))));
+    const form = h('form', {
+        class: 'filters limits', 'aria-label': `Limits of ${q.type}`,
+        onsubmit: (e) => {
+            e.preventDefault();
+            const f = new FormData(form);
+            const int = (k) => (f.get(k) === '' ? null : Number(f.get(k)));
+            const lim = (k) => (f.get(k) === '' ? null : { limit: Number(f.get(k)), period: f.get(`${k}Period`) });
+            save({
+                concurrency: int('concurrency'), groupConcurrency: int('groupConcurrency'),
+                rateLimit: lim('rateLimit'), groupRateLimit: lim('groupRateLimit'),
+            });
+        },
+    },
+    num('concurrency', 'Concurrency', q.concurrency),
+    num('groupConcurrency', 'Per group', q.groupConcurrency),
+    rate('rateLimit', 'Rate limit', q.rateLimit),
+    rate('groupRateLimit', 'Rate limit per group', q.groupRateLimit),
+    h('button', { type: 'submit' }, 'Save limits'));
+    return h('details', { class: 'queue-limits' }, h('summary', {}, `Limits of ${q.type}`), form);
+}
+
+async function queuesView(root, signal) {
+    heading(root, 'Queues');
+    const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+    const body = h('div');
+    const forms = h('div'); // rebuilt only while no form is open, so that a refresh never takes what is typed
+    root.append(h('p', { class: 'small' }, 'One queue per job type. A paused queue still accepts jobs; none is leased until it resumes. ',
+        'Changing a queue takes an admin key.'), status, body, forms);
+    const act = async (what, type, patch) => {
+        status.textContent = `${what} ${type}…`;
+        try {
+            await api('PATCH', `/v1/queues/${encodeURIComponent(type)}`, patch, signal, 'application/merge-patch+json');
+            status.textContent = `${what} ${type}: done.`;
+            await refresh(true);
+        } catch (e) {
+            status.textContent = e.status === 403 ? `${what} ${type}: this key\u2019s role may not change queues (an admin key may).`
+                : `${what} ${type} failed: ${e.message}`;
+        }
+    };
+    const refresh = async (saved = false) => {
+        const list = await api('GET', '/v1/queues', undefined, signal);
+        const rows = list.queues.map((q) => h('tr', { 'data-queue': q.type },
+            h('th', { scope: 'row' }, q.type),
+            h('td', {}, badge(queueState(q))),
+            h('td', { class: 'num' }, String(q.counts.queued)),
+            h('td', { class: 'num' }, String(q.counts.running)),
+            h('td', { class: 'num' }, String(q.counts.scheduled)),
+            h('td', { class: 'num' }, String(q.counts.waiting), q.waitingFor ? ` (${q.waitingFor})` : ''),
+            h('td', {}, q.concurrency ?? '—', q.groupConcurrency ? ` (${q.groupConcurrency} per group)` : ''),
+            h('td', {}, fmtRate(q.rateLimit), q.groupRateLimit ? ` (${fmtRate(q.groupRateLimit)} per group)` : ''),
+            h('td', {}, h('button', {
+                type: 'button', class: 'small-btn', 'aria-label': `${q.paused ? 'Resume' : 'Pause'} ${q.type}`,
+                onclick: () => act(q.paused ? 'Resume' : 'Pause', q.type, { paused: !q.paused }),
+            }, q.paused ? 'Resume' : 'Pause'))));
+        body.replaceChildren(
+            table('Queues by type: jobs queued, running, scheduled for later, and held back by a pause or a limit',
+                ['Type', 'State', 'Queued', 'Running', 'Scheduled', 'Waiting', 'Concurrency', 'Rate limit', 'Action'], rows,
+                { empty: 'No queue yet: a type gets one with its first job or setting.' }));
+        if (saved || !forms.querySelector('details[open]'))
+            forms.replaceChildren(...list.queues.map((q) => limitsForm(q, (patch) => act('Save limits of', q.type, patch))));
+    };
+    await every(3000, refresh, signal);
 }
 
 // ---- Workers ----
