@@ -42,6 +42,7 @@ worker_pid=$!
 cat <<EOT
 
   acceptd   $URL   (health: $URL/healthz)
+  dashboard $URL/ui/   (no API keys configured: it opens without one)
   worker    demo.sleep, 2 at a time, running examples/demo-worker.sh
 
   Try:

@@ -112,6 +112,14 @@ function card(label, value, sub) {
 
 // ---- the API ----
 
+// A daemon without API keys serves loopback clients with none (GET /healthz says "auth": "none"): the dashboard
+// then opens at once and sends no Authorization header.
+let keyless = false;
+
+function authorization() {
+    return keyless ? {} : { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` };
+}
+
 class ApiError extends Error {
     constructor(status, problem) {
         super(problem?.detail || problem?.title || `HTTP ${status}`);
@@ -121,7 +129,7 @@ class ApiError extends Error {
 }
 
 async function api(method, path, body, signal, type = 'application/json') {
-    const headers = { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}`, accept: 'application/json' };
+    const headers = { ...authorization(), accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = type;
     const res = await fetch(path, {
         method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal,
@@ -144,7 +152,7 @@ async function stream(path, onEvent, signal, { onOpen, since } = {}) {
     let retry = 2000;
     while (!signal.aborted) {
         try {
-            const headers = { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}`, accept: 'text/event-stream' };
+            const headers = { ...authorization(), accept: 'text/event-stream' };
             if (last !== null) headers['last-event-id'] = last;
             const res = await fetch(path, { headers, signal, credentials: 'omit', cache: 'no-store' });
             if (res.status === 204) return;
@@ -247,10 +255,10 @@ const views = {
 function route() {
     if (viewAbort) viewAbort.abort();
     viewAbort = new AbortController();
-    const signed = sessionStorage.getItem(KEY) !== null;
+    const signed = keyless || sessionStorage.getItem(KEY) !== null;
     $('signin').hidden = signed;
     $('nav').hidden = !signed;
-    $('signout').hidden = !signed;
+    $('signout').hidden = !signed || keyless;
     const root = $('view');
     // Keyboard users keep their place: a control that re-rendered the view (a filter) gets the focus back,
     // otherwise the new view's heading takes it, so that a screen reader announces where it is.
@@ -905,6 +913,19 @@ function start() {
         else route();
     });
     window.addEventListener('hashchange', route);
+    fetch('/healthz', { credentials: 'omit', cache: 'no-store' }).then((r) => r.json()).catch(() => ({})).then((hz) => {
+        keyless = hz.auth === 'none';
+        if (keyless) {
+            $('who').textContent = 'no API keys configured: open to loopback clients, as tenant default';
+            route();
+        } else {
+            resume();
+        }
+    });
+}
+
+/** Sign in again with the key this tab kept, or ask for one. */
+function resume() {
     if (sessionStorage.getItem(KEY) !== null) {
         signIn(sessionStorage.getItem(KEY)).then((err) => {
             if (err) signOut(err);

@@ -659,10 +659,14 @@ const char *ad_api_problem_message(const json_t *p)
     return detail != NULL ? detail : title != NULL ? title : "the job failed";
 }
 
+/* "auth" says whether requests need a key: "none" when no keys are configured (loopback clients only), which the
+ * dashboard reads to open without asking for one, else "bearer". */
 int ad_api_healthz(struct ad_request *r)
 {
-    static const char body[] = "{\"status\":\"ok\"}";
-    return ad_http_json(r, 200, body, sizeof(body) - 1);
+    static const char open[] = "{\"status\":\"ok\",\"auth\":\"none\"}";
+    static const char keyed[] = "{\"status\":\"ok\",\"auth\":\"bearer\"}";
+    return ad_hub.open_mode ? ad_http_json(r, 200, open, sizeof(open) - 1)
+                            : ad_http_json(r, 200, keyed, sizeof(keyed) - 1);
 }
 
 struct ready_read {

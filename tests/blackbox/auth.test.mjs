@@ -175,6 +175,7 @@ describe('no keys configured', () => {
         await complete(anon, id, l.leaseId);
         assert.equal((await getJob(anon, id)).status, 'succeeded');
         assert.match(d.stdout + d.stderr, /loopback|no keys/i, 'no start-up notice about the keyless loopback mode');
+        assert.deepEqual(expectStatus(await anon.get('/healthz'), 200).json, { status: 'ok', auth: 'none' });
     });
 });
 

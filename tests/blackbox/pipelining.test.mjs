@@ -82,7 +82,7 @@ describe('HTTP/1.1 pipelining behind answers that wait for a commit', () => {
             assert.deepEqual(job.payload, { n }, `answer ${n} is another request's job`);
         }
         assert.equal(answers[100].status, 200);
-        assert.deepEqual(JSON.parse(answers[100].body), { status: 'ok' });
+        assert.deepEqual(JSON.parse(answers[100].body), { status: 'ok', auth: 'bearer' });
         const kept = await listAll(t.c);
         assert.equal(kept.length, 100);
         assert.deepEqual(new Set(kept.map((j) => j.payload.n)), new Set([...Array(100).keys()]));

@@ -225,7 +225,7 @@ describe('health', () => {
 
     it('/healthz and /readyz answer 200 without credentials', async () => {
         const h = expectStatus(await api(d).get('/healthz'), 200);
-        assert.deepEqual(h.json, { status: 'ok' });
+        assert.deepEqual(h.json, { status: 'ok', auth: 'bearer' });
         const r = expectStatus(await api(d).get('/readyz'), 200);
         assert.deepEqual(r.json, { status: 'ready' });
     });

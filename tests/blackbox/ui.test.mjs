@@ -304,3 +304,38 @@ describe('the dashboard at /ui/', { timeout: 120_000 }, () => {
         }
     });
 });
+
+describe('the dashboard of a daemon without API keys', { timeout: 60_000 }, () => {
+    let d;
+    let browser;
+    before(async () => {
+        d = await startDaemon({ config: 'types:\n  report.export: {}\n' });
+        browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu'] });
+    });
+    after(async () => {
+        await browser?.close();
+        if (d) await stopClean(d);
+    });
+
+    it('opens without asking for a key, says why, and shows the jobs', async () => {
+        const id = (await submit(api(d), { type: 'report.export', payload: { keyless: true } })).json.id;
+        const page = await browser.newPage();
+        const problems = [];
+        page.on('console', (m) => {
+            if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+        });
+        page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+        try {
+            await page.goto(`${d.url}/ui/`);
+            await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+            assert.equal(await page.locator('#signin').isHidden(), true, 'no sign-in form');
+            assert.equal(await page.getByRole('button', { name: 'Sign out' }).isHidden(), true);
+            assert.match(await page.locator('#who').textContent(), /no API keys configured/);
+            await page.getByRole('link', { name: 'Jobs' }).click();
+            await page.locator(`tr[data-job-id="${id}"]`).waitFor();
+            assert.deepEqual(problems, [], 'console errors');
+        } finally {
+            await page.close();
+        }
+    });
+});
