@@ -7,6 +7,7 @@ import re
 import threading
 import time
 import unittest
+from typing import Any, Callable
 
 from acceptd import Client, JobTimeout, ProblemError
 from acceptd._http import Transport
@@ -40,11 +41,16 @@ def run_one(url: str, wkey: str, type: str, result: object, steps: int = 0) -> N
 
 
 class ClientTest(unittest.TestCase):
+    def client(self, url: str, key: str) -> Client:
+        c = Client(url, key)
+        self.addCleanup(c.close)
+        return c
+
     def test_submit_and_wait_over_sse(self) -> None:
         ck, wk, _ = d.tenant()
         proxy = Proxy(d.url)  # forwards everything: it only shows which requests the client made
         self.addCleanup(proxy.close)
-        c = Client(proxy.url, ck)
+        c = self.client(proxy.url, ck)
         job = c.submit("report.export", {"month": "2026-11"}, priority="high", max_attempts=2)
         self.assertEqual(job.status, "queued")
         self.assertEqual(job.data["priority"], "high")
@@ -69,11 +75,11 @@ class ClientTest(unittest.TestCase):
 
         proxy = Proxy(d.url, decide)
         self.addCleanup(proxy.close)
-        c = Client(proxy.url, ck)
+        c = self.client(proxy.url, ck)
         job = c.submit("report.export", {})
         path = f"/v1/jobs/{job.id}"
 
-        def polls() -> list[dict[str, object]]:
+        def polls() -> list[dict[str, Any]]:
             return [r for r in proxy.log if r["method"] == "GET" and r["path"] == path]
 
         def work_after_two_polls() -> None:
@@ -101,7 +107,7 @@ class ClientTest(unittest.TestCase):
 
     def test_wait_times_out(self) -> None:
         ck, _, _ = d.tenant()
-        job = Client(d.url, ck).submit("report.export", {})
+        job = self.client(d.url, ck).submit("report.export", {})
         t0 = time.monotonic()
         with self.assertRaises(JobTimeout) as e:
             job.wait(timeout=1.0)
@@ -110,7 +116,7 @@ class ClientTest(unittest.TestCase):
 
     def test_idempotency_key_by_default(self) -> None:
         ck, _, _ = d.tenant()
-        c = Client(d.url, ck)
+        c = self.client(d.url, ck)
         a = c.submit("report.export", {"n": 1}, idempotency_key="k-1")
         b = c.submit("report.export", {"n": 1}, idempotency_key="k-1")
         self.assertEqual(a.id, b.id)
@@ -120,7 +126,7 @@ class ClientTest(unittest.TestCase):
         # Without a key of the caller's, each submit gets a fresh one: two submits, two jobs.
         proxy = Proxy(d.url)
         self.addCleanup(proxy.close)
-        c2 = Client(proxy.url, ck)
+        c2 = self.client(proxy.url, ck)
         x, y = c2.submit("report.export", {"n": 3}), c2.submit("report.export", {"n": 3})
         self.assertNotEqual(x.id, y.id)
         keys = [r["headers"].get("idempotency-key") for r in proxy.log]
@@ -128,7 +134,7 @@ class ClientTest(unittest.TestCase):
 
     def test_list_follows_pages_get_cancel_retry(self) -> None:
         ck, _, _ = d.tenant()
-        c = Client(d.url, ck)
+        c = self.client(d.url, ck)
         ids = [c.submit("report.export", {"i": i}).id for i in range(7)]
         listed = [j.id for j in c.list(type="report.export", page_size=3)]
         self.assertEqual(listed, list(reversed(ids)))  # newest first, across three pages
@@ -143,12 +149,12 @@ class ClientTest(unittest.TestCase):
 
     def test_problems_are_typed(self) -> None:
         ck, wk, _ = d.tenant()
-        c = Client(d.url, ck)
-        cases = [
+        c = self.client(d.url, ck)
+        cases: list[tuple[Callable[[], object], int, str]] = [
             (lambda: c.submit("no.such.type", {}), 422, "unknown-type"),
             (lambda: c.get("job_doesnotexist"), 404, "not-found"),
-            (lambda: Client(d.url, "wrong-key").get("job_x"), 401, "unauthorized"),
-            (lambda: Client(d.url, wk).submit("report.export", {}), 403, "forbidden"),
+            (lambda: self.client(d.url, "wrong-key").get("job_x"), 401, "unauthorized"),
+            (lambda: self.client(d.url, wk).submit("report.export", {}), 403, "forbidden"),
         ]
         for call, status, code in cases:
             with self.assertRaises(ProblemError) as e:
