@@ -104,8 +104,9 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
 class Proxy:
     """An HTTP/1.1 proxy on 127.0.0.1 in front of the daemon. Every request is recorded in `log` as a dict
     (at, method, path, headers, status, answer_headers). decide(method, path, headers) may answer:
-    None (forward), ("refuse", status) (answer that status without forwarding), or "drop-answer" (forward,
-    then close the connection without answering)."""
+    None (forward), ("refuse", status) (answer that status without forwarding), "drop-answer" (forward,
+    then close the connection without answering) or "corrupt" (forward, with the first byte of the answer's
+    body changed)."""
 
     def __init__(self, upstream: str, decide: Callable[[str, str, dict[str, str]], Any] | None = None) -> None:
         m = re.match(r"http://([^:/]+):(\d+)", upstream)
@@ -162,10 +163,13 @@ class Proxy:
                     self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:
+                    flip = d == "corrupt"
                     while self.command != "HEAD":
                         chunk = res.read1(65536)
                         if not chunk:
                             break
+                        if flip:
+                            chunk, flip = bytes([chunk[0] ^ 1]) + chunk[1:], False
                         if chunked:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         else:

@@ -9,7 +9,7 @@ import os
 import unittest
 from typing import Any
 
-from acceptd import Artifact, Client, JobContext, Worker
+from acceptd import Artifact, Client, DigestMismatch, JobContext, Worker
 
 from .harness import Daemon, Proxy
 
@@ -93,6 +93,14 @@ class ArtifactTest(unittest.TestCase):
         self.assertIsInstance(art, Artifact)
         with art:
             self.assertEqual(art.read(), data)
+        # A byte changed on the way down: the stream refuses it at its end.
+        bad = Proxy(d.url, lambda m, p, h: "corrupt" if p.endswith("/result") and m == "GET" else None)
+        self.addCleanup(bad.close)
+        cb = Client(bad.url, ck)
+        self.addCleanup(cb.close)
+        with cb.result(job.id) as art2, self.assertRaises(DigestMismatch):
+            for _ in art2:
+                pass
 
 
 if __name__ == "__main__":
