@@ -105,8 +105,9 @@ class Proxy:
     """An HTTP/1.1 proxy on 127.0.0.1 in front of the daemon. Every request is recorded in `log` as a dict
     (at, method, path, headers, status, answer_headers). decide(method, path, headers) may answer:
     None (forward), ("refuse", status) (answer that status without forwarding), "drop-answer" (forward,
-    then close the connection without answering) or "corrupt" (forward, with the first byte of the answer's
-    body changed)."""
+    then close the connection without answering) "corrupt" (forward, with the first byte of the answer's
+    body changed) or "cut-after-event" (forward an event stream up to its first whole event, then drop the
+    connection)."""
 
     def __init__(self, upstream: str, decide: Callable[[str, str, dict[str, str]], Any] | None = None) -> None:
         m = re.match(r"http://([^:/]+):(\d+)", upstream)
@@ -162,6 +163,7 @@ class Proxy:
                 if chunked:
                     self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                seen = b""
                 try:
                     flip = d == "corrupt"
                     while self.command != "HEAD":
@@ -175,6 +177,12 @@ class Proxy:
                         else:
                             self.wfile.write(chunk)
                         self.wfile.flush()
+                        seen += chunk
+                        if d == "cut-after-event" and re.search(rb"(^|\n)id:[^\n]*\n(.*\n)*?\n", seen):
+                            rec["cut"] = True
+                            up.close()
+                            self.close_connection = True
+                            return
                     if chunked:
                         self.wfile.write(b"0\r\n\r\n")
                 except OSError:

@@ -67,6 +67,31 @@ class ClientTest(unittest.TestCase):
         polls = [r for r in proxy.log if r["method"] == "GET" and r["path"] == f"/v1/jobs/{job.id}"]
         self.assertEqual(polls, [], "waited over SSE: no polls")
 
+    def test_wait_resumes_a_dropped_stream_with_last_event_id(self) -> None:
+        ck, wk, _ = d.tenant()
+        n = 0
+
+        def decide(method: str, path: str, headers: dict[str, str]) -> object:
+            nonlocal n
+            if path.endswith("/events"):
+                n += 1
+                return "cut-after-event" if n == 1 else None
+            return None
+
+        proxy = Proxy(d.url, decide)
+        self.addCleanup(proxy.close)
+        job = self.client(proxy.url, ck).submit("report.export", {})
+        seen: list[tuple[str, int | None]] = []
+        threading.Timer(0.5, run_one, (d.url, wk, "report.export", "ok", 1)).start()
+        job.wait(timeout=30, on_progress=lambda j: seen.append((j.status, j.progress)))
+        self.assertEqual(job.status, "succeeded")
+        streams = [r for r in proxy.log if r["path"].endswith("/events")]
+        self.assertGreaterEqual(len(streams), 2, proxy.log)
+        self.assertTrue(streams[0].get("cut"))
+        self.assertNotIn("last-event-id", streams[0]["headers"])
+        self.assertRegex(streams[1]["headers"].get("last-event-id", ""), r"^[0-9]+$")
+        self.assertEqual(seen, [("running", None), ("running", 30), ("succeeded", 100)], "each change once")
+
     def test_wait_polls_at_retry_after_pace_when_sse_is_refused(self) -> None:
         ck, wk, _ = d.tenant()
 
