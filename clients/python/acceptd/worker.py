@@ -31,6 +31,7 @@ from ._http import Transport
 from .errors import ProblemError
 
 PART_BYTES = 4 << 20  # limits.maxUploadPartBytes' default
+_DONE = {":complete": "completed", ":fail": "failed", ":cancel": "cancel acknowledged", ":release": "released"}
 
 
 def _b64sha(h: "hashlib._Hash") -> str:
@@ -68,15 +69,25 @@ class JobContext:
             self._progress = (percent, message)
         self._wake.set()
 
+    def heartbeat(self, percent: int | None = None, message: str | None = None) -> bool:
+        """Send a heartbeat now, with progress and a message, and wait for its answer (the daemon writes one a
+        second per lease: a faster caller waits). Answers whether a cancel was requested. progress() is the
+        call that does not wait."""
+        if percent is not None or message is not None:
+            self.progress(percent, message)
+        self._heartbeat()
+        return self.cancel_requested.is_set()
+
     def _heartbeat(self) -> None:
         body: dict[str, Any] = {"leaseId": self.lease_id, "leaseSeconds": self.worker.lease_seconds}
         with self._lock:
             p, self._progress = self._progress, None
-        if p is not None:
-            if p[0] is not None:
-                body["progress"] = p[0]
-            if p[1] is not None:
-                body["message"] = p[1]
+            if p is not None:
+                if p[0] is not None:
+                    body["progress"] = p[0]
+                if p[1] is not None:
+                    body["message"] = p[1]
+            self._wake.clear()
         try:
             res = self.worker.transport.request("POST", self.path + ":heartbeat", body=body)
         except ProblemError as e:
@@ -163,7 +174,7 @@ class Worker:
 
     def __init__(self, url: str, key: str | None, types: Sequence[str], handler: Handler, concurrency: int = 1, *,
                  lease_seconds: float = 30.0, wait_seconds: float = 20.0, name: str | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, log: Callable[[str], None] | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.transport = Transport(url, key, timeout=max(timeout, wait_seconds + 10), pool_size=2 * concurrency + 2)
@@ -173,6 +184,7 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
         self.name = name or f"{socket.gethostname()}/{os.getpid()}/python"
+        self.log = log or (lambda line: None)  # one line per lease and report, for the caller's log
         self.errors: list[BaseException] = []  # what went wrong outside handlers (refused leases, ...)
         self.done = 0
         self._stop = threading.Event()
@@ -216,6 +228,7 @@ class Worker:
                     res = self.transport.request("POST", "/v1/leases", body=dict(self._lease_body(),
                                                  wait=self.wait_seconds), headers={"Prefer": "return=minimal"})
                 except (ProblemError, OSError, http.client.HTTPException) as e:
+                    self.log(f"lease request failed: {e}")
                     self.errors.append(e)
                     self._stop.wait(1.0)
                     continue
@@ -232,6 +245,7 @@ class Worker:
     def _run(self, lease: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run one job to its report; answers the next leases the report brought."""
         ctx = JobContext(self, lease)
+        self.log(f"leased {ctx.id} (attempt {ctx.attempt})")
         beating = threading.Event()
         hb = threading.Thread(target=self._beat, args=(ctx, beating), name=f"acceptd-hb-{ctx.id}", daemon=True)
         hb.start()
@@ -271,8 +285,12 @@ class Worker:
             try:
                 res = self.transport.request("POST", f"/v1/jobs/{job_id}{verb}", body=body,
                                              headers={"Prefer": "return=minimal"})
+                doc = res.json() or {}
+                word = _DONE.get(verb, verb[1:])
+                self.log(f"{job_id}: {word} ({res.status}), now {(doc.get('job') or doc).get('status', '?')}")
                 return list((res.json() or {}).get("leases") or [])
             except ProblemError as e:
+                self.log(f"{job_id}: {verb[1:]} refused: {e}")
                 self.errors.append(e)  # stale-lease, illegal-transition: the job is not ours any more
                 return []
             except (OSError, http.client.HTTPException) as e:
@@ -289,5 +307,4 @@ class Worker:
             ctx._wake.wait(every)
             if done.is_set():
                 return
-            ctx._wake.clear()
             ctx._heartbeat()
