@@ -92,6 +92,17 @@ class ClientTest(unittest.TestCase):
         self.assertRegex(streams[1]["headers"].get("last-event-id", ""), r"^[0-9]+$")
         self.assertEqual(seen, [("running", None), ("running", 30), ("succeeded", 100)], "each change once")
 
+    def test_events_resume_after_an_id(self) -> None:
+        ck, wk, _ = d.tenant()
+        job = self.client(d.url, ck).submit("report.export", {})
+        run_one(d.url, wk, "report.export", "ok", 1)
+        all_events = list(job.events())
+        self.assertEqual([e for _, e, _ in all_events], ["status", "status", "progress", "done"])
+        self.assertEqual(job.status, "succeeded")
+        rest = list(job.events(last_event_id=all_events[1][0]))
+        self.assertEqual(rest, all_events[2:])
+        self.assertEqual(list(job.events(last_event_id=all_events[-1][0])), [], "resumed past done: 204")
+
     def test_wait_polls_at_retry_after_pace_when_sse_is_refused(self) -> None:
         ck, wk, _ = d.tenant()
 
