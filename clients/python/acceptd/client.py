@@ -160,6 +160,28 @@ class Job:
             finally:
                 conn.close()
 
+    def events(self, last_event_id: str | None = None) -> Iterator[tuple[str | None, str, Any]]:
+        """The job's event stream as (id, event, data) with data parsed: `status` and `progress` events, then
+        `done` with the whole job, after which it ends. last_event_id resumes after that event (nothing
+        when the job ended there). Leaving the loop early closes the connection. No reconnecting: wait()
+        does that."""
+        h = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            h["Last-Event-ID"] = last_event_id
+        conn, res = self.client.transport.stream("GET", self.path + "/events", headers=h)
+        try:
+            if res.status == 204:
+                return
+            for ev_id, event, data in _events(conn, res, None):
+                doc = json.loads(data)
+                if event == "done":
+                    self.data, self.etag = doc, None
+                yield ev_id, event, doc
+                if event == "done":
+                    return
+        finally:
+            conn.close()
+
     def _poll(self, deadline: float | None, on_progress: Callable[["Job"], None] | None) -> None:
         if self.etag is None or not self.data.get("status"):
             self.refresh()

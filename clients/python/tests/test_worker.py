@@ -60,7 +60,7 @@ class WorkerTest(unittest.TestCase):
 
         proxy = Proxy(d.url)  # to see what the worker sent
         self.addCleanup(proxy.close)
-        w = Worker(proxy.url, wk, ["work.item"], handler, concurrency=4, lease_seconds=3, wait_seconds=2)
+        w = Worker(proxy.url, wk, ["work.item"], handler, concurrency=4, lease_seconds=6, wait_seconds=2)
         jobs = [c.submit("work.item", {"n": n}) for n in range(200)]
         w.start()
         self.addCleanup(w.stop)
