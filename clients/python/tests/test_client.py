@@ -143,12 +143,23 @@ class ClientTest(unittest.TestCase):
 
     def test_wait_times_out(self) -> None:
         ck, _, _ = d.tenant()
-        job = self.client(d.url, ck).submit("report.export", {})
-        t0 = time.monotonic()
-        with self.assertRaises(JobTimeout) as e:
-            job.wait(timeout=1.0)
-        self.assertEqual(e.exception.job.status, "queued")
-        self.assertLess(time.monotonic() - t0, 20)
+        for events in (True, False):
+            job = self.client(d.url, ck).submit("report.export", {})
+            raised: list[BaseException] = []
+
+            def wait() -> None:
+                try:
+                    job.wait(timeout=1.0, events=events)
+                except BaseException as e:
+                    raised.append(e)
+
+            t = threading.Thread(target=wait, daemon=True)
+            t.start()
+            t.join(30)  # a wait that ignores its timeout fails here instead of hanging the suite
+            self.assertFalse(t.is_alive(), f"wait(timeout=1) still waiting after 30 s (events={events})")
+            self.assertEqual(len(raised), 1)
+            self.assertIsInstance(raised[0], JobTimeout)
+            self.assertEqual(getattr(raised[0], "job").status, "queued")
 
     def test_idempotency_key_by_default(self) -> None:
         ck, _, _ = d.tenant()
