@@ -82,7 +82,14 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(proxy.close)
         job = self.client(proxy.url, ck).submit("report.export", {})
         seen: list[tuple[str, int | None]] = []
-        threading.Timer(0.5, run_one, (d.url, wk, "report.export", "ok", 1)).start()
+
+        def work_after_the_cut() -> None:  # so that the first stream had only the `queued` event to give
+            deadline = time.monotonic() + 60
+            while not any(r.get("cut") for r in proxy.log) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            run_one(d.url, wk, "report.export", "ok", 1)
+
+        threading.Thread(target=work_after_the_cut, daemon=True).start()
         job.wait(timeout=30, on_progress=lambda j: seen.append((j.status, j.progress)))
         self.assertEqual(job.status, "succeeded")
         streams = [r for r in proxy.log if r["path"].endswith("/events")]
