@@ -61,7 +61,7 @@ FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanit
 # Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps install uninstall layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg test run bench format format-check checksrc clean
+.PHONY: all deps install uninstall layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg clients-python test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -236,6 +236,14 @@ blackbox-pg: build/acceptd build/asan/acceptd $(addprefix build/tests/,$(PG_UNIT
 	exit $$status
 endif
 
+# The Python client library (clients/python): mypy --strict on it and its tests (Debian's python3-mypy, so
+# Debian's python3 runs it), then its unittest suite against the real daemon, which each test module starts
+# (killed after 20 minutes: a wait that never ends must fail the run, not hang it).
+clients-python: build/acceptd
+	/usr/bin/python3 -m mypy --strict clients/python/acceptd clients/python/tests
+	cd clients/python && ACCEPTD_BIN=$(abspath build/acceptd) PYTHONPATH=. timeout 1200 python3 \
+		-m unittest discover -s tests -t . -v
+
 # Each step is its own make run so that it sees what the step before installed or built; the first failure
 # stops the rest. -j2 only parallelises compiling: each test target's recipe is a single command.
 test:
@@ -248,6 +256,7 @@ test:
 	$(MAKE) -j2 unit-asan
 	$(MAKE) -j2 fuzz
 	$(MAKE) -j2 blackbox
+	$(MAKE) clients-python
 	$(MAKE) -j2 blackbox-asan
 	$(MAKE) -j2 blackbox-pg
 

@@ -18,7 +18,7 @@ PACKAGES=(
     clang-format
     clang libclang-rt-14-dev
     chromium
-    prometheus python3
+    prometheus python3 python3-mypy
 )
 # The machine image may ship Node.js from elsewhere (with its own npm); Debian's nodejs/npm would clash.
 if ! command -v node >/dev/null 2>&1; then

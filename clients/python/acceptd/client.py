@@ -1,0 +1,386 @@
+"""The client side of acceptd: submit jobs, follow them to their end, read their results.
+
+A Job is a handle on one job, holding its last representation and ETag. Job.wait() follows the job's
+Server-Sent Events (GET /v1/jobs/{id}/events), resuming with Last-Event-ID after a dropped connection; when
+the stream is refused (a proxy that does not pass event streams answers 5xx, 405, ...) it polls instead,
+sleeping what Retry-After says between requests and sending If-None-Match, so that an unchanged job costs a
+304. result() answers the JSON result, or the artifact as a stream whose SHA-256 is checked against the
+daemon's Repr-Digest as it is read.
+
+Blocking calls on threads, not asyncio: the standard library has no asyncio HTTP client, http.client is
+what urllib itself uses, and the calls of one Client may be made from any number of threads."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import socket
+import time
+import urllib.parse
+import uuid
+from typing import Any, Callable, Iterator, Mapping
+
+from ._http import Response, Transport
+from .errors import DigestMismatch, JobTimeout, ProblemError, parse_retry_after
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled", "partialSuccess"})
+MAX_RETRY_AFTER = 30.0  # never sleep longer than this on a server's hint
+SSE_IDLE = 45.0  # the daemon sends a heartbeat comment every 15 s: three missed is a dead connection
+_SUBMIT_RETRIES = 4
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _quote(seg: str) -> str:
+    return urllib.parse.quote(seg, safe="")
+
+
+class Job:
+    """One job: `data` is its representation as last read, `etag` the tag of it."""
+
+    def __init__(self, client: "Client", data: Mapping[str, Any], etag: str | None = None) -> None:
+        self.client = client
+        self.data: dict[str, Any] = dict(data)
+        self.etag = etag
+        self.retry_after: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.status}>"
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status", ""))
+
+    @property
+    def progress(self) -> int | None:
+        p = self.data.get("progress")
+        return int(p) if p is not None else None
+
+    @property
+    def message(self) -> str | None:
+        return self.data.get("message")
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def path(self) -> str:
+        return f"/v1/jobs/{_quote(self.id)}"
+
+    def _take(self, res: Response) -> None:
+        if res.status == 200:
+            self.data = res.json()
+            self.etag = res.headers.get("etag", self.etag)
+        self.retry_after = parse_retry_after(res.headers.get("retry-after"))
+
+    def refresh(self) -> bool:
+        """Read the job again (If-None-Match: an unchanged job costs a 304). True when it changed."""
+        h = {"If-None-Match": self.etag} if self.etag else {}
+        res = self.client.transport.request("GET", self.path, headers=h)
+        before = self.etag
+        self._take(res)
+        return res.status == 200 and self.etag != before
+
+    def wait(self, timeout: float | None = None, on_progress: Callable[["Job"], None] | None = None,
+             events: bool = True) -> "Job":
+        """Block until the job ends and return it (self, updated). on_progress(job) is called on each
+        change of status, progress or message seen on the way. Raises JobTimeout after timeout seconds.
+        events=False polls from the start."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.done and events:
+            if self._follow(deadline, on_progress):
+                return self
+        self._poll(deadline, on_progress)
+        return self
+
+    def _remaining(self, deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
+
+    def _follow(self, deadline: float | None, on_progress: Callable[["Job"], None] | None) -> bool:
+        """Follow the event stream until done (True), or until it is refused (False: poll instead)."""
+        last_id: str | None = None
+        failures = 0
+        while True:
+            left = self._remaining(deadline)
+            if left is not None and left <= 0:
+                raise JobTimeout(self)
+            h = {"Accept": "text/event-stream"}
+            if last_id is not None:
+                h["Last-Event-ID"] = last_id
+            try:
+                conn, res = self.client.transport.stream("GET", self.path + "/events", headers=h,
+                                                         timeout=min(SSE_IDLE, left) if left else SSE_IDLE)
+            except ProblemError as e:
+                if e.status in (404, 410, 401, 403):
+                    raise  # the job is not there to be followed: no point polling it either
+                return False
+            except OSError:
+                failures += 1
+                if failures >= 3:
+                    return False
+                time.sleep(min(0.2 * failures, left or 1.0))
+                continue
+            try:
+                if res.status == 204:  # resumed past `done`: the job has ended
+                    self.refresh()
+                    return True
+                if res.status != 200 or "text/event-stream" not in (res.getheader("Content-Type") or ""):
+                    return False
+                for ev_id, event, data in _events(conn, res, deadline):
+                    failures = 0
+                    if ev_id is not None:
+                        last_id = ev_id
+                    doc = json.loads(data)
+                    if event == "done":
+                        self.data = doc
+                        self.etag = None  # the stream carries no ETag; the next refresh sets it
+                        if on_progress:
+                            on_progress(self)
+                        return True
+                    if event in ("status", "progress"):
+                        changed = any(self.data.get(k) != doc.get(k) for k in ("status", "progress", "message"))
+                        self.data.update({k: doc[k] for k in ("status", "progress", "message", "lastUpdatedAt")
+                                          if k in doc})
+                        if changed and on_progress:
+                            on_progress(self)
+            except (OSError, http.client.HTTPException):
+                failures += 1  # dropped or idle too long: resume from the last id
+                if failures >= 3:
+                    return False
+            finally:
+                conn.close()
+
+    def events(self, last_event_id: str | None = None) -> Iterator[tuple[str | None, str, Any]]:
+        """The job's event stream as (id, event, data) with data parsed: `status` and `progress` events, then
+        `done` with the whole job, after which it ends. last_event_id resumes after that event (nothing
+        when the job ended there). Leaving the loop early closes the connection. No reconnecting: wait()
+        does that."""
+        h = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            h["Last-Event-ID"] = last_event_id
+        conn, res = self.client.transport.stream("GET", self.path + "/events", headers=h)
+        try:
+            if res.status == 204:
+                return
+            for ev_id, event, data in _events(conn, res, None):
+                doc = json.loads(data)
+                if event == "done":
+                    self.data, self.etag = doc, None
+                yield ev_id, event, doc
+                if event == "done":
+                    return
+        finally:
+            conn.close()
+
+    def _poll(self, deadline: float | None, on_progress: Callable[["Job"], None] | None) -> None:
+        if self.etag is None or not self.data.get("status"):
+            self.refresh()
+        while not self.done:
+            pace = self.retry_after if self.retry_after is not None else 1.0
+            pace = min(pace, MAX_RETRY_AFTER)
+            left = self._remaining(deadline)
+            if left is not None:
+                if left <= 0:
+                    raise JobTimeout(self)
+                pace = min(pace, left)
+            time.sleep(pace)
+            before = (self.status, self.progress, self.message)
+            self.refresh()
+            if on_progress and (self.status, self.progress, self.message) != before:
+                on_progress(self)
+
+    def cancel(self) -> "Job":
+        return self._become(self.client.transport.request("POST", self.path + ":cancel"))
+
+    def retry(self) -> "Job":
+        """A new job (retryOf = this one) for a failed or cancelled job."""
+        res = self.client.transport.request("POST", self.path + ":retry")
+        return Job(self.client, res.json(), res.headers.get("etag"))
+
+    def _become(self, res: Response) -> "Job":
+        self.data, self.etag = res.json(), res.headers.get("etag")
+        return self
+
+    def result(self) -> Any:
+        """The job's result: its JSON document, or an Artifact (a stream to read, close it) when the worker
+        uploaded a file. A failed job raises its stored problem, a cancelled one 409 job-cancelled, a pending
+        one 404 result-not-ready: all ProblemError."""
+        return self.client.result(self.id)
+
+
+class Artifact:
+    """A downloaded result artifact, read as a stream. Its SHA-256 is computed as it is read; reading to
+    the end raises DigestMismatch when it is not the Repr-Digest the daemon sent."""
+
+    def __init__(self, conn: http.client.HTTPConnection, res: http.client.HTTPResponse) -> None:
+        self._conn, self._res = conn, res
+        self.content_type = res.getheader("Content-Type") or "application/octet-stream"
+        self.size = int(res.getheader("Content-Length") or -1)
+        self.digest = res.getheader("Repr-Digest") or ""
+        self.etag = res.getheader("ETag")
+        self._sha = hashlib.sha256()
+        self._checked = False
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._res.read() if n < 0 else self._res.read(n)
+        self._sha.update(chunk)
+        if (not chunk or n < 0) and not self._checked:
+            self._checked = True
+            got = "sha-256=:" + base64.b64encode(self._sha.digest()).decode() + ":"
+            if self.digest and got != self.digest:
+                raise DigestMismatch(f"artifact digest {got} is not the announced {self.digest}")
+        return chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            chunk = self.read(1 << 20)
+            if not chunk:
+                return
+            yield chunk
+
+    def save(self, path: str) -> int:
+        """Write the whole artifact to path; returns its size. The digest is checked before it returns."""
+        n = 0
+        with open(path, "wb") as f:
+            for chunk in self:
+                f.write(chunk)
+                n += len(chunk)
+        return n
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Artifact":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Client:
+    """A client of one acceptd daemon with one key (None for a keyless loopback daemon)."""
+
+    def __init__(self, url: str, key: str | None = None, *, timeout: float = 60.0) -> None:
+        self.transport = Transport(url, key, timeout)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, type: str, payload: Mapping[str, Any] | None = None, *, idempotency_key: str | None = None,
+               **options: Any) -> Job:
+        """Submit a job (POST /v1/jobs) and return it once stored. options are the request's other members in
+        snake_case (priority, callback_url, run_at, max_attempts, timeout_seconds, unique_key, group, ...).
+        An Idempotency-Key is made when none is given, so that the submit is retried safely after a dropped
+        connection, a 503 or a 429: one job, however many tries."""
+        body: dict[str, Any] = {"type": type, "payload": dict(payload or {})}
+        body.update({_camel(k): v for k, v in options.items() if v is not None})
+        key = idempotency_key or f"py-{uuid.uuid4()}"
+        h = {"Idempotency-Key": key}
+        for attempt in range(_SUBMIT_RETRIES + 1):
+            try:
+                res = self.transport.request("POST", "/v1/jobs", body=body, headers=h)
+            except ProblemError as e:
+                if attempt == _SUBMIT_RETRIES or not (e.status in (429, 503) or e.code == "idempotency-key-in-flight"):
+                    raise
+                time.sleep(min(e.retry_after or 0.5 * (attempt + 1), MAX_RETRY_AFTER))
+                continue
+            except (OSError, http.client.HTTPException):
+                if attempt == _SUBMIT_RETRIES:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            job = Job(self, res.json(), res.headers.get("etag"))
+            job.retry_after = parse_retry_after(res.headers.get("retry-after"))
+            return job
+        raise AssertionError("unreachable")
+
+    def get(self, job_id: str) -> Job:
+        res = self.transport.request("GET", f"/v1/jobs/{_quote(job_id)}")
+        job = Job(self, res.json(), res.headers.get("etag"))
+        job.retry_after = parse_retry_after(res.headers.get("retry-after"))
+        return job
+
+    def list(self, *, status: str | None = None, type: str | None = None, updated_after: str | None = None,
+             page_size: int | None = None) -> Iterator[Job]:
+        """Every job of the tenant matching the filters, newest first, page after page (GET /v1/jobs)."""
+        q = {k: v for k, v in (("status", status), ("type", type), ("updatedAfter", updated_after),
+                               ("limit", page_size)) if v is not None}
+        token: str | None = None
+        while True:
+            params = dict(q, **({"pageToken": token} if token else {}))
+            res = self.transport.request("GET", "/v1/jobs" + ("?" + urllib.parse.urlencode(params) if params else ""))
+            page = res.json()
+            for item in page.get("items", []):
+                yield Job(self, item)
+            token = page.get("nextPageToken")
+            if not token:
+                return
+
+    def cancel(self, job_id: str) -> Job:
+        res = self.transport.request("POST", f"/v1/jobs/{_quote(job_id)}:cancel")
+        return Job(self, res.json(), res.headers.get("etag"))
+
+    def retry(self, job_id: str) -> Job:
+        res = self.transport.request("POST", f"/v1/jobs/{_quote(job_id)}:retry")
+        return Job(self, res.json(), res.headers.get("etag"))
+
+    def result(self, job_id: str) -> Any:
+        """As Job.result(). A result kept elsewhere by the worker (resultLocation) answers that URL."""
+        conn, res = self.transport.stream("GET", f"/v1/jobs/{_quote(job_id)}/result")
+        if res.getheader("Repr-Digest") is not None:
+            return Artifact(conn, res)
+        try:
+            body = res.read()
+        finally:
+            conn.close()
+        if res.status == 303:
+            return {"resultLocation": res.getheader("Location")}
+        return json.loads(body) if body else None
+
+
+def _events(conn: http.client.HTTPConnection, res: http.client.HTTPResponse,
+            deadline: float | None) -> Iterator[tuple[str | None, str, str]]:
+    """(id, event, data) of each event of a text/event-stream body, until it ends."""
+    ev_id: str | None = None
+    event, data = "message", list[str]()
+    while True:
+        if conn.sock is not None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise socket.timeout("the wait ran out")
+            conn.sock.settimeout(SSE_IDLE if left is None else min(SSE_IDLE, left))
+        raw = res.readline()
+        if not raw:
+            return
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line == "":
+            if data:
+                yield ev_id, event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "id":
+                ev_id = value
+            elif field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
