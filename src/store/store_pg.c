@@ -391,9 +391,23 @@ ad_err ad_pg_begin_seq_write(struct ad_conn *c, int *own, int64_t *seq)
  * Keep the pool exact after job was written: its old row leaves the pool, and if it is now a queued job the
  * pool's lease query would find, it goes in at its place, unless it ranks after the pool's last job and the
  * pool does not hold the whole queue (it is then beyond the head the pool holds, as the rows never read are).
- * A job just inserted has its turn from the server (PG_TURN_EXPR), not known here: its place is not known, so the
- * pool is dropped, and the next lease reads the head again.
+ * A job just inserted has its turn from the server (PG_TURN_EXPR), not known here. It ranks after every job of a
+ * higher priority and, its turn being past its group's last, after every job of its own group at its priority:
+ * when the pool holds only such jobs (one group, the common case), the new job is beyond the pool's head. Otherwise
+ * its place is not known, so the pool is dropped, and the next lease reads the head again.
  */
+static int inserted_after_pool(const struct pg_pool *pl, const struct ad_job *job)
+{
+    for (size_t i = 0; i < pl->n; i++) {
+        const struct ad_job *r = pl->rows[i];
+        int same_group =
+            r->group == NULL ? job->group == NULL : job->group != NULL && strcmp(r->group, job->group) == 0;
+        if (r->priority < job->priority || (r->priority == job->priority && !same_group))
+            return 0;
+    }
+    return 1;
+}
+
 static void pool_note(struct ad_conn *c, const struct ad_job *job, int insert)
 {
     struct pg_pool *pl = &c->pool;
@@ -415,7 +429,8 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job, int insert)
     if (t == pl->ntypes)
         return;
     if (insert) {
-        pool_drop(pl);
+        if (pl->exhaustive || !inserted_after_pool(pl, job))
+            pool_drop(pl);
         return;
     }
     size_t at = pl->n;

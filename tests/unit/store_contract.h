@@ -1138,6 +1138,15 @@ static void sc_test_leasable_group_backlog_does_not_starve(void **state)
     sc_insert_grouped(f, "b", "B", AD_PRIO_NORMAL);
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
     sc_leasable(f, "t1", g, 1, T0, 3, "a0,b,a1");
+    /* In one transaction, after a lease (PostgreSQL keeps the head it read for the leases that follow): a job of the
+     * group read last goes behind its group, one of a new group takes its turn at the head. */
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    sc_leasable(f, "t1", g, 1, T0, 1, "a0");
+    sc_run(f, "a0");
+    sc_insert_grouped(f, "a_late", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "c", "C", AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 3, "b,c,a1");
+    f->s->ops->rollback(f->c);
     /* Two backlogs alternate. */
     for (int i = 1; i < 50; i++) {
         char id[16];
