@@ -174,14 +174,14 @@ static void test_room_pause_concurrency_and_fixed_window(void **state)
     enum ad_wait why;
     int64_t open_at;
     assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, T0, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, T0, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 2);
     assert_int_equal(why, AD_WAIT_NONE);
     insert_running(f, "job_1");
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, T0, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, T0, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 1);
     insert_running(f, "job_2");
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, T0, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, T0, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 0);
     assert_int_equal(why, AD_WAIT_CONCURRENCY);
     assert_string_equal(ad_wait_name(why), "concurrency");
@@ -189,10 +189,10 @@ static void test_room_pause_concurrency_and_fixed_window(void **state)
     q.concurrency = 0;
     int64_t w = T0 - T0 % 10000;
     assert_int_equal(ad_queue_took(f->c, &q, 2, w + 100), AD_E_OK);
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, w + 200, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, w + 200, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 1);
     assert_int_equal(ad_queue_took(f->c, &q, 1, w + 300), AD_E_OK);
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, w + 9999, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, w + 9999, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 0);
     assert_int_equal(why, AD_WAIT_RATE_LIMIT);
     assert_int_equal(open_at, w + 10000);
@@ -202,11 +202,11 @@ static void test_room_pause_concurrency_and_fixed_window(void **state)
     assert_int_equal(stored.window_count, 3);
     ad_queue_clear(&stored);
     /* The next window starts afresh. */
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, w + 10000, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, w + 10000, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 3);
     /* Paused wins over everything. */
     q.paused = 1;
-    assert_int_equal(ad_queue_room(f->c, &q, NULL, w + 10000, &room, &why, &open_at), AD_E_OK);
+    assert_int_equal(ad_queue_room(f->c, &q, w + 10000, &room, &why, &open_at), AD_E_OK);
     assert_int_equal(room, 0);
     assert_int_equal(why, AD_WAIT_PAUSED);
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
@@ -227,7 +227,7 @@ static void test_gate_narrows_types_and_drops_past_room(void **state)
     assert_string_equal(g.types[1], "c");
     assert_int_equal(limit, 10); /* c has no limit */
     assert_true(ad_queues_limited("t", "b"));
-    assert_int_equal(ad_queues_waiting("t", "b"), AD_WAIT_PAUSED);
+    assert_int_equal(ad_queues_waiting("t", "b", NULL), AD_WAIT_PAUSED);
     /* a's room is 2 (its configured concurrency): a third job of a is dropped. */
     struct ad_job_list picked = {0};
     picked.items = calloc(4, sizeof(*picked.items));
