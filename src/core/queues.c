@@ -358,12 +358,14 @@ struct group_room {
     int room;
     enum ad_wait why;
     int taken;
+    int exact; /* room is the group's own, not only a bound (at least the lease's size) */
 };
 struct ad_queue_groups {
     struct group_room *g;
     size_t n;
-    int dflt;              /* the room of a group not in g (none of its jobs running or leased in its window) */
+    int dflt;              /* the room of a group not in g: exact, or (dflt_exact 0) at least the lease's size */
     enum ad_wait dflt_why; /* the limit that gives it */
+    int dflt_exact;
 };
 
 static struct group_room *groups_find(struct ad_queue_groups *gs, const char *group)
@@ -384,6 +386,7 @@ static void groups_limit(struct ad_queue_groups *gs, const char *group, int64_t 
     }
     if (room < 0)
         room = 0;
+    r->exact = 1;
     if (room < r->room) {
         r->room = (int)room;
         r->why = why;
@@ -415,6 +418,7 @@ static ad_err groups_load(struct ad_conn *c, const struct ad_queue *q, int want,
         min = min > 1 ? min : 1;
         gs->dflt = (int)(q->group_concurrency - min + 1);
         gs->dflt_why = AD_WAIT_GROUP_CONCURRENCY;
+        gs->dflt_exact = min == 1; /* every group with a running job was read: the others have none */
         ad_err e = st->queue_group_running(c, q->tenant, q->type, min, &l);
         if (e != AD_E_OK)
             return e;
@@ -429,6 +433,7 @@ static ad_err groups_load(struct ad_conn *c, const struct ad_queue *q, int want,
         if (q->group_rate.limit - min + 1 < gs->dflt) {
             gs->dflt = (int)(q->group_rate.limit - min + 1);
             gs->dflt_why = AD_WAIT_GROUP_RATE_LIMIT;
+            gs->dflt_exact = min == 1;
         }
         ad_err e = st->queue_group_window(c, q->tenant, q->type, w, min, &l);
         if (e != AD_E_OK)
@@ -480,6 +485,7 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
             if (r == NULL) {
                 groups_limit(gs, group_of(j), gs->dflt, gs->dflt_why);
                 r = groups_find(gs, group_of(j));
+                r->exact = gs->dflt_exact;
             }
             if (out->n == (size_t)want || has_job(out, j) || r->taken >= r->room) {
                 dropped += out->n < (size_t)want && !has_job(out, j);
@@ -626,7 +632,7 @@ static ad_err groups_close(struct ad_queue_gate *g, size_t i, struct ad_conn *c,
     h.why = ad_calloc(gs->n + took.n + 1, sizeof(*h.why));
     for (size_t k = 0; k < gs->n && h.n < GROUP_HINTS_MAX; k++) {
         const struct group_room *t = groups_find(&took, gs->g[k].group);
-        if ((t != NULL ? t->taken : 0) >= gs->g[k].room) {
+        if (gs->g[k].exact && (t != NULL ? t->taken : 0) >= gs->g[k].room) {
             h.group[h.n] = ad_strdup(gs->g[k].group);
             h.why[h.n++] = gs->g[k].why;
         }
