@@ -370,7 +370,7 @@ static void test_gate_group_rate_limit(void **state)
     assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
     assert_int_equal(f->s->ops->queue_put(f->c, &q), AD_E_OK);
     for (int i = 1; i <= 3; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "a%d", i);
         put_job(f, id, "g", "A", AD_QUEUED);
     }
