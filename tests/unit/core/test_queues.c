@@ -343,6 +343,21 @@ static void test_gate_group_limits(void **state)
     assert_int_equal(ad_queues_waiting("t", "g", NULL), AD_WAIT_NONE);
     ad_queues_group_freed("t", "g", "F");
     assert_int_equal(ad_queues_waiting("t", "g", "F"), AD_WAIT_NONE);
+    /* With a type without limits asked for too: both picked, merged in lease order. */
+    put_job(f, "p1", "p", "A", AD_QUEUED);
+    char *both[] = {"p", "g"};
+    limit = 10;
+    assert_int_equal(ad_queue_gate_open(&g, f->c, "t", both, 2, T0, &limit), AD_E_OK);
+    assert_int_equal(ad_queue_gate_pick(&g, f->c, "t", T0, limit, &picked), AD_E_OK);
+    assert_string_equal(picked_ids(&picked, buf, sizeof(buf)), "a1,b1,b2,p1");
+    ad_job_list_free(&picked);
+    ad_queue_gate_free(&g);
+    limit = 2;
+    assert_int_equal(ad_queue_gate_open(&g, f->c, "t", both, 2, T0, &limit), AD_E_OK);
+    assert_int_equal(ad_queue_gate_pick(&g, f->c, "t", T0, limit, &picked), AD_E_OK);
+    assert_string_equal(picked_ids(&picked, buf, sizeof(buf)), "a1,b1");
+    ad_job_list_free(&picked);
+    ad_queue_gate_free(&g);
     /* A lease of one reads only the groups one job could fill: C, with nothing running, is not full after it. */
     struct ad_queue h = {.tenant = "t", .type = "h", .group_concurrency = 3};
     assert_int_equal(f->s->ops->queue_put(f->c, &h), AD_E_OK);
