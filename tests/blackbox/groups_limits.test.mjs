@@ -67,9 +67,9 @@ describe('per-group limits', () => {
         const { c, w, a } = tenant(d);
         expectStatus(await patchQueue(a, 'report.export', { groupConcurrency: 2 }), 200);
         const ids = [];
-        await c.post('/v1/jobs:batch', {
+        expectStatus(await c.post('/v1/jobs:batch', {
             jobs: Array.from({ length: 60 }, (_, i) => ({ type: 'report.export', payload: { i }, group: 'big' })),
-        });
+        }), 207);
         const two = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
         assert.equal(two.length, 2, 'a lease took more than the group\'s room');
         for (let i = 0; i < 5; i++) ids.push(await submitGroup(c, 'report.export', `g${i}`, i));
