@@ -15,8 +15,9 @@
  * the groups that this lease could bring to a limit (running count, or count in the group's fixed window, within
  * the lease's size of it), names those at their limit to the store's lease query (job_leasable_except), which passes
  * over their jobs, and keeps no more of a group than its room. Bounds: at most GROUP_SKIP_MAX groups are named in
- * a query (the jobs of further full groups are dropped after it), a query walks at most GROUP_WALK_ROWS queued jobs
- * past the skipped ones, and a lease makes at most GROUP_ROUNDS queries per type (another when jobs were dropped
+ * a query (the jobs of further full groups are dropped after it, and the query takes a job more for each of them;
+ * a further round names first those it met), a query reads at most GROUP_WALK_ROWS queued jobs beyond its size,
+ * the skipped groups' included, and a lease makes at most GROUP_ROUNDS queries per type (another when jobs were dropped
  * for a group's room and the answer had room left). So a job waits behind full groups only when more than
  * GROUP_WALK_ROWS jobs of full groups come before it in lease order (at one priority a group has one job per turn:
  * more than that many full groups; or a full group of higher priority with that backlog).
@@ -359,6 +360,7 @@ struct group_room {
     enum ad_wait why;
     int taken;
     int exact; /* room is the group's own, not only a bound (at least the lease's size) */
+    int met;   /* the round (from 1) in which a job of it was left out for its room, 0 = none */
 };
 struct ad_queue_groups {
     struct group_room *g;
@@ -470,12 +472,22 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
     const char **skip = ad_calloc(GROUP_SKIP_MAX, sizeof(*skip));
     ad_err e = AD_E_OK;
     for (int round = 0; round < GROUP_ROUNDS && out->n < (size_t)want && e == AD_E_OK; round++) {
-        size_t nskip = 0;
-        for (size_t i = 0; i < gs->n && nskip < GROUP_SKIP_MAX; i++)
-            if (gs->g[i].taken >= gs->g[i].room)
-                skip[nskip++] = gs->g[i].group;
+        /* Name the full groups the last round met first (they are at the head of the queue), then the others; the
+         * query takes one more row for each full group left unnamed, which the walk may meet. */
+        size_t nskip = 0, unnamed = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < gs->n; i++) {
+                struct group_room *r = &gs->g[i];
+                if (r->taken < r->room || (pass == 0) != (r->met == round))
+                    continue;
+                if (nskip < GROUP_SKIP_MAX)
+                    skip[nskip++] = r->group;
+                else
+                    unnamed++;
+            }
+        int ask = want + (int)(unnamed < GROUP_WALK_ROWS ? unnamed : GROUP_WALK_ROWS);
         struct ad_job_list got;
-        e = st->job_leasable_except(c, q->tenant, q->type, now, skip, nskip, GROUP_WALK_ROWS + want, want, &got);
+        e = st->job_leasable_except(c, q->tenant, q->type, now, skip, nskip, GROUP_WALK_ROWS + want, ask, &got);
         if (e != AD_E_OK)
             break;
         int dropped = 0;
@@ -488,7 +500,10 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
                 r->exact = gs->dflt_exact;
             }
             if (out->n == (size_t)want || has_job(out, j) || r->taken >= r->room) {
-                dropped += out->n < (size_t)want && !has_job(out, j);
+                if (out->n < (size_t)want && !has_job(out, j)) {
+                    dropped++;
+                    r->met = round + 1;
+                }
                 ad_job_free(j);
                 continue;
             }
@@ -500,7 +515,7 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
             out->items[at] = j;
             out->n++;
         }
-        int full = got.n == (size_t)want;
+        int full = got.n == (size_t)ask;
         free(got.items);
         if (!full || !dropped)
             break; /* the walk found no more, or nothing was left out for a group's room */

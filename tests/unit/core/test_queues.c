@@ -375,6 +375,40 @@ static void test_gate_group_limits(void **state)
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
 }
 
+/* More full groups than a lease query names: the jobs of the others are dropped after it, and a group with room is
+ * still found behind them. */
+static void test_gate_many_full_groups(void **state)
+{
+    struct fx *f = *state;
+    char buf[128];
+    struct ad_queue q = {.tenant = "t", .type = "g", .group_concurrency = 1};
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    assert_int_equal(f->s->ops->queue_put(f->c, &q), AD_E_OK);
+    for (int i = 0; i < 100; i++) {
+        char id[32], group[32];
+        snprintf(group, sizeof(group), "full%d", i);
+        snprintf(id, sizeof(id), "r%d", i);
+        put_job(f, id, "g", group, AD_RUNNING);
+        snprintf(id, sizeof(id), "q%d", i);
+        put_job(f, id, "g", group, AD_QUEUED);
+    }
+    put_job(f, "z1", "g", "Z", AD_QUEUED);
+    put_job(f, "z2", "g", "Z", AD_QUEUED);
+    char *types[] = {"g"};
+    struct ad_queue_gate g;
+    struct ad_job_list picked;
+    int limit = 10;
+    assert_int_equal(ad_queue_gate_open(&g, f->c, "t", types, 1, T0, &limit), AD_E_OK);
+    assert_int_equal(ad_queue_gate_pick(&g, f->c, "t", T0, limit, &picked), AD_E_OK);
+    assert_string_equal(picked_ids(&picked, buf, sizeof(buf)), "z1");
+    assert_int_equal(ad_queue_gate_close(&g, f->c, &picked, T0), AD_E_OK);
+    ad_job_list_free(&picked);
+    ad_queue_gate_free(&g);
+    assert_int_equal(ad_queues_waiting("t", "g", "full99"), AD_WAIT_GROUP_CONCURRENCY);
+    assert_int_equal(ad_queues_waiting("t", "g", "Z"), AD_WAIT_GROUP_CONCURRENCY);
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+}
+
 /* groupRateLimit: a group's leases in its window never pass the limit, another group's go on, and the window's
  * end is when the parked lease looks again. */
 static void test_gate_group_rate_limit(void **state)
@@ -430,6 +464,7 @@ int main(void)
         T(test_patch_reaches_a_queue_leased_before),
         T(test_gate_group_limits),
         T(test_gate_group_rate_limit),
+        T(test_gate_many_full_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
