@@ -538,7 +538,7 @@ static const char *job_waiting(const struct ad_job *j)
 {
     if (j->status != AD_QUEUED || (j->run_at != 0 && j->run_at > ad_now_ms()))
         return NULL;
-    return ad_wait_name(ad_queues_waiting(j->tenant, j->type));
+    return ad_wait_name(ad_queues_waiting(j->tenant, j->type, j->group));
 }
 
 /* The body of e with "waitingFor": why spliced in before its closing brace, in req's pool; its length in *len. */

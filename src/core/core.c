@@ -390,7 +390,7 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
     int admitted = 0;
     if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)
-        e = ad_queue_take_one(c, s->job->tenant, s->job->type, s->job->created_at, &admitted);
+        e = ad_queue_take_one(c, s->job->tenant, s->job->type, s->job->group, s->job->created_at, &admitted);
     if (e == AD_E_OK && admitted)
         e = lease_job(c, s->job, s->handoff_ms, s->handoff_worker, s->job->created_at);
     if (e == AD_E_OK)
@@ -628,7 +628,7 @@ static ad_err lease_jobs(struct ad_lease_op *x, struct ad_op *op, struct ad_conn
     int max = x->max;
     ad_err e = ad_queue_gate_open(&g, c, x->tenant, x->types, x->ntypes, x->now, &max);
     if (e == AD_E_OK && max > 0 && g.ntypes > 0)
-        e = st->job_leasable(c, x->tenant, g.types, g.ntypes, x->now, max, &x->leased);
+        e = ad_queue_gate_pick(&g, c, x->tenant, x->now, max, &x->leased);
     if (e == AD_E_OK)
         e = ad_queue_gate_close(&g, c, &x->leased, x->now);
     x->open_at = g.open_at;

@@ -8,9 +8,19 @@
  * at most twice limit. A queue held back by its window says when the next one opens (open_at), and the lease
  * request parked on it arms a timer for that moment (api_leases.c): nothing polls.
  *
- * Concurrency is the count of the queue's running jobs, read in the transaction (store queue_running). Per-group
- * settings are validated and stored; ad_queue_room takes the group, where their check will go once jobs carry one.
- * It does not decide between types or groups: the store's lease query picks the jobs, this only narrows it.
+ * Concurrency is the count of the queue's running jobs, read in the transaction (store queue_running). It does not
+ * decide between types or groups: the store's lease query picks the jobs, this only narrows it.
+ *
+ * Per-group limits (groupConcurrency, groupRateLimit) cost nothing to a queue without them. With them, the gate reads
+ * the groups that this lease could bring to a limit (running count, or count in the group's fixed window, within
+ * the lease's size of it), names those at their limit to the store's lease query (job_leasable_except), which passes
+ * over their jobs, and keeps no more of a group than its room. Bounds: at most GROUP_SKIP_MAX groups are named in
+ * a query (the jobs of further full groups are dropped after it, and the query takes a job more for each of them;
+ * a further round names first those it met), a query reads at most GROUP_WALK_ROWS queued jobs beyond its size,
+ * the skipped groups' included, and a lease makes at most GROUP_ROUNDS queries per type (another when jobs were dropped
+ * for a group's room and the answer had room left). So a job waits behind full groups only when more than
+ * GROUP_WALK_ROWS jobs of full groups come before it in lease order (at one priority a group has one job per turn:
+ * more than that many full groups; or a full group of higher priority with that backlog).
  */
 #include "core/queues.h"
 
@@ -25,15 +35,36 @@
 #define AD_QUEUE_MAX_PERIOD_MS ((int64_t)86400 * 1000)
 #define LIMITED_MAX 4096
 #define ABSENT_SLOTS 1024
+#define GROUP_SKIP_MAX 64
+#define GROUP_WALK_ROWS 1000
+#define GROUP_ROUNDS 3
+#define GROUP_HINTS_MAX 256
 
 static const struct ad_config *config;
 static const struct ad_store_ops *st;
+
+/* The groups of one queue that the writer last found at a limit, and which (at most GROUP_HINTS_MAX). */
+struct group_hint {
+    char **group;
+    enum ad_wait *why;
+    size_t n;
+};
+
+static void hint_clear(struct group_hint *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        free(h->group[i]);
+    free(h->group);
+    free(h->why);
+    *h = (struct group_hint){0};
+}
 
 /* "tenant\0type" of the queues seen with a setting that holds jobs back; a hint for whom to wake (queues.h). */
 static struct {
     pthread_mutex_t mu;
     char **keys;
-    enum ad_wait *why; /* per key: why its queued jobs wait, as the writer last decided */
+    enum ad_wait *why;       /* per key: why its queued jobs wait, as the writer last decided */
+    struct group_hint *hint; /* per key: its groups held back by their limits, as the writer last decided */
     size_t n, cap;
     atomic_size_t any; /* n, readable without the lock: the common case (nothing limited) takes no lock */
 } limited = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -62,9 +93,20 @@ const char *ad_wait_name(enum ad_wait w)
     return w > AD_WAIT_NONE && w < AD_WAIT__COUNT ? names[w] : NULL;
 }
 
-static int holds_back(const struct ad_queue *q)
+/* A setting that holds the type back as a whole. */
+static int type_limited(const struct ad_queue *q)
 {
     return q->paused || q->concurrency > 0 || q->rate.limit > 0;
+}
+
+static int group_limited(const struct ad_queue *q)
+{
+    return q->group_concurrency > 0 || q->group_rate.limit > 0;
+}
+
+static int holds_back(const struct ad_queue *q)
+{
+    return type_limited(q) || group_limited(q);
 }
 
 static size_t limited_find(const char *tenant, const char *type, size_t tl)
@@ -87,18 +129,24 @@ static void limited_note(const struct ad_queue *q, enum ad_wait why)
             limited.cap = limited.cap ? limited.cap * 2 : 16;
             limited.keys = ad_realloc(limited.keys, limited.cap * sizeof(*limited.keys));
             limited.why = ad_realloc(limited.why, limited.cap * sizeof(*limited.why));
+            limited.hint = ad_realloc(limited.hint, limited.cap * sizeof(*limited.hint));
         }
         char *k = ad_malloc(tl + yl + 2);
         memcpy(k, q->tenant, tl + 1);
         memcpy(k + tl + 1, q->type, yl + 1);
         i = limited.n++;
         limited.keys[i] = k;
+        limited.hint[i] = (struct group_hint){0};
     } else if (!on && i != SIZE_MAX) {
         free(limited.keys[i]);
+        hint_clear(&limited.hint[i]);
         limited.n--;
         limited.keys[i] = limited.keys[limited.n];
         limited.why[i] = limited.why[limited.n];
+        limited.hint[i] = limited.hint[limited.n];
         i = SIZE_MAX;
+    } else if (i != SIZE_MAX && !group_limited(q)) {
+        hint_clear(&limited.hint[i]);
     }
     if (i != SIZE_MAX)
         limited.why[i] = q->paused ? AD_WAIT_PAUSED : why;
@@ -116,15 +164,58 @@ int ad_queues_limited(const char *tenant, const char *type)
     return on;
 }
 
-enum ad_wait ad_queues_waiting(const char *tenant, const char *type)
+/* Replace the groups of q's queue that the writer found at a limit (taken: the hint's arrays). */
+static void limited_groups(const struct ad_queue *q, struct group_hint *taken)
+{
+    pthread_mutex_lock(&limited.mu);
+    size_t i = limited.n > 0 ? limited_find(q->tenant, q->type, strlen(q->tenant)) : SIZE_MAX;
+    if (i != SIZE_MAX) {
+        hint_clear(&limited.hint[i]);
+        limited.hint[i] = *taken;
+        *taken = (struct group_hint){0};
+    }
+    pthread_mutex_unlock(&limited.mu);
+    hint_clear(taken);
+}
+
+static size_t hint_find(const struct group_hint *h, const char *group)
+{
+    for (size_t k = 0; k < h->n; k++)
+        if (strcmp(h->group[k], group) == 0)
+            return k;
+    return SIZE_MAX;
+}
+
+enum ad_wait ad_queues_waiting(const char *tenant, const char *type, const char *group)
 {
     if (atomic_load_explicit(&limited.any, memory_order_relaxed) == 0)
         return AD_WAIT_NONE;
     pthread_mutex_lock(&limited.mu);
     size_t i = limited.n > 0 ? limited_find(tenant, type, strlen(tenant)) : SIZE_MAX;
     enum ad_wait why = i != SIZE_MAX ? limited.why[i] : AD_WAIT_NONE;
+    if (why == AD_WAIT_NONE && i != SIZE_MAX && limited.hint[i].n > 0) {
+        size_t k = hint_find(&limited.hint[i], group != NULL ? group : "");
+        why = k != SIZE_MAX ? limited.hint[i].why[k] : AD_WAIT_NONE;
+    }
     pthread_mutex_unlock(&limited.mu);
     return why;
+}
+
+void ad_queues_group_freed(const char *tenant, const char *type, const char *group)
+{
+    if (atomic_load_explicit(&limited.any, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&limited.mu);
+    size_t i = limited.n > 0 ? limited_find(tenant, type, strlen(tenant)) : SIZE_MAX;
+    size_t k = i != SIZE_MAX ? hint_find(&limited.hint[i], group != NULL ? group : "") : SIZE_MAX;
+    if (k != SIZE_MAX && limited.hint[i].why[k] == AD_WAIT_GROUP_CONCURRENCY) {
+        struct group_hint *h = &limited.hint[i];
+        free(h->group[k]);
+        h->n--;
+        h->group[k] = h->group[h->n];
+        h->why[k] = h->why[h->n];
+    }
+    pthread_mutex_unlock(&limited.mu);
 }
 
 /*
@@ -211,10 +302,9 @@ static int64_t window_of(const struct ad_queue *q, int64_t now)
     return now - now % q->rate.period_ms;
 }
 
-ad_err ad_queue_room(struct ad_conn *c, const struct ad_queue *q, const char *group, int64_t now, int *room,
-                     enum ad_wait *why, int64_t *open_at)
+ad_err ad_queue_room(struct ad_conn *c, const struct ad_queue *q, int64_t now, int *room, enum ad_wait *why,
+                     int64_t *open_at)
 {
-    (void)group; /* groupConcurrency and groupRateLimit: checked here for the group once jobs carry one */
     *room = INT_MAX;
     *why = AD_WAIT_NONE;
     *open_at = 0;
@@ -261,6 +351,183 @@ ad_err ad_queue_took(struct ad_conn *c, struct ad_queue *q, int n, int64_t now)
     return queue_write(c, q);
 }
 
+/* ---- per-group limits ---- */
+
+/* A group of one queue near a limit: the jobs a lease may take of it, the limit that says so, and how many it took. */
+struct group_room {
+    char *group;
+    int room;
+    enum ad_wait why;
+    int taken;
+    int exact; /* room is the group's own, not only a bound (at least the lease's size) */
+    int met;   /* the round (from 1) in which a job of it was left out for its room, 0 = none */
+};
+struct ad_queue_groups {
+    struct group_room *g;
+    size_t n;
+    int dflt;              /* the room of a group not in g: exact, or (dflt_exact 0) at least the lease's size */
+    enum ad_wait dflt_why; /* the limit that gives it */
+    int dflt_exact;
+};
+
+static struct group_room *groups_find(struct ad_queue_groups *gs, const char *group)
+{
+    for (size_t i = 0; i < gs->n; i++)
+        if (strcmp(gs->g[i].group, group) == 0)
+            return &gs->g[i];
+    return NULL;
+}
+
+static void groups_limit(struct ad_queue_groups *gs, const char *group, int64_t room, enum ad_wait why)
+{
+    struct group_room *r = groups_find(gs, group);
+    if (r == NULL) {
+        gs->g = ad_realloc(gs->g, (gs->n + 1) * sizeof(*gs->g));
+        r = &gs->g[gs->n++];
+        *r = (struct group_room){.group = ad_strdup(group), .room = INT_MAX};
+    }
+    if (room < 0)
+        room = 0;
+    r->exact = 1;
+    if (room < r->room) {
+        r->room = (int)room;
+        r->why = why;
+    }
+}
+
+static void groups_free(struct ad_queue_groups *gs)
+{
+    for (size_t i = 0; i < gs->n; i++)
+        free(gs->g[i].group);
+    free(gs->g);
+    *gs = (struct ad_queue_groups){0};
+}
+
+static int64_t group_window_of(const struct ad_queue *q, int64_t now)
+{
+    return now - now % q->group_rate.period_ms;
+}
+
+/* Read into gs the groups of q that a lease of want jobs could bring to a limit: those with room < want (a group not
+ * read has room for want). *open_at: when the window of a group at its rate limit opens, if one is. */
+static ad_err groups_load(struct ad_conn *c, const struct ad_queue *q, int want, int64_t now,
+                          struct ad_queue_groups *gs, int64_t *open_at)
+{
+    struct ad_group_count_list l;
+    gs->dflt = INT_MAX;
+    if (q->group_concurrency > 0) {
+        int64_t min = (int64_t)q->group_concurrency - want + 1;
+        min = min > 1 ? min : 1;
+        gs->dflt = (int)(q->group_concurrency - min + 1);
+        gs->dflt_why = AD_WAIT_GROUP_CONCURRENCY;
+        gs->dflt_exact = min == 1; /* every group with a running job was read: the others have none */
+        ad_err e = st->queue_group_running(c, q->tenant, q->type, min, &l);
+        if (e != AD_E_OK)
+            return e;
+        for (size_t i = 0; i < l.n; i++)
+            groups_limit(gs, l.items[i].group, q->group_concurrency - l.items[i].n, AD_WAIT_GROUP_CONCURRENCY);
+        ad_group_count_list_free(&l);
+    }
+    if (q->group_rate.limit > 0) {
+        int64_t w = group_window_of(q, now);
+        int64_t min = (int64_t)q->group_rate.limit - want + 1;
+        min = min > 1 ? min : 1;
+        if (q->group_rate.limit - min + 1 < gs->dflt) {
+            gs->dflt = (int)(q->group_rate.limit - min + 1);
+            gs->dflt_why = AD_WAIT_GROUP_RATE_LIMIT;
+            gs->dflt_exact = min == 1;
+        }
+        ad_err e = st->queue_group_window(c, q->tenant, q->type, w, min, &l);
+        if (e != AD_E_OK)
+            return e;
+        for (size_t i = 0; i < l.n; i++) {
+            groups_limit(gs, l.items[i].group, q->group_rate.limit - l.items[i].n, AD_WAIT_GROUP_RATE_LIMIT);
+            if (l.items[i].n >= q->group_rate.limit && (*open_at == 0 || w + q->group_rate.period_ms < *open_at))
+                *open_at = w + q->group_rate.period_ms;
+        }
+        ad_group_count_list_free(&l);
+    }
+    return AD_E_OK;
+}
+
+static const char *group_of(const struct ad_job *j)
+{
+    return j->group != NULL ? j->group : "";
+}
+
+/* Whether list l holds a job with j's cseq. */
+static int has_job(const struct ad_job_list *l, const struct ad_job *j)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i]->cseq == j->cseq)
+            return 1;
+    return 0;
+}
+
+/* The jobs of q's type to lease, at most want, none past its group's room (gs counts them), in lease order. */
+static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const struct ad_queue *q, int64_t now,
+                          int want, struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){.items = ad_calloc((size_t)want + 1, sizeof(*out->items))};
+    const char **skip = ad_calloc(GROUP_SKIP_MAX, sizeof(*skip));
+    ad_err e = AD_E_OK;
+    for (int round = 0; round < GROUP_ROUNDS && out->n < (size_t)want && e == AD_E_OK; round++) {
+        /* Name the full groups the last round met first (they are at the head of the queue), then the others; the
+         * query takes one more row for each full group left unnamed, which the walk may meet. */
+        size_t nskip = 0, unnamed = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < gs->n; i++) {
+                struct group_room *r = &gs->g[i];
+                if (r->taken < r->room || (pass == 0) != (r->met == round))
+                    continue;
+                if (nskip < GROUP_SKIP_MAX)
+                    skip[nskip++] = r->group;
+                else
+                    unnamed++;
+            }
+        int ask = want + (int)(unnamed < GROUP_WALK_ROWS ? unnamed : GROUP_WALK_ROWS);
+        struct ad_job_list got;
+        e = st->job_leasable_except(c, q->tenant, q->type, now, skip, nskip, GROUP_WALK_ROWS + want, ask, &got);
+        if (e != AD_E_OK)
+            break;
+        int dropped = 0;
+        for (size_t k = 0; k < got.n; k++) {
+            struct ad_job *j = got.items[k];
+            struct group_room *r = groups_find(gs, group_of(j));
+            if (r == NULL) {
+                groups_limit(gs, group_of(j), gs->dflt, gs->dflt_why);
+                r = groups_find(gs, group_of(j));
+                r->exact = gs->dflt_exact;
+            }
+            if (out->n == (size_t)want || has_job(out, j) || r->taken >= r->room) {
+                if (out->n < (size_t)want && !has_job(out, j)) {
+                    dropped++;
+                    r->met = round + 1;
+                }
+                ad_job_free(j);
+                continue;
+            }
+            r->taken++;
+            size_t at = out->n;
+            while (at > 0 && ad_lease_before(j, out->items[at - 1]))
+                at--;
+            memmove(out->items + at + 1, out->items + at, (out->n - at) * sizeof(*out->items));
+            out->items[at] = j;
+            out->n++;
+        }
+        int full = got.n == (size_t)ask;
+        free(got.items);
+        if (!full || !dropped)
+            break; /* the walk found no more, or nothing was left out for a group's room */
+    }
+    free(skip);
+    if (e != AD_E_OK)
+        ad_job_list_free(out);
+    return e;
+}
+
+/* ---- the gate ---- */
+
 ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char *tenant, char *const *types,
                           size_t ntypes, int64_t now, int *limit)
 {
@@ -275,6 +542,7 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
         if (!holds_back(&g->q[i]))
             limited_note(&g->q[i], AD_WAIT_NONE);
         g->limited |= holds_back(&g->q[i]);
+        g->grouped |= group_limited(&g->q[i]);
     }
     if (!g->limited) {
         for (size_t i = 0; i < ntypes; i++)
@@ -282,14 +550,24 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
         g->ntypes = ntypes;
         return AD_E_OK;
     }
+    if (g->grouped)
+        g->groups = ad_calloc(ntypes, sizeof(*g->groups));
     int total = 0;
     for (size_t i = 0; i < ntypes; i++) {
         enum ad_wait why;
         int64_t open_at;
-        ad_err e = ad_queue_room(c, &g->q[i], NULL, now, &g->room[i], &why, &open_at);
+        ad_err e = ad_queue_room(c, &g->q[i], now, &g->room[i], &why, &open_at);
         if (e != AD_E_OK)
             return e;
         limited_note(&g->q[i], why);
+        if (g->room[i] > 0 && group_limited(&g->q[i])) {
+            int64_t gopen = 0;
+            e = groups_load(c, &g->q[i], g->room[i] < *limit ? g->room[i] : *limit, now, &g->groups[i], &gopen);
+            if (e != AD_E_OK)
+                return e;
+            if (gopen != 0 && (open_at == 0 || gopen < open_at))
+                open_at = gopen;
+        }
         if (open_at != 0 && (g->open_at == 0 || open_at < g->open_at))
             g->open_at = open_at;
         if (g->room[i] > 0) {
@@ -302,6 +580,83 @@ ad_err ad_queue_gate_open(struct ad_queue_gate *g, struct ad_conn *c, const char
     return AD_E_OK;
 }
 
+/* The index of type in g's queues, or g->n. */
+static size_t gate_index(const struct ad_queue_gate *g, const char *type)
+{
+    size_t i = 0;
+    while (i < g->n && strcmp(g->q[i].type, type) != 0)
+        i++;
+    return i;
+}
+
+ad_err ad_queue_gate_pick(struct ad_queue_gate *g, struct ad_conn *c, const char *tenant, int64_t now, int limit,
+                          struct ad_job_list *out)
+{
+    if (!g->grouped)
+        return st->job_leasable(c, tenant, g->types, g->ntypes, now, limit, out);
+    *out = (struct ad_job_list){0};
+    const char **plain = ad_calloc(g->ntypes + 1, sizeof(*plain));
+    size_t nplain = 0;
+    for (size_t t = 0; t < g->ntypes; t++)
+        if (!group_limited(&g->q[gate_index(g, g->types[t])]))
+            plain[nplain++] = g->types[t];
+    ad_err e = nplain > 0 ? st->job_leasable(c, tenant, plain, nplain, now, limit, out) : AD_E_OK;
+    free(plain);
+    for (size_t t = 0; t < g->ntypes && e == AD_E_OK; t++) {
+        size_t i = gate_index(g, g->types[t]);
+        int seen = 0;
+        for (size_t k = 0; k < t && !seen; k++)
+            seen = strcmp(g->types[k], g->types[t]) == 0;
+        if (seen || !group_limited(&g->q[i]))
+            continue;
+        struct ad_job_list part;
+        e = groups_pick(&g->groups[i], c, &g->q[i], now, g->room[i] < limit ? g->room[i] : limit, &part);
+        if (e != AD_E_OK)
+            break;
+        out->items = ad_realloc(out->items, (out->n + part.n + 1) * sizeof(*out->items));
+        memcpy(out->items + out->n, part.items, part.n * sizeof(*part.items));
+        out->n += part.n;
+        free(part.items);
+    }
+    if (e != AD_E_OK) {
+        ad_job_list_free(out);
+        return e;
+    }
+    ad_lease_merge(out, limit);
+    return AD_E_OK;
+}
+
+/* Count what picked took of the groups of q (queue i of g) in their rate windows, and remember the groups now at a
+ * limit for their jobs' waitingFor. */
+static ad_err groups_close(struct ad_queue_gate *g, size_t i, struct ad_conn *c, const struct ad_job_list *picked,
+                           int64_t now)
+{
+    struct ad_queue *q = &g->q[i];
+    struct ad_queue_groups *gs = &g->groups[i];
+    struct ad_queue_groups took = {0};
+    for (size_t k = 0; k < picked->n; k++)
+        if (strcmp(picked->items[k]->type, q->type) == 0) {
+            groups_limit(&took, group_of(picked->items[k]), 0, AD_WAIT_NONE);
+            groups_find(&took, group_of(picked->items[k]))->taken++;
+        }
+    ad_err e = AD_E_OK;
+    for (size_t k = 0; k < took.n && e == AD_E_OK && q->group_rate.limit > 0; k++)
+        e = st->queue_group_took(c, q->tenant, q->type, took.g[k].group, group_window_of(q, now), took.g[k].taken);
+    struct group_hint h = {0};
+    h.group = ad_calloc(gs->n + took.n + 1, sizeof(*h.group));
+    h.why = ad_calloc(gs->n + took.n + 1, sizeof(*h.why));
+    for (size_t k = 0; k < gs->n && h.n < GROUP_HINTS_MAX; k++) {
+        const struct group_room *t = groups_find(&took, gs->g[k].group);
+        if (gs->g[k].exact && (t != NULL ? t->taken : 0) >= gs->g[k].room) {
+            h.group[h.n] = ad_strdup(gs->g[k].group);
+            h.why[h.n++] = gs->g[k].why;
+        }
+    }
+    limited_groups(q, &h);
+    groups_free(&took);
+    return e;
+}
+
 ad_err ad_queue_gate_close(struct ad_queue_gate *g, struct ad_conn *c, struct ad_job_list *picked, int64_t now)
 {
     if (!g->limited)
@@ -310,9 +665,7 @@ ad_err ad_queue_gate_close(struct ad_queue_gate *g, struct ad_conn *c, struct ad
     size_t kept = 0;
     for (size_t k = 0; k < picked->n; k++) {
         struct ad_job *j = picked->items[k];
-        size_t i = 0;
-        while (i < g->n && strcmp(g->q[i].type, j->type) != 0)
-            i++;
+        size_t i = gate_index(g, j->type);
         if (i < g->n && taken[i] >= g->room[i]) {
             ad_job_free(j); /* past the type's room: stays queued */
             continue;
@@ -323,23 +676,32 @@ ad_err ad_queue_gate_close(struct ad_queue_gate *g, struct ad_conn *c, struct ad
     }
     picked->n = kept;
     ad_err e = AD_E_OK;
-    for (size_t i = 0; i < g->n && e == AD_E_OK; i++)
+    for (size_t i = 0; i < g->n && e == AD_E_OK; i++) {
         e = ad_queue_took(c, &g->q[i], taken[i], now);
+        if (e == AD_E_OK && g->groups != NULL && group_limited(&g->q[i]) && g->room[i] > 0 &&
+            gate_index(g, g->q[i].type) == i)
+            e = groups_close(g, i, c, picked, now);
+    }
     free(taken);
     return e;
 }
 
 void ad_queue_gate_free(struct ad_queue_gate *g)
 {
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = 0; i < g->n; i++) {
         ad_queue_clear(&g->q[i]);
+        if (g->groups != NULL)
+            groups_free(&g->groups[i]);
+    }
     free(g->q);
     free(g->room);
     free(g->types);
+    free(g->groups);
     *g = (struct ad_queue_gate){0};
 }
 
-ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type, int64_t now, int *ok)
+ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type, const char *group, int64_t now,
+                         int *ok)
 {
     struct ad_queue q;
     *ok = 0;
@@ -348,14 +710,24 @@ ad_err ad_queue_take_one(struct ad_conn *c, const char *tenant, const char *type
         return e;
     int room = INT_MAX;
     enum ad_wait why = AD_WAIT_NONE;
-    int64_t open_at;
-    if (holds_back(&q))
-        e = ad_queue_room(c, &q, NULL, now, &room, &why, &open_at);
+    int64_t open_at = 0;
+    if (type_limited(&q))
+        e = ad_queue_room(c, &q, now, &room, &why, &open_at);
     limited_note(&q, why);
+    struct ad_queue_groups gs = {0};
+    if (e == AD_E_OK && room > 0 && group_limited(&q)) {
+        e = groups_load(c, &q, 1, now, &gs, &open_at);
+        const struct group_room *r = groups_find(&gs, group != NULL ? group : "");
+        if (r != NULL && r->room <= 0)
+            room = 0;
+    }
     if (e == AD_E_OK && room > 0) {
         *ok = 1;
         e = ad_queue_took(c, &q, 1, now);
+        if (e == AD_E_OK && q.group_rate.limit > 0)
+            e = st->queue_group_took(c, tenant, type, group != NULL ? group : "", group_window_of(&q, now), 1);
     }
+    groups_free(&gs);
     ad_queue_clear(&q);
     return e;
 }
@@ -499,7 +871,7 @@ static ad_err view_load(struct ad_conn *c, const char *tenant, const char *type,
     int64_t open_at;
     v->why = AD_WAIT_NONE;
     if (e == AD_E_OK && holds_back(&v->q))
-        e = ad_queue_room(c, &v->q, NULL, now, &room, &v->why, &open_at);
+        e = ad_queue_room(c, &v->q, now, &room, &v->why, &open_at);
     v->waiting = v->counts.queued > room ? v->counts.queued - room : 0;
     if (v->waiting > 0 && v->why == AD_WAIT_NONE) /* room for some: the rest wait for the limit that gave it */
         v->why = v->q.concurrency > 0 && v->counts.running + room >= v->q.concurrency ? AD_WAIT_CONCURRENCY

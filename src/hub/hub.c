@@ -443,7 +443,8 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
         } else if (j->status != AD_RUNNING && (prev == NULL || prev_status == AD_RUNNING) &&
                    ad_queues_limited(j->tenant, j->type)) {
             /* A job of a limited queue ended (on this node or, unknown here before, on another): a slot may be
-             * free for a lease parked on the queue's limit. */
+             * free for a lease parked on the queue's limit, or its group's. */
+            ad_queues_group_freed(j->tenant, j->type, j->group);
             ad_hub_work(j->tenant, j->type);
         }
         /* A running job's entry holds the timer of its lease; one read back from the store after an eviction

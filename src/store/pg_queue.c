@@ -5,6 +5,8 @@
  * count and the rate window a lease reads are the whole cluster's. A settings write is announced on the feed,
  * so that the other nodes' parked lease requests look again (an unpause, a higher limit). The rows a transaction
  * read or wrote are remembered until it ends (struct pg_queue_seen): the many leases of one batch cost one read.
+ * The per-group limits read the running jobs by group and keep each group's rate window in queue_groups, a row per
+ * group leased in the current window, written under the same lock.
  */
 #include "store/store_pg_int.h"
 
@@ -170,4 +172,59 @@ ad_err ad_pg_queue_running(struct ad_conn *c, const char *tenant, const char *ty
         *out = ad_pg_col_INT64(r, 0, 0);
     PQclear(r);
     return e;
+}
+
+static void read_group_count(const PGresult *r, int row, void *slot)
+{
+    struct ad_group_count *g = slot;
+    g->group = ad_pg_col_TEXT(r, row, 0);
+    if (g->group == NULL)
+        g->group = ad_strdup("");
+    g->n = ad_pg_col_INT64(r, row, 1);
+}
+
+static ad_err group_counts(struct ad_conn *c, enum pg_stmt id, const struct pg_params *p,
+                           struct ad_group_count_list *out, const char *what)
+{
+    memset(out, 0, sizeof(*out));
+    ad_err e = ad_pg_fetch_rows(c, id, p, &out->items, &out->n, sizeof(*out->items), read_group_count, what);
+    if (e != AD_E_OK)
+        ad_group_count_list_free(out);
+    return e;
+}
+
+ad_err ad_pg_queue_group_running(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
+                                 struct ad_group_count_list *out)
+{
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_INT64(&p, min);
+    return group_counts(c, ST_GROUP_RUNNING, &p, out, "count running jobs by group");
+}
+
+ad_err ad_pg_queue_group_window(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
+                                int64_t min, struct ad_group_count_list *out)
+{
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_INT64(&p, window_start);
+    ad_pg_param_INT64(&p, min);
+    return group_counts(c, ST_GROUP_WINDOW, &p, out, "read group rate windows");
+}
+
+ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
+                              int64_t window_start, int n)
+{
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_INT64(&p, window_start);
+    ad_err e = ad_pg_write1(c, ST_GROUP_FORGET, &p, CHECK_NONE, "forget group rate windows");
+    if (e != AD_E_OK)
+        return e;
+    ad_pg_param_TEXT(&p, group != NULL ? group : "");
+    ad_pg_param_INT(&p, n);
+    return ad_pg_write1(c, ST_GROUP_TOOK, &p, CHECK_NONE, "count a group's leases");
 }

@@ -182,6 +182,11 @@ static const char *const migrations[] = {
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_key text COLLATE \"C\";"
      "CREATE INDEX IF NOT EXISTS jobs_unique ON jobs (tenant, type, unique_key, cseq) WHERE unique_key IS NOT NULL AND "
      "status <= 1;"),
+    /* 13 (SQLite's 16): the rate windows of the groups of a queue with a groupRateLimit (pg_queue.c): one row per
+     * group leased in the current window; the rows of older windows are deleted as a lease writes. */
+    ("CREATE TABLE IF NOT EXISTS queue_groups (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
+     " window_start bigint NOT NULL, grp text COLLATE \"C\" NOT NULL, window_count int NOT NULL,"
+     " PRIMARY KEY (tenant, type, window_start, grp));"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -303,6 +308,25 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                         " AND (run_at IS NULL OR run_at <= $3)), (" PG_QUEUE_RUNNING "), (SELECT count(*) FROM jobs"
                         " WHERE tenant = $1 AND type = $2 AND status = 0 AND run_at > $3)",
     [ST_QUEUE_RUNNING] = PG_QUEUE_RUNNING,
+    /* Per-group limits: the running jobs of the queue by group, and the groups' rate windows (queue_groups, whose key
+     * leads with the queue and the window, so that a window's rows and the older windows are each one range). */
+    [ST_GROUP_RUNNING] = "SELECT grp, count(*) FROM jobs WHERE tenant = $1 AND status = 1 AND type = $2"
+                         " GROUP BY grp HAVING count(*) >= $3::bigint",
+    [ST_GROUP_WINDOW] = "SELECT grp, window_count FROM queue_groups WHERE tenant = $1 AND type = $2"
+                        " AND window_start = $3 AND window_count >= $4",
+    [ST_GROUP_TOOK] = "INSERT INTO queue_groups (tenant, type, window_start, grp, window_count)"
+                      " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, type, window_start, grp)"
+                      " DO UPDATE SET window_count = queue_groups.window_count + excluded.window_count",
+    [ST_GROUP_FORGET] = "DELETE FROM queue_groups WHERE tenant = $1 AND type = $2 AND window_start < $3",
+    /* job_leasable_except: the first $6 entries of the queue in lease order (jobs_queue, with grp from the row),
+     * those of no group in $5, each locked as it is taken, at most $4; the outer order is the walk's own, so the
+     * walk stops once $4 are found. */
+    [ST_LEASABLE_EXCEPT] =
+        "SELECT j.* FROM (SELECT cseq, grp, priority, turn FROM jobs WHERE status = 0 AND tenant = $1"
+        " AND type = $2 AND (run_at IS NULL OR run_at <= $3) ORDER BY priority DESC, turn, cseq"
+        " LIMIT $6) w, LATERAL (" PG_SELECT_JOB "WHERE cseq = w.cseq AND status = 0"
+        " FOR UPDATE SKIP LOCKED) j WHERE w.grp <> ALL($5::text[])"
+        " ORDER BY w.priority DESC, w.turn, w.cseq LIMIT $4",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

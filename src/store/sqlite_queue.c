@@ -2,7 +2,8 @@
  * sqlite_queue.c - the SQLite store's queue rows (queue_*): the settings of each tenant's type and its rate
  * window, and the counts of a queue's jobs. It stores and counts; what the settings mean is decided in
  * core/queues.c. Written only by the writer, inside its transaction, so a lease's read of the window and the
- * running count sees every earlier write of the same transaction.
+ * running count sees every earlier write of the same transaction. The per-group limits read the running jobs by
+ * group and keep each group's rate window in queue_groups, a row per group leased in the current window.
  */
 #include "store/store_sqlite_int.h"
 
@@ -134,4 +135,99 @@ ad_err ad_sq_queue_running(struct ad_conn *c, const char *tenant, const char *ty
         e = ad_sq_fail(c, rc, "count running jobs of a queue");
     ad_sq_done(st);
     return e;
+}
+
+static void read_group_count(sqlite3_stmt *st, void *slot)
+{
+    struct ad_group_count *g = slot;
+    g->group = ad_sq_read_TEXT(st, 0);
+    if (g->group == NULL)
+        g->group = ad_strdup("");
+    g->n = sqlite3_column_int64(st, 1);
+}
+
+static ad_err group_counts(struct ad_conn *c, sqlite3_stmt *st, struct ad_group_count_list *out, const char *what)
+{
+    ad_err e = ad_sq_fetch_rows(c, st, &out->items, &out->n, sizeof(*out->items), read_group_count, what);
+    if (e != AD_E_OK)
+        ad_group_count_list_free(out);
+    return e;
+}
+
+static void read_group(sqlite3_stmt *st, void *slot)
+{
+    *(char **)slot = ad_sq_read_TEXT(st, 0);
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    return strcmp(x != NULL ? x : "", y != NULL ? y : "");
+}
+
+ad_err ad_sq_queue_group_running(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
+                                 struct ad_group_count_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_GROUP_RUNNING);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    bind_queue_keys(st, tenant, type);
+    char **g = NULL;
+    size_t n = 0;
+    ad_err e = ad_sq_fetch_rows(c, st, &g, &n, sizeof(*g), read_group, "count running jobs by group");
+    if (e == AD_E_OK && n > 0) {
+        qsort(g, n, sizeof(*g), cmp_group);
+        out->items = ad_calloc(n, sizeof(*out->items));
+        for (size_t i = 0, run = 1; i < n; i++, run++) {
+            if (i + 1 < n && cmp_group(&g[i], &g[i + 1]) == 0)
+                continue;
+            if ((int64_t)run >= min)
+                out->items[out->n++] = (struct ad_group_count){ad_strdup(g[i] != NULL ? g[i] : ""), (int64_t)run};
+            run = 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(g[i]);
+    free(g);
+    return e;
+}
+
+ad_err ad_sq_queue_group_window(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
+                                int64_t min, struct ad_group_count_list *out)
+{
+    memset(out, 0, sizeof(*out));
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_GROUP_WINDOW);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, tenant);
+    ad_sq_bind_TEXT(st, 2, type);
+    sqlite3_bind_int64(st, 3, window_start);
+    sqlite3_bind_int64(st, 4, min);
+    return group_counts(c, st, out, "read group rate windows");
+}
+
+ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
+                              int64_t window_start, int n)
+{
+    ad_err e = ad_sq_check_tx(c);
+    if (e != AD_E_OK)
+        return e;
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_GROUP_FORGET);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, tenant);
+    ad_sq_bind_TEXT(st, 2, type);
+    sqlite3_bind_int64(st, 3, window_start);
+    e = ad_sq_run(c, st, "forget group rate windows");
+    if (e != AD_E_OK)
+        return e;
+    if ((st = ad_sq_stmt(c, ST_GROUP_TOOK)) == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, tenant);
+    ad_sq_bind_TEXT(st, 2, type);
+    sqlite3_bind_int64(st, 3, window_start);
+    ad_sq_bind_TEXT(st, 4, group != NULL ? group : "");
+    sqlite3_bind_int(st, 5, n);
+    return ad_sq_run(c, st, "count a group's leases");
 }

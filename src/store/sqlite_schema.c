@@ -273,6 +273,11 @@ static const char *const migrations[] = {
      * have one, by tenant and type (ttkey) and key: what a submit with a uniqueKey looks up (ST_UNIQUE). */
     ("ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
      "CREATE INDEX jobs_unique ON jobs (ttkey, unique_key) WHERE unique_key IS NOT NULL AND status <= 1;"),
+    /* 16 (PostgreSQL's 13): the rate windows of the groups of a queue with a groupRateLimit (sqlite_queue.c): one
+     * row per group leased in the current window; the rows of older windows are deleted as a lease writes. */
+    ("CREATE TABLE queue_groups (tenant TEXT NOT NULL, type TEXT NOT NULL, window_start INTEGER NOT NULL,"
+     " grp TEXT NOT NULL, window_count INTEGER NOT NULL, PRIMARY KEY (tenant, type, window_start, grp))"
+     " WITHOUT ROWID;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -401,6 +406,17 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
         " AND (run_at IS NULL OR run_at <= ?3)), (" SQ_QUEUE_RUNNING "), (SELECT count(*) FROM jobs WHERE ttkey = ?4"
         " AND status = 0 AND tenant = ?1 AND type = ?2 AND run_at > ?3)",
     [ST_QUEUE_RUNNING] = SQ_QUEUE_RUNNING,
+    /* Per-group limits: the groups of the tenant's running jobs (jobs_tenant_status; counted in C, without a temporary
+     * b-tree), and the groups' rate windows
+     * (queue_groups, whose key leads with the queue and the window, so that a window's rows and the older windows
+     * are each one range). */
+    [ST_GROUP_RUNNING] = "SELECT grp FROM jobs WHERE tkey = ?5 AND status = 1 AND tenant = ?1 AND type = ?2",
+    [ST_GROUP_WINDOW] = "SELECT grp, window_count FROM queue_groups WHERE tenant = ?1 AND type = ?2"
+                        " AND window_start = ?3 AND window_count >= ?4",
+    [ST_GROUP_TOOK] = "INSERT INTO queue_groups (tenant, type, window_start, grp, window_count)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, type, window_start, grp)"
+                      " DO UPDATE SET window_count = window_count + excluded.window_count",
+    [ST_GROUP_FORGET] = "DELETE FROM queue_groups WHERE tenant = ?1 AND type = ?2 AND window_start < ?3",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

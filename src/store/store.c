@@ -54,6 +54,15 @@ void ad_queue_list_free(struct ad_queue_list *l)
     l->n = 0;
 }
 
+void ad_group_count_list_free(struct ad_group_count_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i].group);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
 void ad_job_count_list_free(struct ad_job_count_list *l)
 {
     for (size_t i = 0; i < l->n; i++)

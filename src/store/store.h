@@ -190,6 +190,16 @@ struct ad_job_list {
 };
 void ad_job_list_free(struct ad_job_list *l);
 
+/* Whether job a goes to a worker before job b: higher priority first, then the earlier turn (round-robin among the
+ * type's groups, job.h), then lower cseq (the order of submits). Turns are counted per tenant, type and priority. */
+int ad_lease_before(const struct ad_job *a, const struct ad_job *b);
+
+/* Several types' queues merged for one lease (the stores' job_leasable, and core/queues.c's gate): l holds each type's
+ * rows in lease order (ad_lease_before), one type after another. Each step takes the head that comes first by priority,
+ * then age (cseq), so that without groups the order is that of priority and age alone; a type's own order, fair among
+ * its groups, is kept. Then l is cut to limit rows (those past it freed). */
+void ad_lease_merge(struct ad_job_list *l, int limit);
+
 /* A queue's settings, one row per tenant and type (queue_*): what the core's flow control (core/queues.h) reads in
  * the lease's transaction. A limit of 0 is none. The rate window is the type's fixed window (core/queues.c): where
  * it started and how many leases it has started so far. */
@@ -211,6 +221,17 @@ struct ad_queue_list {
 };
 void ad_queue_clear(struct ad_queue *q);
 void ad_queue_list_free(struct ad_queue_list *l);
+/* A count per group of one queue (queue_group_running, queue_group_window): the group ("" for the jobs without one;
+ * heap) and its count. */
+struct ad_group_count {
+    char *group;
+    int64_t n;
+};
+struct ad_group_count_list {
+    struct ad_group_count *items;
+    size_t n;
+};
+void ad_group_count_list_free(struct ad_group_count_list *l);
 /* A queue's jobs by state: queued and due, running, queued with a runAt still to come. */
 struct ad_queue_counts {
     int64_t queued, running, scheduled;
@@ -291,6 +312,22 @@ struct ad_store_ops {
                            struct ad_queue_counts *out);
     /* The running jobs of one queue (counts.running alone, cheap enough for every lease of a limited type). */
     ad_err (*queue_running)(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
+    /* Per-group limits (core/queues.c), read and written in the writer's transaction. queue_group_running: the groups
+     * of one queue with at least min running jobs, with their running counts (it reads the tenant's running jobs).
+     * queue_group_window: the groups whose rate window starting at window_start has counted at least min leases.
+     * queue_group_took: count n leases of group in the window starting at window_start, and forget the queue's
+     * windows that started before it, so that the rows are those of the groups leased in one period. */
+    ad_err (*queue_group_running)(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
+                                  struct ad_group_count_list *out);
+    ad_err (*queue_group_window)(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
+                                 int64_t min, struct ad_group_count_list *out);
+    ad_err (*queue_group_took)(struct ad_conn *c, const char *tenant, const char *type, const char *group,
+                               int64_t window_start, int n);
+    /* job_leasable for one type whose groups have limits: the queued jobs due by now in lease order, none of the
+     * nskip groups in skip ("" for the jobs without one), found among the first walk jobs of the queue in that order
+     * (those of skipped groups count): at most limit. The walk bounds the work whatever the skipped groups hold. */
+    ad_err (*job_leasable_except)(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                  const char *const *skip, size_t nskip, int walk, int limit, struct ad_job_list *out);
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at

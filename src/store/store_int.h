@@ -89,16 +89,6 @@
     "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
     " last_at, last_status, last_error"
 
-/* Whether job a goes to a worker before job b: higher priority first, then the earlier turn (round-robin among the
- * type's groups, job.h), then lower cseq (the order of submits). Turns are counted per tenant, type and priority. */
-int ad_lease_before(const struct ad_job *a, const struct ad_job *b);
-
-/* Several types' queues merged for one lease: l holds each type's rows in lease order (ad_lease_before), one type
- * after another. Each step takes the head that comes first by priority, then age (cseq), so that without groups
- * the order is that of priority and age alone; a type's own order, fair among its groups, is kept. Then l is cut
- * to limit rows (those past it freed). */
-void ad_lease_merge(struct ad_job_list *l, int limit);
-
 /* The one row a lookup by key read into l: on AD_E_OK *out takes its first item (the caller frees it), and an empty
  * l is AD_E_NOT_FOUND; any other e is returned as it is, *out NULL. l is freed either way. */
 ad_err ad_job_list_one(struct ad_job_list *l, ad_err e, struct ad_job **out);

@@ -757,6 +757,25 @@ static ad_err lease_read(struct ad_conn *c, const char *tenant, const char *cons
     return e;
 }
 
+/* Never from the pool: it holds the head of the queue with every group, and the jobs a lease of a group-limited type
+ * leaves there must stay in it. The jobs read are locked, the skipped groups' are not. */
+static ad_err pg_job_leasable_except(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                     const char *const *skip, size_t nskip, int walk, int limit,
+                                     struct ad_job_list *out)
+{
+    char *arr = ad_pg_text_array(skip, nskip);
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_INT64(&p, now);
+    ad_pg_param_INT(&p, limit);
+    ad_pg_param_TEXT(&p, arr);
+    ad_pg_param_INT(&p, walk);
+    ad_err e = fetch_jobs(c, ST_LEASABLE_EXCEPT, &p, out, "leasable jobs");
+    free(arr);
+    return e;
+}
+
 static ad_err pg_job_running(struct ad_conn *c, struct ad_job_list *out)
 {
     struct pg_params p = {0};
@@ -1094,6 +1113,7 @@ static const struct ad_store_ops pg_ops = {
     .job_list = pg_job_list,
     .job_changes = pg_job_changes,
     .job_leasable = pg_job_leasable,
+    .job_leasable_except = pg_job_leasable_except,
     .job_running = pg_job_running,
     .job_scheduled = pg_job_scheduled,
     .job_bulk_page = pg_job_bulk_page,
@@ -1121,6 +1141,9 @@ static const struct ad_store_ops pg_ops = {
     .queue_list = ad_pg_queue_list,
     .queue_counts = ad_pg_queue_counts,
     .queue_running = ad_pg_queue_running,
+    .queue_group_running = ad_pg_queue_group_running,
+    .queue_group_window = ad_pg_queue_group_window,
+    .queue_group_took = ad_pg_queue_group_took,
     .webhook_put = ad_pg_webhook_put,
     .webhook_get = ad_pg_webhook_get,
     .webhook_list = ad_pg_webhook_list,

@@ -141,6 +141,11 @@ enum pg_stmt {
     ST_QUEUE_LIST,
     ST_QUEUE_COUNTS,
     ST_QUEUE_RUNNING,
+    ST_GROUP_RUNNING,
+    ST_GROUP_WINDOW,
+    ST_GROUP_TOOK,
+    ST_GROUP_FORGET,
+    ST_LEASABLE_EXCEPT,
     ST__COUNT
 };
 
@@ -370,6 +375,12 @@ ad_err ad_pg_queue_list(struct ad_conn *c, const char *tenant, struct ad_queue_l
 ad_err ad_pg_queue_counts(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
                           struct ad_queue_counts *out);
 ad_err ad_pg_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
+ad_err ad_pg_queue_group_running(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
+                                 struct ad_group_count_list *out);
+ad_err ad_pg_queue_group_window(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
+                                int64_t min, struct ad_group_count_list *out);
+ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
+                              int64_t window_start, int n);
 /* Forget the queue rows the transaction saw (its end, an operation rolled back). */
 void ad_pg_queues_forget(struct ad_conn *c);
 

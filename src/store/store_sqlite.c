@@ -402,6 +402,38 @@ static ad_err sq_job_leasable(struct ad_conn *c, const char *tenant, const char 
     return AD_E_OK;
 }
 
+/* The same walk of jobs_queue, stepped here: a row of a skipped group is passed over on its grp column alone, and
+ * the walk stops at limit jobs taken or walk rows read. */
+static ad_err sq_job_leasable_except(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                     const char *const *skip, size_t nskip, int walk, int limit,
+                                     struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_LEASABLE);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, tenant);
+    ad_sq_bind_TEXT(st, 2, type);
+    sqlite3_bind_int64(st, 3, now);
+    sqlite3_bind_int(st, 4, walk);
+    sqlite3_bind_int64(st, 5, ad_sq_key(tenant, type));
+    out->items = ad_calloc(limit > 0 ? (size_t)limit : 1, sizeof(*out->items));
+    int rc = SQLITE_DONE;
+    while (out->n < (size_t)(limit > 0 ? limit : 0) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *g = (const char *)sqlite3_column_text(st, COL_grp);
+        size_t k = 0;
+        while (k < nskip && strcmp(skip[k], g != NULL ? g : "") != 0)
+            k++;
+        if (k == nskip)
+            out->items[out->n++] = read_job(st);
+    }
+    ad_sq_done(st);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return AD_E_OK;
+    ad_job_list_free(out);
+    return ad_sq_fail(c, rc, "leasable jobs");
+}
+
 static ad_err sq_job_running(struct ad_conn *c, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -793,6 +825,7 @@ static const struct ad_store_ops sq_ops = {
     .job_list = sq_job_list,
     .job_changes = sq_job_changes,
     .job_leasable = sq_job_leasable,
+    .job_leasable_except = sq_job_leasable_except,
     .job_running = sq_job_running,
     .job_scheduled = sq_job_scheduled,
     .job_bulk_page = sq_job_bulk_page,
@@ -820,6 +853,9 @@ static const struct ad_store_ops sq_ops = {
     .queue_list = ad_sq_queue_list,
     .queue_counts = ad_sq_queue_counts,
     .queue_running = ad_sq_queue_running,
+    .queue_group_running = ad_sq_queue_group_running,
+    .queue_group_window = ad_sq_queue_group_window,
+    .queue_group_took = ad_sq_queue_group_took,
     .webhook_put = ad_sq_webhook_put,
     .webhook_get = ad_sq_webhook_get,
     .webhook_list = ad_sq_webhook_list,

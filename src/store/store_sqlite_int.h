@@ -170,6 +170,10 @@ enum sq_stmt {
     ST_QUEUE_LIST,
     ST_QUEUE_COUNTS,
     ST_QUEUE_RUNNING,
+    ST_GROUP_RUNNING,
+    ST_GROUP_WINDOW,
+    ST_GROUP_TOOK,
+    ST_GROUP_FORGET,
     ST__COUNT
 };
 
@@ -297,5 +301,11 @@ ad_err ad_sq_queue_list(struct ad_conn *c, const char *tenant, struct ad_queue_l
 ad_err ad_sq_queue_counts(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
                           struct ad_queue_counts *out);
 ad_err ad_sq_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
+ad_err ad_sq_queue_group_running(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
+                                 struct ad_group_count_list *out);
+ad_err ad_sq_queue_group_window(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
+                                int64_t min, struct ad_group_count_list *out);
+ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
+                              int64_t window_start, int n);
 
 #endif

@@ -212,6 +212,9 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   artifact_view, artifact_read,
  *   artifact_gc                      sc_test_artifacts
  *   feed_open, feed_wait, feed_close sc_test_feed_hears_other_nodes_only (cluster backends; NULL for the others)
+ *   queue_group_running, queue_group_window,
+ *   queue_group_took, job_leasable_except
+ *                                    sc_test_group_limits
  */
 static void sc_test_ops_table(void **state)
 {
@@ -273,6 +276,10 @@ static void sc_test_ops_table(void **state)
     X(queue_list)                                                                                                      \
     X(queue_counts)                                                                                                    \
     X(queue_running)                                                                                                   \
+    X(queue_group_running)                                                                                             \
+    X(queue_group_window)                                                                                              \
+    X(queue_group_took)                                                                                                \
+    X(job_leasable_except)                                                                                             \
     X(close)
 #define SC_CHECK(op)                                                                                                   \
     if (o->op == NULL)                                                                                                 \
@@ -1122,6 +1129,109 @@ static void sc_test_leasable_groups_round_robin(void **state)
     const char *go[] = {"g", "o"};
     sc_leasable(f, "t1", go, 2, T0, 3, "b3,c1,a4");
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+}
+
+/* The lease of a group-limited type without the skipped groups, bounded by its walk. */
+static void sc_leasable_except(struct fx *f, const char *const *skip, size_t nskip, int walk, int limit,
+                               const char *want)
+{
+    struct ad_job_list l = {0};
+    assert_int_equal(f->s->ops->job_leasable_except(f->c, "t1", "g", T0, skip, nskip, walk, limit, &l), AD_E_OK);
+    assert_ids(&l, want);
+    ad_job_list_free(&l);
+}
+
+/* The group counts of a list, "group=n,..." in the list's order sorted by group, into buf. */
+static const char *sc_group_counts(struct ad_group_count_list *l, char *buf, size_t size)
+{
+    for (size_t i = 0; i < l->n; i++)
+        for (size_t k = i + 1; k < l->n; k++)
+            if (strcmp(l->items[k].group, l->items[i].group) < 0) {
+                struct ad_group_count t = l->items[i];
+                l->items[i] = l->items[k];
+                l->items[k] = t;
+            }
+    buf[0] = '\0';
+    for (size_t i = 0; i < l->n; i++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s=%lld", i > 0 ? "," : "", l->items[i].group,
+                 (long long)l->items[i].n);
+    ad_group_count_list_free(l);
+    return buf;
+}
+
+/* Per-group limits: running counts by group (at least min), the groups' rate windows (counted, and the older ones
+ * forgotten at a count), and the lease that passes over skipped groups within a bounded walk. */
+static void sc_test_group_limits(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *o = f->s->ops;
+    char buf[256];
+    struct ad_group_count_list l;
+    for (int i = 1; i <= 3; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "a%d", i);
+        sc_insert_grouped(f, id, "A", AD_PRIO_NORMAL);
+    }
+    sc_insert_grouped(f, "b1", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "b2", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n1", NULL, AD_PRIO_NORMAL);
+    /* Lease order: a1,b1,n1,a2,b2,a3. */
+    const char *none[] = {""};
+    const char *a[] = {"A"};
+    const char *ab[] = {"A", "B"};
+    sc_leasable_except(f, a, 0, 100, 20, "a1,b1,n1,a2,b2,a3");
+    sc_leasable_except(f, a, 1, 100, 20, "b1,n1,b2");
+    sc_leasable_except(f, ab, 2, 100, 20, "n1");
+    sc_leasable_except(f, none, 1, 100, 20, "a1,b1,a2,b2,a3");
+    sc_leasable_except(f, a, 1, 100, 2, "b1,n1");
+    /* The walk counts the skipped groups' jobs: the first 4 are a1,b1,n1,a2. */
+    sc_leasable_except(f, a, 1, 4, 20, "b1,n1");
+    sc_leasable_except(f, ab, 2, 2, 20, "");
+    sc_insert_new(f, "x1", "t2", "g", AD_QUEUED, AD_PRIO_NORMAL, 0); /* another tenant's */
+    sc_leasable_except(f, ab, 2, 100, 20, "n1");
+
+    /* Running counts by group, the jobs without one as "". */
+    sc_run(f, "a1");
+    sc_run(f, "a2");
+    sc_run(f, "b1");
+    sc_run(f, "n1");
+    sc_insert_new(f, "r1", "t2", "g", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    sc_insert_new(f, "r2", "t1", "o", AD_RUNNING, AD_PRIO_NORMAL, 0);
+    assert_int_equal(o->queue_group_running(f->c, "t1", "g", 1, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "=1,A=2,B=1");
+    assert_int_equal(o->queue_group_running(f->c, "t1", "g", 2, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "A=2");
+    assert_int_equal(o->queue_group_running(f->c, "t1", "o", 1, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "=1");
+    assert_int_equal(o->queue_group_running(f->c, "t1", "nothing", 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 0);
+    ad_group_count_list_free(&l);
+
+    /* Rate windows: counts add up within a window; a count in a later window forgets the earlier ones. */
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_group_took(f->c, "t1", "g", "A", T0, 2), AD_E_OK);
+    assert_int_equal(o->queue_group_took(f->c, "t1", "g", "A", T0, 1), AD_E_OK);
+    assert_int_equal(o->queue_group_took(f->c, "t1", "g", "", T0, 1), AD_E_OK);
+    assert_int_equal(o->queue_group_took(f->c, "t2", "g", "A", T0, 5), AD_E_OK);
+    /* Read in the writer's own transaction. */
+    assert_int_equal(o->queue_group_window(f->c, "t1", "g", T0, 1, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "=1,A=3");
+    assert_int_equal(o->commit(f->c), AD_E_OK);
+    assert_int_equal(o->queue_group_window(f->c, "t1", "g", T0, 2, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "A=3");
+    assert_int_equal(o->queue_group_window(f->c, "t1", "g", T0 + 1000, 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 0);
+    ad_group_count_list_free(&l);
+    assert_int_equal(o->begin(f->c), AD_E_OK);
+    assert_int_equal(o->queue_group_took(f->c, "t1", "g", "B", T0 + 1000, 1), AD_E_OK);
+    assert_int_equal(o->commit(f->c), AD_E_OK);
+    assert_int_equal(o->queue_group_window(f->c, "t1", "g", T0, 1, &l), AD_E_OK);
+    assert_int_equal(l.n, 0); /* forgotten */
+    ad_group_count_list_free(&l);
+    assert_int_equal(o->queue_group_window(f->c, "t1", "g", T0 + 1000, 1, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "B=1");
+    assert_int_equal(o->queue_group_window(f->c, "t2", "g", T0, 1, &l), AD_E_OK);
+    assert_string_equal(sc_group_counts(&l, buf, sizeof(buf)), "A=5"); /* another tenant's queue is its own */
 }
 
 /* A group with a backlog holds back another group's job by one job: 100 jobs of A, then one of B. */
@@ -2303,6 +2413,7 @@ __attribute__((unused)) static void sc_test_feed_hears_other_nodes_only(void **s
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_queues, setup, teardown),                                              \
+        cmocka_unit_test_setup_teardown(sc_test_group_limits, setup, teardown),                                        \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
         cmocka_unit_test_setup_teardown(sc_test_unique_key_finds_the_live_job, setup, teardown),                       \

@@ -1,0 +1,213 @@
+// Per-group limits (CONTRACT.md section 11, docs/protocol.md "Queues"): groupConcurrency and groupRateLimit hold
+// per group while the other groups' jobs go on, a held-back job says why in waitingFor, and a lease parked on a
+// full group gets its next job the moment a slot frees. Runs on SQLite and on PostgreSQL; the cluster part (two
+// nodes on one database) only on PostgreSQL.
+
+import { describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { it, startDaemon, standardConfig, tenant, api, backend, freshStore } from './lib/daemon.mjs';
+import { complete, expectStatus, lease, mapLimit, show, sleep, submit } from './lib/jobs.mjs';
+
+const MERGE = { 'content-type': 'application/merge-patch+json' };
+
+function patchQueue(a, type, body) {
+    return a.req('PATCH', `/v1/queues/${encodeURIComponent(type)}`, { body, headers: MERGE });
+}
+
+async function submitGroup(c, type, group, i) {
+    return expectStatus(await submit(c, { type, payload: { i }, group }), 202).json.id;
+}
+
+describe('per-group limits', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig({ types: '\n  video.transcode: {}\n  report.export: {}\n  email.send: {}' }) });
+    });
+    after(() => d?.stop());
+
+    it('groupConcurrency 1: one running per group, the other group leased meanwhile, the next once one ends (parked too)', async () => {
+        const { c, w, a } = tenant(d);
+        expectStatus(await patchQueue(a, 'report.export', { groupConcurrency: 1 }), 200);
+        const a1 = await submitGroup(c, 'report.export', 'A', 1);
+        const a2 = await submitGroup(c, 'report.export', 'A', 2);
+        const a3 = await submitGroup(c, 'report.export', 'A', 3);
+        const b1 = await submitGroup(c, 'report.export', 'B', 1);
+        // One lease asking for 10 gets one job of each group, never two of one.
+        const first = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
+        assert.deepEqual(first.map((l) => l.job.group).sort(), ['A', 'B'], show({ json: first }));
+        const la = first.find((l) => l.job.group === 'A');
+        const lb = first.find((l) => l.job.group === 'B');
+        assert.equal(la.job.id, a1);
+        assert.equal(lb.job.id, b1);
+        // A is full: nothing more is leased, and A's next job says why.
+        assert.equal((await lease(w, 'report.export', { max: 10, wait: 0 })).status, 204);
+        const held = expectStatus(await c.get(`/v1/jobs/${a2}`), 200);
+        assert.equal(held.json.status, 'queued');
+        assert.equal(held.json.waitingFor, 'groupConcurrency', show(held));
+        // B's job ending frees nothing of A's.
+        await complete(w, lb.job.id, lb.leaseId);
+        assert.equal((await lease(w, 'report.export', { max: 10, wait: 0 })).status, 204);
+        // A group B job submitted now is leased at once while A stays full.
+        const b2 = await submitGroup(c, 'report.export', 'B', 2);
+        const nb = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
+        assert.deepEqual(nb.map((l) => l.job.id), [b2]);
+        // A parked lease gets A's next job the moment A's running job completes.
+        const parked = lease(w, 'report.export', { max: 10, wait: 5 });
+        await sleep(300);
+        await complete(w, la.job.id, la.leaseId);
+        const res = expectStatus(await parked, 200);
+        assert.deepEqual(res.json.leases.map((l) => l.job.id), [a2]);
+        assert.ok(res.ms < 4500, `the parked lease took ${res.ms} ms: it was not woken by the freed slot`);
+        assert.equal((await lease(w, 'report.export', { max: 10, wait: 0 })).status, 204);
+        const still = expectStatus(await c.get(`/v1/jobs/${a3}`), 200);
+        assert.equal(still.json.waitingFor, 'groupConcurrency', show(still));
+    });
+
+    it('groupConcurrency 2 with a full group at the head of a long backlog: the other groups are leased', async () => {
+        const { c, w, a } = tenant(d);
+        expectStatus(await patchQueue(a, 'report.export', { groupConcurrency: 2 }), 200);
+        const ids = [];
+        expectStatus(await c.post('/v1/jobs:batch', {
+            jobs: Array.from({ length: 60 }, (_, i) => ({ type: 'report.export', payload: { i }, group: 'big' })),
+        }), 207);
+        const two = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
+        assert.equal(two.length, 2, 'a lease took more than the group\'s room');
+        for (let i = 0; i < 5; i++) ids.push(await submitGroup(c, 'report.export', `g${i}`, i));
+        const got = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
+        assert.deepEqual(got.map((l) => l.job.id).sort(), [...ids].sort(), show({ json: got }));
+        const q = expectStatus(await c.get('/v1/queues/report.export'), 200).json;
+        assert.equal(q.counts.running, 7);
+    });
+
+    it('a submit is not handed to a parked worker past its group\'s limit', async () => {
+        const { c, w, a } = tenant(d);
+        expectStatus(await patchQueue(a, 'report.export', { groupConcurrency: 1 }), 200);
+        await submitGroup(c, 'report.export', 'A', 1);
+        expectStatus(await lease(w, 'report.export'), 200);
+        const parked = lease(w, 'report.export', { wait: 2 });
+        await sleep(300);
+        const id = await submitGroup(c, 'report.export', 'A', 2);
+        assert.equal((await parked).status, 204);
+        assert.equal(expectStatus(await c.get(`/v1/jobs/${id}`), 200).json.status, 'queued');
+    });
+
+    it('groupRateLimit: a group\'s leases per window never exceed the limit while another group\'s go on', async () => {
+        const { c, w, a } = tenant(d);
+        expectStatus(await patchQueue(a, 'report.export', { groupRateLimit: { limit: 2, period: '1m' } }), 200);
+        const aIds = [];
+        for (let i = 0; i < 4; i++) aIds.push(await submitGroup(c, 'report.export', 'A', i));
+        const bIds = [];
+        for (let i = 0; i < 2; i++) bIds.push(await submitGroup(c, 'report.export', 'B', i));
+        const got = [];
+        for (let k = 0; k < 4; k++) {
+            const res = await lease(w, 'report.export', { max: 10, wait: 0 });
+            if (res.status === 204) break;
+            got.push(...expectStatus(res, 200).json.leases.map((l) => l.job));
+        }
+        const byGroup = (g) => got.filter((j) => j.group === g).map((j) => j.id);
+        // A window of one minute: A gets 2 of its 4 (the oldest), B both of its own.
+        assert.deepEqual(byGroup('A'), aIds.slice(0, 2), show({ json: got }));
+        assert.deepEqual(byGroup('B').sort(), [...bIds].sort());
+        const held = expectStatus(await c.get(`/v1/jobs/${aIds[2]}`), 200);
+        assert.equal(held.json.waitingFor, 'groupRateLimit', show(held));
+        // A new group is still leased.
+        const cId = await submitGroup(c, 'report.export', 'C', 0);
+        const res = expectStatus(await lease(w, 'report.export', { max: 10 }), 200).json.leases;
+        assert.deepEqual(res.map((l) => l.job.id), [cId]);
+    });
+
+    it('groupRateLimit: a parked lease is answered when the group\'s window opens', async () => {
+        const { c, w, a } = tenant(d);
+        expectStatus(await patchQueue(a, 'report.export', { groupRateLimit: { limit: 1, period: '2s' } }), 200);
+        for (let i = 0; i < 3; i++) await submitGroup(c, 'report.export', 'A', i);
+        const starts = [];
+        const t0 = Date.now();
+        while (starts.length < 3 && Date.now() - t0 < 15_000) {
+            const res = await lease(w, 'report.export', { max: 10, wait: 5 });
+            if (res.status === 204) continue;
+            const got = expectStatus(res, 200).json.leases;
+            assert.equal(got.length, 1, `one lease answer held ${got.length} jobs of a group limited to 1 per window`);
+            starts.push(Date.parse(got[0].job.startedAt));
+        }
+        assert.equal(starts.length, 3, 'not every job was leased');
+        for (let i = 1; i < 3; i++)
+            assert.notEqual(Math.floor(starts[i] / 2000), Math.floor(starts[i - 1] / 2000), 'two leases in one window');
+        // Three windows of 2 s: a request parked on the limit is answered as a window opens, not at its 5 s wait.
+        assert.ok(Date.now() - t0 < 9000, `3 leases took ${Date.now() - t0} ms: the opening windows did not wake the parked request`);
+    });
+});
+
+const skipCluster = backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)';
+
+describe('per-group limits in cluster mode: two nodes on one PostgreSQL database', { skip: skipCluster }, () => {
+    it('groupConcurrency 2 holds across the nodes with workers on both (running counts sampled throughout)', async () => {
+        const store = freshStore();
+        const config = `keys:
+  - { key: "kc", tenant: c, role: client }
+  - { key: "kw", tenant: c, role: worker }
+  - { key: "ka", tenant: c, role: admin }
+types:
+  cl.job: {}
+limits: { maxWaitSeconds: 5 }
+`;
+        const a = await startDaemon({ config, store });
+        const b = await startDaemon({ config, store });
+        try {
+            const GROUPS = ['x', 'y'];
+            const PER = 14;
+            const JOBS = GROUPS.length * PER;
+            expectStatus(await patchQueue(api(a, 'ka'), 'cl.job', { groupConcurrency: 2 }), 200);
+            const ca = api(a, 'kc');
+            await mapLimit([...Array(JOBS).keys()], 8, (i) => submit(ca, { type: 'cl.job', payload: { i }, group: GROUPS[i % 2] }));
+            const held = { x: 0, y: 0 };
+            const maxHeld = { x: 0, y: 0 };
+            let done = 0;
+            const workers = [];
+            for (const node of [a, b]) {
+                const w = api(node, 'kw');
+                for (let k = 0; k < 3; k++) {
+                    workers.push((async () => {
+                        while (done < JOBS) {
+                            const res = await lease(w, 'cl.job', { max: 2, wait: 2 });
+                            if (res.status === 204) continue;
+                            const got = expectStatus(res, 200).json.leases;
+                            for (const l of got) {
+                                held[l.job.group]++;
+                                maxHeld[l.job.group] = Math.max(maxHeld[l.job.group], held[l.job.group]);
+                            }
+                            await sleep(60);
+                            for (const l of got) {
+                                held[l.job.group]--;
+                                await complete(w, l.job.id, l.leaseId);
+                                done++;
+                            }
+                        }
+                    })());
+                }
+            }
+            let maxRunning = 0;
+            let samples = 0;
+            const sampler = (async () => {
+                for (let i = 0; done < JOBS; i++) {
+                    const c = api(i % 2 ? b : a, 'kc');
+                    const list = expectStatus(await c.get('/v1/jobs?status=running&type=cl.job&limit=100'), 200).json;
+                    const jobs = list.jobs ?? list.items ?? [];
+                    for (const g of GROUPS) maxRunning = Math.max(maxRunning, jobs.filter((j) => j.group === g).length);
+                    samples++;
+                    await sleep(10);
+                }
+            })();
+            await Promise.race([
+                Promise.all([...workers, sampler]),
+                sleep(60_000).then(() => assert.fail(`only ${done} of ${JOBS} jobs done within 60 s`)),
+            ]);
+            assert.ok(samples > 10, `only ${samples} samples`);
+            assert.ok(maxRunning <= 2, `a group's running count reached ${maxRunning}`);
+            assert.ok(maxHeld.x <= 2 && maxHeld.y <= 2, `the workers held ${JSON.stringify(maxHeld)} leases of a group at once`);
+            assert.ok(maxHeld.x + maxHeld.y >= 3, 'the workers never ran more than two jobs at once: the test proves nothing');
+        } finally {
+            await a.stop();
+            await b.stop();
+        }
+    });
+});
