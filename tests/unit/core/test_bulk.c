@@ -14,57 +14,13 @@
 #include <string.h>
 
 #include "core/bulk.h"
-#include "tmpdir.h"
+#include "core_test.h"
 
 #define T0 INT64_C(1800000000000)
 
-struct fx {
-    char dir[64];
-    char data[128];
-    struct ad_config cfg;
-    struct ad_store *s;
-    struct ad_conn *c;
-};
-
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    if (tmpdir_make(f->dir, sizeof(f->dir), "bulk") != 0)
-        return -1;
-    snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
-    ad_config_defaults(&f->cfg);
-    char err[256] = "";
-    f->s = ad_store_open(f->data, err, sizeof(err));
-    if (f->s == NULL || (f->c = f->s->ops->connect(f->s, err, sizeof(err))) == NULL) {
-        fprintf(stderr, "store: %s\n", err);
-        return -1;
-    }
-    ad_core_init(&f->cfg, f->s);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    f->s->ops->disconnect(f->c);
-    f->s->ops->close(f->s);
-    ad_config_free(&f->cfg);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
-}
-
-/* One operation in its own transaction, as the writer would run it. */
-static ad_err apply(struct fx *f, struct ad_op *op)
-{
-    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
-    ad_err e = op->apply(op, f->c);
-    if (e == AD_E_OK)
-        assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
-    else
-        f->s->ops->rollback(f->c);
-    return e;
+    return core_fx_open(state, "bulk", NULL);
 }
 
 static struct ad_job *stored(struct fx *f, const char *id)
@@ -85,7 +41,7 @@ static char *submit(struct fx *f, const char *tenant, const char *type, int64_t 
     ad_job_set(&s->job->payload, "{}");
     s->job->max_attempts = 1;
     s->job->created_at = s->job->updated_at = T0 + at;
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     char *id = ad_strdup(s->job->id);
     ad_op_free(&s->op);
     return id;
@@ -103,7 +59,7 @@ static void run(struct fx *f, const char *type, const char *id, enum ad_job_even
     l->lease_ms = 60000;
     l->worker = ad_strdup("w");
     l->now = T0 + 1000;
-    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &l->op), AD_E_OK);
     assert_int_equal(l->leased.n, 1);
     assert_string_equal(l->leased.items[0]->id, id);
     struct ad_report_op *r = ad_report_op_new();
@@ -113,7 +69,7 @@ static void run(struct fx *f, const char *type, const char *id, enum ad_job_even
     r->lease_id = ad_strdup(l->leased.items[0]->lease_id);
     r->error = ad_strdup("{\"title\":\"x\"}");
     r->now = T0 + 2000;
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     ad_op_free(&r->op);
     ad_op_free(&l->op);
 }
@@ -133,7 +89,7 @@ static void walk(struct fx *f, enum ad_bulk_action action, struct ad_bulk_query 
         b->after = after;
         b->upto = upto;
         b->now = T0 + 5000;
-        assert_int_equal(apply(f, &b->op), AD_E_OK);
+        assert_int_equal(core_fx_apply(f, &b->op), AD_E_OK);
         assert_true(b->matched <= AD_BULK_PAGE);
         assert_int_equal(b->op.nchanged, b->changed);
         *matched += b->matched;
@@ -221,7 +177,7 @@ static void test_retry_makes_new_jobs_of_failed_and_cancelled_ones(void **state)
     b->action = AD_BULK_RETRY;
     b->q = q;
     b->now = T0 + 9000;
-    assert_int_equal(apply(f, &b->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &b->op), AD_E_OK);
     assert_int_equal(b->matched, 3);
     assert_int_equal(b->changed, 2);
     assert_int_equal(b->next != 0, 1);
@@ -249,8 +205,8 @@ static void test_retry_makes_new_jobs_of_failed_and_cancelled_ones(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cancel_walks_pages_of_queued_and_running_jobs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_retry_makes_new_jobs_of_failed_and_cancelled_ones, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_walks_pages_of_queued_and_running_jobs, setup, core_fx_close),
+        cmocka_unit_test_setup_teardown(test_retry_makes_new_jobs_of_failed_and_cancelled_ones, setup, core_fx_close),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,53 +16,16 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "tmpdir.h"
+#include "core_test.h"
 
 #define SEC INT64_C(1000)
 #define HOUR (3600 * SEC)
 #define DAY (86400 * SEC)
 #define T0 INT64_C(1800000000000)
 
-struct fx {
-    char dir[64];
-    char data[128];
-    struct ad_config cfg;
-    struct ad_store *s;
-    struct ad_conn *c;
-};
-
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    if (tmpdir_make(f->dir, sizeof(f->dir), "core") != 0)
-        return -1;
-    snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
-    ad_config_defaults(&f->cfg);
-    char err[256] = "";
-    f->s = ad_store_open(f->data, err, sizeof(err));
-    if (f->s == NULL) {
-        fprintf(stderr, "ad_store_open: %s\n", err);
-        return -1;
-    }
-    f->c = f->s->ops->connect(f->s, err, sizeof(err));
-    if (f->c == NULL) {
-        fprintf(stderr, "connect: %s\n", err);
-        return -1;
-    }
-    ad_core_init(&f->cfg, f->s);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    f->s->ops->disconnect(f->c);
-    f->s->ops->close(f->s);
-    ad_config_free(&f->cfg);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
+    return core_fx_open(state, "core", NULL);
 }
 
 /* Replace the configuration with defaults + yaml and hand it to the core. */
@@ -74,18 +37,6 @@ static void load_config(struct fx *f, const char *yaml)
     if (ad_config_load_string(&f->cfg, yaml, strlen(yaml), err, sizeof(err)) != 0)
         fail_msg("config: %s", err);
     ad_core_init(&f->cfg, f->s);
-}
-
-/* One operation in its own transaction, as the writer would run it: committed on success, else rolled back. */
-static ad_err apply(struct fx *f, struct ad_op *op)
-{
-    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
-    ad_err e = op->apply(op, f->c);
-    if (e == AD_E_OK)
-        assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
-    else
-        f->s->ops->rollback(f->c);
-    return e;
 }
 
 /* The stored row (any tenant); NULL when absent. Caller frees. */
@@ -116,7 +67,7 @@ static char *submit(struct fx *f, const char *tenant, int max_attempts, enum ad_
     struct ad_submit_op *s = ad_submit_op_new();
     s->job = new_job(tenant, "video", max_attempts);
     s->job->priority = prio;
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     assert_int_equal(s->replayed, 0);
     char *id = ad_strdup(s->job->id);
     ad_op_free(&s->op);
@@ -141,7 +92,7 @@ static struct ad_lease_op *lease_op(const char *tenant, const char *type, int ma
 static char *lease_one(struct fx *f, const char *id, int64_t now)
 {
     struct ad_lease_op *x = lease_op("t1", "video", 1, 30, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 1);
     assert_string_equal(x->leased.items[0]->id, id);
     char *lid = ad_strdup(x->leased.items[0]->lease_id);
@@ -380,7 +331,7 @@ static void test_submit_idempotency(void **state)
 {
     struct fx *f = *state;
     struct ad_submit_op *s1 = keyed_submit("t1", "key-1", "{\"a\":1}");
-    assert_int_equal(apply(f, &s1->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s1->op), AD_E_OK);
     assert_int_equal(s1->replayed, 0);
     char *orig = ad_strdup(s1->job->id);
     ad_op_free(&s1->op);
@@ -388,7 +339,7 @@ static void test_submit_idempotency(void **state)
     /* Same key and fingerprint: the original job, no second row. */
     struct ad_submit_op *s2 = keyed_submit("t1", "key-1", "{\"a\":1}");
     char *second = ad_strdup(s2->job->id);
-    assert_int_equal(apply(f, &s2->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s2->op), AD_E_OK);
     assert_int_equal(s2->replayed, 1);
     assert_string_equal(s2->job->id, orig);
     assert_int_equal(s2->job->status, AD_QUEUED);
@@ -399,7 +350,7 @@ static void test_submit_idempotency(void **state)
     /* Same key, different request: rejected, nothing stored. */
     struct ad_submit_op *s3 = keyed_submit("t1", "key-1", "{\"a\":2}");
     char *third = ad_strdup(s3->job->id);
-    assert_int_equal(apply(f, &s3->op), AD_E_IDEMPOTENCY_KEY_REUSED);
+    assert_int_equal(core_fx_apply(f, &s3->op), AD_E_IDEMPOTENCY_KEY_REUSED);
     assert_int_equal(s3->replayed, 0);
     ad_op_free(&s3->op);
     assert_null(stored(f, third));
@@ -407,7 +358,7 @@ static void test_submit_idempotency(void **state)
 
     /* Keys are per tenant: the same key elsewhere is a new job. */
     struct ad_submit_op *s4 = keyed_submit("t2", "key-1", "{\"a\":2}");
-    assert_int_equal(apply(f, &s4->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s4->op), AD_E_OK);
     assert_int_equal(s4->replayed, 0);
     assert_string_not_equal(s4->job->id, orig);
     struct ad_job *j4 = stored(f, s4->job->id);
@@ -421,10 +372,10 @@ static void test_submit_idempotency(void **state)
     x->tenant = ad_strdup("t1");
     x->id = ad_strdup(orig);
     x->now = T0 + SEC;
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_submit_op *s5 = keyed_submit("t1", "key-1", "{\"a\":1}");
-    assert_int_equal(apply(f, &s5->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s5->op), AD_E_OK);
     assert_int_equal(s5->replayed, 1);
     assert_string_equal(s5->job->id, orig);
     assert_int_equal(s5->job->status, AD_CANCELLED);
@@ -451,7 +402,7 @@ static struct ad_submit_op *unique_submit(const char *key, const char *payload, 
 static char *unique_apply_ok(struct fx *f, struct ad_submit_op *s, int deduplicated)
 {
     char *own = ad_strdup(s->job->id);
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     assert_int_equal(s->deduplicated, deduplicated);
     assert_int_equal(s->op.nchanged, 1);
     char *id = ad_strdup(s->job->id);
@@ -504,7 +455,7 @@ static void test_submit_unique_and_debounce(void **state)
     ad_job_free(j);
     /* Ended: the key is free. */
     struct ad_report_op *r = report_op(AD_EV_COMPLETE, id, lid, T0 + 72 * SEC);
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     ad_op_free(&r->op);
     char *next = unique_apply_ok(f, unique_submit("k", "{\"v\":5}", T0 + 73 * SEC, 0), 0);
     assert_string_not_equal(next, id);
@@ -521,7 +472,7 @@ static void test_batch_unique_key_twice(void **state)
     b->items[0] = unique_submit("bk", "{\"v\":1}", T0, 0);
     b->items[1] = unique_submit("bk", "{\"v\":2}", T0, 30);
     char *second = ad_strdup(b->items[1]->job->id);
-    assert_int_equal(apply(f, &b->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &b->op), AD_E_OK);
     assert_int_equal(b->items[0]->deduplicated, 0);
     assert_int_equal(b->items[1]->deduplicated, 1);
     assert_string_equal(b->items[1]->job->id, b->items[0]->job->id);
@@ -542,7 +493,7 @@ static void test_batch_items_answer_alone(void **state)
 {
     struct fx *f = *state;
     struct ad_submit_op *old = keyed_submit("t1", "old", "{\"a\":1}");
-    assert_int_equal(apply(f, &old->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &old->op), AD_E_OK);
     ad_op_free(&old->op);
 
     struct ad_batch_op *b = ad_batch_op_new(4);
@@ -551,7 +502,7 @@ static void test_batch_items_answer_alone(void **state)
     b->items[2] = keyed_submit("t1", "k1", "{\"a\":1}");
     /* items[3] stays NULL: an item the caller answers itself */
     char *refused = ad_strdup(b->items[1]->job->id);
-    assert_int_equal(apply(f, &b->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &b->op), AD_E_OK);
     assert_int_equal(b->items[0]->op.err, AD_E_OK);
     assert_int_equal(b->items[0]->replayed, 0);
     assert_int_equal(b->items[1]->op.err, AD_E_IDEMPOTENCY_KEY_REUSED);
@@ -590,7 +541,7 @@ static void test_cancel_queued(void **state)
     char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
     int64_t now = T0 + 5 * SEC;
     struct ad_cancel_op *x = cancel_op("t1", id, NULL, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->job->status, AD_CANCELLED);
     ad_op_free(&x->op);
 
@@ -606,7 +557,7 @@ static void test_cancel_queued(void **state)
     /* Terminal: illegal, row unchanged. */
     struct ad_job *before = stored(f, id);
     x = cancel_op("t1", id, NULL, now + SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_ILLEGAL_TRANSITION);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_ILLEGAL_TRANSITION);
     ad_op_free(&x->op);
     struct ad_job *after = stored(f, id);
     assert_int_equal(after->seq, before->seq);
@@ -616,15 +567,15 @@ static void test_cancel_queued(void **state)
 
     /* Another tenant's job, or no job: not found. */
     x = cancel_op("t2", id, NULL, now);
-    assert_int_equal(apply(f, &x->op), AD_E_NOT_FOUND);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_NOT_FOUND);
     ad_op_free(&x->op);
     x = cancel_op("t1", "job_nope", NULL, now);
-    assert_int_equal(apply(f, &x->op), AD_E_NOT_FOUND);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_NOT_FOUND);
     ad_op_free(&x->op);
 
     /* After expiresAt the job is gone for every operation. */
     x = cancel_op("t1", id, NULL, now + 30 * DAY);
-    assert_int_equal(apply(f, &x->op), AD_E_GONE);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_GONE);
     ad_op_free(&x->op);
     free(id);
 }
@@ -636,7 +587,7 @@ static void test_cancel_running_then_ack(void **state)
     char *lid = lease_one(f, id, T0 + SEC);
 
     struct ad_cancel_op *x = cancel_op("t1", id, NULL, T0 + 2 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->job->status, AD_RUNNING);
     assert_int_equal(x->job->cancel_requested, 1);
     ad_op_free(&x->op);
@@ -649,11 +600,11 @@ static void test_cancel_running_then_ack(void **state)
 
     /* The worker acknowledges with a wrong lease: stale. */
     x = cancel_op("t1", id, "lse_wrong", T0 + 3 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_STALE_LEASE);
     ad_op_free(&x->op);
 
     x = cancel_op("t1", id, lid, T0 + 3 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     j = stored(f, id);
     assert_int_equal(j->status, AD_CANCELLED);
@@ -665,7 +616,7 @@ static void test_cancel_running_then_ack(void **state)
 
     /* The same acknowledgement again (its answer was lost): answered again, nothing changes. */
     x = cancel_op("t1", id, lid, T0 + 4 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->job->finished_at, T0 + 3 * SEC);
     ad_op_free(&x->op);
     free(lid);
@@ -683,7 +634,7 @@ static void test_lease(void **state)
 
     int64_t now = T0 + 10 * SEC;
     struct ad_lease_op *x = lease_op("t1", "video", 1, 30, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 1);
     struct ad_job *j = x->leased.items[0];
     assert_string_equal(j->id, high); /* highest priority first */
@@ -709,18 +660,18 @@ static void test_lease(void **state)
 
     /* Next: the low one; then nothing (t2's job is not ours, the running one is not queued). */
     x = lease_op("t1", "video", 10, 60, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 1);
     assert_string_equal(x->leased.items[0]->id, low);
     assert_string_not_equal(x->leased.items[0]->lease_id, lid); /* every lease id is fresh */
     ad_op_free(&x->op);
     x = lease_op("t1", "video", 10, 60, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 0);
     ad_op_free(&x->op);
     /* Other types: nothing. */
     x = lease_op("t2", "image", 10, 60, now);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 0);
     ad_op_free(&x->op);
     free(lid);
@@ -735,12 +686,12 @@ static void test_lease_respects_run_at(void **state)
     struct ad_submit_op *s = ad_submit_op_new();
     s->job = new_job("t1", "video", 3);
     s->job->run_at = T0 + HOUR;
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     char *id = ad_strdup(s->job->id);
     ad_op_free(&s->op);
 
     struct ad_lease_op *x = lease_op("t1", "video", 1, 30, T0 + HOUR - 1);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->leased.n, 0);
     ad_op_free(&x->op);
     char *lid = lease_one(f, id, T0 + HOUR);
@@ -769,7 +720,7 @@ static void test_report_stale_lease_changes_nothing(void **state)
             x->message = ad_strdup("hi");
             x->result = ad_strdup("{}");
             x->error = ad_strdup("{\"status\":500}");
-            ad_err e = apply(f, &x->op);
+            ad_err e = core_fx_apply(f, &x->op);
             if (e != AD_E_STALE_LEASE)
                 fail_msg("event %zu lease %zu: %s, want stale-lease", i, k, ad_err_code(e));
             ad_op_free(&x->op);
@@ -799,7 +750,7 @@ static void test_report_heartbeat(void **state)
     x->progress = 42;
     x->message = ad_strdup("transcoding");
     x->lease_ms = 120000;
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
     assert_int_equal(j->status, AD_RUNNING);
@@ -812,7 +763,7 @@ static void test_report_heartbeat(void **state)
 
     /* Progress -1 and lease_ms 0 leave both as they were. */
     x = report_op(AD_EV_HEARTBEAT, id, lid, T0 + 20 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     j = stored(f, id);
     assert_int_equal(j->progress, 42);
@@ -831,7 +782,7 @@ static void test_report_complete(void **state)
     int64_t now = T0 + 7 * SEC;
     struct ad_report_op *x = report_op(AD_EV_COMPLETE, id, lid, now);
     x->result = ad_strdup("{\"url\":\"https://out\"}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->job->status, AD_SUCCEEDED);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
@@ -866,7 +817,7 @@ static void test_report_complete(void **state)
     /* The same report again (its answer was lost): answered with the job, which does not change. */
     x = report_op(AD_EV_COMPLETE, id, lid, now + 1);
     x->result = ad_strdup("{\"url\":\"https://out\"}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->replayed, 1);
     assert_int_equal(x->job->finished_at, now);
     ad_op_free(&x->op);
@@ -875,7 +826,7 @@ static void test_report_complete(void **state)
     for (size_t i = 0; i < 3; i++) {
         x = report_op(AD_EV_COMPLETE, id, lid, now + 1);
         x->result = ad_strdup_opt(results[i]);
-        assert_int_equal(apply(f, &x->op), i == 0 ? AD_E_OK : AD_E_STALE_LEASE);
+        assert_int_equal(core_fx_apply(f, &x->op), i == 0 ? AD_E_OK : AD_E_STALE_LEASE);
         assert_int_equal(x->conflict, i == 0 ? 0 : 1);
         ad_op_free(&x->op);
     }
@@ -884,10 +835,10 @@ static void test_report_complete(void **state)
     ad_job_free(j);
     /* Anything else under the ended lease is stale. */
     x = report_op(AD_EV_HEARTBEAT, id, lid, now + 2);
-    assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_STALE_LEASE);
     ad_op_free(&x->op);
     x = report_op(AD_EV_FAIL, id, lid, now + 3);
-    assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_STALE_LEASE);
     ad_op_free(&x->op);
     free(lid);
     free(id);
@@ -921,7 +872,7 @@ static void test_report_with_next(void **state)
     /* Accepted: a is done, then c and b are leased, highest priority first, under live leases. */
     struct ad_report_op *x = report_op(AD_EV_COMPLETE, a, lid, T0 + 2 * SEC);
     x->next = lease_op("t1", "video", 2, 60, T0 + 2 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->job->status, AD_SUCCEEDED);
     assert_int_equal(x->next->leased.n, 2);
     const char *order[] = {c, b};
@@ -950,18 +901,18 @@ static void test_report_complete_partial_with_location(void **state)
     load_config(f, retention_yaml);
     struct ad_submit_op *s = ad_submit_op_new();
     s->job = new_job("t1", "video.transcode", 3);
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     char *id = ad_strdup(s->job->id);
     ad_op_free(&s->op);
     struct ad_lease_op *l = lease_op("t1", "video.transcode", 1, 30, T0);
-    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &l->op), AD_E_OK);
     assert_int_equal(l->leased.n, 1);
     char *lid = ad_strdup(l->leased.items[0]->lease_id);
     ad_op_free(&l->op);
 
     struct ad_report_op *x = report_op(AD_EV_COMPLETE_PARTIAL, id, lid, T0 + SEC);
     x->result_location = ad_strdup("https://cdn/out");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
     assert_int_equal(j->status, AD_PARTIAL);
@@ -989,7 +940,7 @@ static void test_report_fail_retryable_requeues_with_backoff(void **state)
     int64_t now = T0 + 2 * SEC;
     struct ad_report_op *x = report_op(AD_EV_FAIL, id, lid, now);
     x->error = ad_strdup("{\"status\":502,\"code\":\"upstream\"}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
     assert_int_equal(j->status, AD_QUEUED);
@@ -1004,11 +955,11 @@ static void test_report_fail_retryable_requeues_with_backoff(void **state)
 
     /* Not leasable before run_at; leased again as attempt 2 after. */
     struct ad_lease_op *l = lease_op("t1", "video", 1, 30, run_at - 1);
-    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &l->op), AD_E_OK);
     assert_int_equal(l->leased.n, 0);
     ad_op_free(&l->op);
     l = lease_op("t1", "video", 1, 30, run_at);
-    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &l->op), AD_E_OK);
     assert_int_equal(l->leased.n, 1);
     assert_int_equal(l->leased.items[0]->attempt, 2);
     assert_string_not_equal(l->leased.items[0]->lease_id, lid);
@@ -1016,7 +967,7 @@ static void test_report_fail_retryable_requeues_with_backoff(void **state)
 
     /* The old lease is dead. */
     x = report_op(AD_EV_HEARTBEAT, id, lid, run_at + 1);
-    assert_int_equal(apply(f, &x->op), AD_E_STALE_LEASE);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_STALE_LEASE);
     ad_op_free(&x->op);
     free(lid);
     free(id);
@@ -1030,7 +981,7 @@ static void test_report_fail_terminal(void **state)
     char *lid = lease_one(f, id, T0);
     struct ad_report_op *x = report_op(AD_EV_FAIL, id, lid, T0 + SEC);
     x->error = ad_strdup("{\"status\":500,\"code\":\"boom\"}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
     assert_int_equal(j->status, AD_FAILED);
@@ -1046,7 +997,7 @@ static void test_report_fail_terminal(void **state)
     lid = lease_one(f, id, T0);
     x = report_op(AD_EV_FAIL_FINAL, id, lid, T0 + SEC);
     x->error = ad_strdup("{\"status\":422}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     j = stored(f, id);
     assert_int_equal(j->status, AD_FAILED);
@@ -1074,19 +1025,19 @@ static void test_expire_requeues(void **state)
 
     /* Before the deadline: nothing. */
     struct ad_expire_op *x = expire_op(id, lid, T0 + 30 * SEC - 1);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 0);
     assert_non_null(x->job);
     assert_int_equal(x->job->status, AD_RUNNING);
     ad_op_free(&x->op);
     /* An old lease id: nothing. */
     x = expire_op(id, "lse_old", T0 + HOUR);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 0);
     ad_op_free(&x->op);
 
     x = expire_op(id, lid, T0 + 30 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 1);
     assert_int_equal(x->job->status, AD_QUEUED);
     ad_op_free(&x->op);
@@ -1100,13 +1051,13 @@ static void test_expire_requeues(void **state)
 
     /* Expiring the same lease again: already handled. */
     x = expire_op(id, lid, T0 + HOUR);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 0);
     ad_op_free(&x->op);
 
     /* Unknown job. */
     x = expire_op("job_nope", lid, T0 + HOUR);
-    assert_int_equal(apply(f, &x->op), AD_E_NOT_FOUND);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_NOT_FOUND);
     ad_op_free(&x->op);
     free(lid);
     free(id);
@@ -1125,7 +1076,7 @@ static void test_running_events_move_to_the_log_at_the_next_lease(void **state)
     assert_true(first > j->created_seq && first == j->seq);
     ad_job_free(j);
     struct ad_expire_op *x = expire_op(id, lid, T0 + 30 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     free(lid);
     lid = lease_one(f, id, T0 + 31 * SEC);
@@ -1147,10 +1098,10 @@ static void test_running_events_move_to_the_log_at_the_next_lease(void **state)
     /* A message from this attempt stays on the job into the next one, whose lease then logs its event. */
     struct ad_report_op *r = report_op(AD_EV_HEARTBEAT, id, lid, T0 + 32 * SEC);
     r->message = ad_strdup("half way");
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     ad_op_free(&r->op);
     x = expire_op(id, lid, T0 + 70 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
     free(lid);
     lid = lease_one(f, id, T0 + 71 * SEC);
@@ -1179,12 +1130,12 @@ static void test_lease_after_a_later_change_keeps_time_moving_forward(void **sta
     char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
     char *lid = lease_one(f, id, T0);
     struct ad_expire_op *x = expire_op(id, lid, T0 + 30 * SEC);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 1);
     ad_op_free(&x->op);
 
     struct ad_lease_op *l = lease_op("t1", "video", 1, 30, T0 + 30 * SEC - 5);
-    assert_int_equal(apply(f, &l->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &l->op), AD_E_OK);
     assert_int_equal(l->leased.n, 1);
     assert_int_equal(l->leased.items[0]->started_at, T0 + 30 * SEC);
     assert_int_equal(l->leased.items[0]->updated_at, T0 + 30 * SEC);
@@ -1214,7 +1165,7 @@ static void test_lease_after_a_later_change_keeps_time_moving_forward(void **sta
     struct ad_report_op *r = report_op(AD_EV_HEARTBEAT, id, j->lease_id, T0 + 30 * SEC - 3);
     ad_job_free(j);
     r->progress = 10;
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     assert_int_equal(r->job->updated_at, T0 + 30 * SEC);
     ad_op_free(&r->op);
     free(lid);
@@ -1227,7 +1178,7 @@ static void test_expire_fails_without_attempts(void **state)
     char *id = submit(f, "t1", 1, AD_PRIO_NORMAL);
     char *lid = lease_one(f, id, T0);
     struct ad_expire_op *x = expire_op(id, lid, T0 + HOUR);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 1);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
@@ -1248,10 +1199,10 @@ static void test_expire_cancels_when_requested(void **state)
     char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
     char *lid = lease_one(f, id, T0);
     struct ad_cancel_op *c = cancel_op("t1", id, NULL, T0 + SEC);
-    assert_int_equal(apply(f, &c->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &c->op), AD_E_OK);
     ad_op_free(&c->op);
     struct ad_expire_op *x = expire_op(id, lid, T0 + HOUR);
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     assert_int_equal(x->changed, 1);
     ad_op_free(&x->op);
     struct ad_job *j = stored(f, id);
@@ -1285,24 +1236,24 @@ static void test_retry_failed_creates_new_job(void **state)
     s->job->on_complete_redirect = 1;
     ad_job_set(&s->job->callback_url, "https://cb.example/hook");
     s->job->resource = ad_asprintf("/v1/videos/%s", s->job->id);
-    assert_int_equal(apply(f, &s->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &s->op), AD_E_OK);
     char *id = ad_strdup(s->job->id);
     ad_op_free(&s->op);
 
     /* Not failed yet: illegal. */
     struct ad_retry_op *r = retry_op("t1", id, T0 + SEC);
-    assert_int_equal(apply(f, &r->op), AD_E_ILLEGAL_TRANSITION);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_ILLEGAL_TRANSITION);
     ad_op_free(&r->op);
 
     char *lid = lease_one(f, id, T0);
     struct ad_report_op *x = report_op(AD_EV_FAIL, id, lid, T0 + SEC);
     x->error = ad_strdup("{\"status\":500}");
-    assert_int_equal(apply(f, &x->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &x->op), AD_E_OK);
     ad_op_free(&x->op);
 
     r = retry_op("t1", id, T0 + 2 * SEC);
     char *new_id = ad_strdup(r->new_id);
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     assert_string_equal(r->job->id, new_id);
     ad_op_free(&r->op);
 
@@ -1335,10 +1286,10 @@ static void test_retry_failed_creates_new_job(void **state)
 
     /* The new job is queued: retrying it is illegal; another tenant cannot see the old one. */
     r = retry_op("t1", new_id, T0 + 3 * SEC);
-    assert_int_equal(apply(f, &r->op), AD_E_ILLEGAL_TRANSITION);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_ILLEGAL_TRANSITION);
     ad_op_free(&r->op);
     r = retry_op("t2", id, T0 + 3 * SEC);
-    assert_int_equal(apply(f, &r->op), AD_E_NOT_FOUND);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_NOT_FOUND);
     ad_op_free(&r->op);
     free(new_id);
     free(lid);
@@ -1350,10 +1301,10 @@ static void test_retry_cancelled(void **state)
     struct fx *f = *state;
     char *id = submit(f, "t1", 3, AD_PRIO_NORMAL);
     struct ad_cancel_op *c = cancel_op("t1", id, NULL, T0 + SEC);
-    assert_int_equal(apply(f, &c->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &c->op), AD_E_OK);
     ad_op_free(&c->op);
     struct ad_retry_op *r = retry_op("t1", id, T0 + 2 * SEC);
-    assert_int_equal(apply(f, &r->op), AD_E_OK);
+    assert_int_equal(core_fx_apply(f, &r->op), AD_E_OK);
     assert_string_equal(r->job->retry_of, id);
     assert_null(r->job->resource);
     ad_op_free(&r->op);
@@ -1362,7 +1313,7 @@ static void test_retry_cancelled(void **state)
 
 int main(void)
 {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, core_fx_close)
     const struct CMUnitTest tests[] = {
         T(test_backoff_within_jitter_bounds),
         T(test_job_prepare_defaults),

@@ -17,55 +17,14 @@
 
 #include "core/core.h"
 #include "core/queues.h"
-#include "tmpdir.h"
+#include "core_test.h"
 
 #define T0 INT64_C(1800000000000)
 
-struct fx {
-    char dir[64];
-    char data[128];
-    struct ad_config cfg;
-    struct ad_store *s;
-    struct ad_conn *c;
-};
-
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    if (tmpdir_make(f->dir, sizeof(f->dir), "queues") != 0)
-        return -1;
-    snprintf(f->data, sizeof(f->data), "%s/data", f->dir);
-    ad_config_defaults(&f->cfg);
-    char err[256] = "";
-    const char *yaml = "types:\n  a: { concurrency: 2, rateLimit: { limit: 3, period: 10s } }\n  b: {}\n";
-    if (ad_config_load_string(&f->cfg, yaml, strlen(yaml), err, sizeof(err)) != 0) {
-        fprintf(stderr, "config: %s\n", err);
-        return -1;
-    }
-    f->s = ad_store_open(f->data, err, sizeof(err));
-    if (f->s == NULL) {
-        fprintf(stderr, "ad_store_open: %s\n", err);
-        return -1;
-    }
-    f->c = f->s->ops->connect(f->s, err, sizeof(err));
-    if (f->c == NULL) {
-        fprintf(stderr, "connect: %s\n", err);
-        return -1;
-    }
-    ad_core_init(&f->cfg, f->s);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    f->s->ops->disconnect(f->c);
-    f->s->ops->close(f->s);
-    ad_config_free(&f->cfg);
-    tmpdir_remove(f->dir);
-    free(f);
-    return 0;
+    return core_fx_open(state, "queues",
+                        "types:\n  a: { concurrency: 2, rateLimit: { limit: 3, period: 10s } }\n  b: {}\n");
 }
 
 /* Patch q with the JSON text; the pointer of the refusal, or NULL when it applied. */
@@ -455,7 +414,7 @@ static void test_gate_group_rate_limit(void **state)
 
 int main(void)
 {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, core_fx_close)
     const struct CMUnitTest tests[] = {
         T(test_patch_merges_clears_and_points_at_what_is_wrong),
         T(test_configuration_gives_the_initial_settings),
