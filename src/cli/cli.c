@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <getopt.h>
 #include <string.h>
 #include <strings.h>
 
@@ -245,6 +246,23 @@ json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r)
         free(t);
     }
     return v;
+}
+
+const char *ad_cli_verb(const char *const *verbs, size_t n, int argc, char **argv, const char *one, size_t *v)
+{
+    const char *verb = optind < argc ? argv[optind] : NULL;
+    *v = 0;
+    while (verb != NULL && *v < n && strcmp(verb, verbs[*v]) != 0)
+        (*v)++;
+    if (verb == NULL)
+        return "no verb given";
+    if (*v == n)
+        return "unknown verb";
+    if (*v == 0 && optind + 1 != argc)
+        return "list takes no arguments";
+    if (*v > 0 && optind + 2 != argc)
+        return one;
+    return NULL;
 }
 
 int ad_cli_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...)

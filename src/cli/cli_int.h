@@ -74,6 +74,10 @@ json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r);
 /* Print a problem document (a failed job's `error`, or an answer) on stderr, after the prefix. */
 void ad_cli_print_problem(const char *prefix, long status, json_t *p);
 
+/* The verb at argv[optind] among verbs[0..n), verbs[0] being list (no argument) and each other taking one argument,
+ * named by one ("give one job id"): NULL with its index in *v (n when unknown), or why the command line is wrong. */
+const char *ad_cli_verb(const char *const *verbs, size_t n, int argc, char **argv, const char *one, size_t *v);
+
 /* A bad command line: print "prog: <fmt...>" and the usage text on stderr; returns AD_CLI_USAGE. */
 int ad_cli_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...) AD_PRINTF(3, 4);
 

@@ -397,6 +397,27 @@ static int one_job(struct ad_cli *c, const struct jobs_opts *o, const char *meth
 
 static const char *const verbs[] = {"list", "get", "result", "cancel", "retry", "events", "attempts"};
 
+/* Why the command line is wrong, or NULL: the verb (its index in verbs: *v) and the options that go with it. */
+static const char *misuse(int argc, char **argv, const struct jobs_opts *o, int list_only, size_t *v)
+{
+    const char *why = ad_cli_verb(verbs, sizeof(verbs) / sizeof(verbs[0]), argc, argv, "give one job id", v);
+    if (why != NULL)
+        return why;
+    if (*v > 0 && list_only)
+        return "--status, --type, --updated-after, --limit, --page-token, --all and --watch go with list";
+    if (*v > 0 && !ad_client_id_ok(argv[optind + 1]))
+        return "not a job id";
+    if (o->file != NULL && *v != 2)
+        return "--output-file goes with result";
+    if (o->file != NULL && o->file[0] == '\0')
+        return "--output-file: give a file name";
+    if (o->all && (o->page_token != NULL || o->watch))
+        return "--all goes without --page-token and --watch";
+    if (o->watch && (o->updated_after != NULL || o->limit != NULL || o->page_token != NULL))
+        return "--watch takes only --status and --type";
+    return NULL;
+}
+
 int ad_cli_jobs_main(int argc, char **argv)
 {
     static const struct option longopts[] = {{"url", required_argument, NULL, 'U'},
@@ -464,30 +485,8 @@ int ad_cli_jobs_main(int argc, char **argv)
         }
     }
     const char *verb = optind < argc ? argv[optind] : NULL;
-    size_t v = 0;
-    while (verb != NULL && v < sizeof(verbs) / sizeof(verbs[0]) && strcmp(verb, verbs[v]) != 0)
-        v++;
-    const char *why = NULL;
-    if (verb == NULL)
-        why = "no verb given";
-    else if (v == sizeof(verbs) / sizeof(verbs[0]))
-        why = "unknown verb";
-    else if (v == 0 && optind + 1 != argc)
-        why = "list takes no arguments";
-    else if (v > 0 && optind + 2 != argc)
-        why = "give one job id";
-    else if (v > 0 && list_only)
-        why = "--status, --type, --updated-after, --limit, --page-token, --all and --watch go with list";
-    else if (v > 0 && !ad_client_id_ok(argv[optind + 1]))
-        why = "not a job id";
-    else if (o.file != NULL && v != 2)
-        why = "--output-file goes with result";
-    else if (o.file != NULL && o.file[0] == '\0')
-        why = "--output-file: give a file name";
-    else if (o.all && (o.page_token != NULL || o.watch))
-        why = "--all goes without --page-token and --watch";
-    else if (o.watch && (o.updated_after != NULL || o.limit != NULL || o.page_token != NULL))
-        why = "--watch takes only --status and --type";
+    size_t v;
+    const char *why = misuse(argc, argv, &o, list_only, &v);
     if (why != NULL)
         return ad_cli_usage_error(PROG, usage, "%s%s%s", why,
                                   verb != NULL && v == sizeof(verbs) / sizeof(verbs[0]) ? " " : "",

@@ -224,22 +224,11 @@ int ad_cli_queues_main(int argc, char **argv)
         json_decref(o.patch);
         return rc;
     }
-    const char *verb = optind < argc ? argv[optind] : NULL;
-    size_t v = 0;
-    while (verb != NULL && v < sizeof(verbs) / sizeof(verbs[0]) && strcmp(verb, verbs[v]) != 0)
-        v++;
-    const char *why = NULL;
-    if (verb == NULL)
-        why = "no verb given";
-    else if (v == sizeof(verbs) / sizeof(verbs[0]))
-        why = "unknown verb";
-    else if (v == 0 && optind + 1 != argc)
-        why = "list takes no arguments";
-    else if (v > 0 && optind + 2 != argc)
-        why = "give one type";
-    else if (v != 4 && o.patch != NULL)
+    size_t v;
+    const char *why = ad_cli_verb(verbs, sizeof(verbs) / sizeof(verbs[0]), argc, argv, "give one type", &v);
+    if (why == NULL && v != 4 && o.patch != NULL)
         why = "--concurrency, --group-concurrency, --rate-limit and --group-rate-limit go with set";
-    else if (v == 4 && o.patch == NULL)
+    else if (why == NULL && v == 4 && o.patch == NULL)
         why = "set needs at least one of --concurrency, --group-concurrency, --rate-limit, --group-rate-limit";
     if (why != NULL) {
         json_decref(o.patch);
