@@ -43,13 +43,15 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
- * one past the last turn of its group's queued jobs at its priority (jobs_group), but not before the turn of the
- * next job to lease at that priority (jobs_queue). $33 is the group, "" for none.
+ * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
+ * turn of the next job to lease at that priority (jobs_queue), read only then: coalesce evaluates no further than
+ * its first value, and a group's last due turn is never before the next job's. $33 is the group, "" for none.
  */
 #define PG_TURN_EXPR                                                                                                   \
-    "greatest((SELECT turn + 1 FROM jobs WHERE tenant = $2 AND type = $3 AND priority = $6 AND grp = $33"              \
-    " AND status = 0 ORDER BY turn DESC LIMIT 1), (SELECT turn FROM jobs WHERE tenant = $2 AND type = $3"              \
-    " AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17) ORDER BY turn, cseq LIMIT 1), 0)"
+    "coalesce((SELECT turn + 1 FROM jobs WHERE tenant = $2 AND type = $3 AND priority = $6 AND grp = $33"              \
+    " AND status = 0 AND (run_at IS NULL OR run_at <= $17) ORDER BY turn DESC LIMIT 1), (SELECT turn FROM jobs"        \
+    " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
+    " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
 #define PG_INSERT_PARAMS                                                                                               \

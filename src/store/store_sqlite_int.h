@@ -47,15 +47,15 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define SQ_GRP_PARAM "?37" /* an insert's grp: the job's group, "" for none */
 #define SQ_GRP_PARAM_N 37
 /*
- * An insert's turn (job.h): one past the last turn of its group's queued jobs at its priority, but not before the
- * turn of the next job to lease at that priority (jobs_group and jobs_queue, one entry each). Rows whose keys
- * collide are passed over by the names.
+ * An insert's turn (job.h): one past the last turn of its group's due queued jobs at its priority, or for a group
+ * with none the turn of the next job to lease at that priority, read only then (as PG_TURN_EXPR; jobs_group and
+ * jobs_queue, one entry each). Rows whose keys collide are passed over by the names.
  */
 #define SQ_TURN_EXPR                                                                                                   \
-    "max(coalesce((SELECT turn + 1 FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND grp = ?37 AND status = 0"         \
-    " AND tenant = ?2 AND type = ?3 ORDER BY turn DESC LIMIT 1), 0), coalesce((SELECT turn FROM jobs"                  \
-    " WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"                                \
-    " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0))"
+    "coalesce((SELECT turn + 1 FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND grp = ?37 AND status = 0"             \
+    " AND tenant = ?2 AND type = ?3 AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn DESC LIMIT 1),"                \
+    " (SELECT turn FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"         \
+    " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
 #define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn"
