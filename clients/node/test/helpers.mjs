@@ -1,0 +1,46 @@
+// Shared by the library's tests: the real daemon (tests/blackbox/lib/daemon.mjs starts ACCEPTD_BIN), and a
+// small HTTP proxy on loopback that forwards to it but can refuse or cut chosen requests, to play the
+// intermediaries the library must survive (one that refuses event streams, one that drops an upload part).
+
+import http from 'node:http';
+
+export { startDaemon, standardConfig, tenant } from '../../../tests/blackbox/lib/daemon.mjs';
+
+/**
+ * A proxy to target (a base URL). intercept(req) may return {status, headers, body} to answer itself,
+ * 'drop' to destroy the connection without answering, or nothing to forward. Every request is recorded in
+ * log as {at, method, url}.
+ */
+export async function startProxy(target, intercept = () => null) {
+    const t = new URL(target);
+    const p = { log: [], intercept };
+    const server = http.createServer((req, res) => {
+        p.log.push({ at: Date.now(), method: req.method, url: req.url });
+        const a = p.intercept(req);
+        if (a === 'drop') {
+            req.resume();
+            req.on('end', () => req.socket.destroy());
+            return;
+        }
+        if (a) {
+            req.resume();
+            res.writeHead(a.status, a.headers ?? {});
+            res.end(a.body ?? '');
+            return;
+        }
+        const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+            res.writeHead(ur.statusCode, ur.headers);
+            ur.pipe(res);
+        });
+        up.on('error', () => res.destroy());
+        req.pipe(up);
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    p.url = `http://127.0.0.1:${server.address().port}`;
+    p.close = () =>
+        new Promise((resolve) => {
+            server.close(resolve);
+            server.closeAllConnections();
+        });
+    return p;
+}
