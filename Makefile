@@ -209,6 +209,15 @@ blackbox-asan: build/asan/acceptd node_modules/.package-lock.json
 	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 $(ASAN_ENV) \
 		node --test --test-concurrency=2 $(BLACKBOX_TESTS)
 
+# The Node client library (clients/node): its types regenerated from docs/openapi.json and type-checked with
+# tsc --noEmit (a change of the document the library does not follow fails here), then its tests against the
+# real daemon.
+.PHONY: clients-node
+clients-node: build/acceptd node_modules/.package-lock.json
+	node_modules/.bin/openapi-typescript docs/openapi.json -o clients/node/types/openapi.d.ts
+	node_modules/.bin/tsc -p clients/node/tsconfig.json
+	ACCEPTD_BIN=$(abspath build/acceptd) node --test --test-concurrency=2 $(wildcard clients/node/test/*.test.mjs)
+
 # The same files against the PostgreSQL store, with the plain and then the ASan+UBSan binary, on a throwaway
 # cluster (scripts/pg.sh) in PG_DIR that is stopped and removed at the end whatever the outcome; the harness
 # gives each daemon a fresh database on it (ACCEPTD_TEST_PG, see tests/blackbox/lib/daemon.mjs). The
@@ -248,6 +257,7 @@ test:
 	$(MAKE) -j2 unit-asan
 	$(MAKE) -j2 fuzz
 	$(MAKE) -j2 blackbox
+	$(MAKE) clients-node
 	$(MAKE) -j2 blackbox-asan
 	$(MAKE) -j2 blackbox-pg
 
