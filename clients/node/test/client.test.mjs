@@ -48,6 +48,30 @@ describe('Client', () => {
         assert.deepEqual(await job.result(), { rows: 7, month: '2026-11' });
     });
 
+    it('resumes a broken event stream with Last-Event-ID, missing no event and seeing none twice', async () => {
+        const t = tenant(d);
+        let streams = 0;
+        const proxy = await startProxy(d.url, (req) => (/\/events(\?|$)/.test(req.url) && ++streams === 1 ? 'cut' : null));
+        const client = new Client(proxy.url, t.keys.c);
+        const job = await client.submit('report.export', {});
+        const seen = [];
+        const waiting = job.wait({ timeout: 60_000, onProgress: (e) => seen.push(e.status) });
+        const w = new Worker(d.url, t.keys.w, { types: ['report.export'], waitSeconds: 2, handler: async () => 'ok' });
+        // The first stream is cut after its first event (queued); the job then runs while no stream is open.
+        while (streams < 2) await new Promise((r) => setTimeout(r, 20));
+        w.start();
+        const final = await waiting;
+        await w.stop();
+        await proxy.close();
+        assert.equal(final.status, 'succeeded');
+        assert.equal(job.followedBy, 'sse');
+        const opens = proxy.log.filter((r) => /\/events(\?|$)/.test(r.url));
+        assert.ok(opens.length >= 2, `streams opened: ${opens.length}`);
+        assert.equal(opens[0].headers['last-event-id'], undefined);
+        assert.match(opens[1].headers['last-event-id'] ?? '', /^\d+$/, 'the second stream resumes from the first one\'s last id');
+        assert.deepEqual(seen, ['queued', 'running'], 'each event once, in order');
+    });
+
     it('polls at the Retry-After pace, with If-None-Match, when a proxy refuses the event stream', async () => {
         const t = tenant(d);
         const refused = [];

@@ -8,21 +8,22 @@ export { startDaemon, standardConfig, tenant } from '../../../tests/blackbox/lib
 
 /**
  * A proxy to target (a base URL). intercept(req) may return {status, headers, body} to answer itself,
- * 'drop' to destroy the connection without answering, or nothing to forward. Every request is recorded in
- * log as {at, method, url}.
+ * 'drop' to destroy the connection without answering, 'cut' to forward but destroy the connection once the
+ * first whole SSE event (up to a blank line after a data line) went back, or nothing to forward. Every request
+ * is recorded in log as {at, method, url, headers}.
  */
 export async function startProxy(target, intercept = () => null) {
     const t = new URL(target);
     const p = { log: [], intercept };
     const server = http.createServer((req, res) => {
-        p.log.push({ at: Date.now(), method: req.method, url: req.url });
+        p.log.push({ at: Date.now(), method: req.method, url: req.url, headers: req.headers });
         const a = p.intercept(req);
         if (a === 'drop') {
             req.resume();
             req.on('end', () => req.socket.destroy());
             return;
         }
-        if (a) {
+        if (a && a !== 'cut') {
             req.resume();
             res.writeHead(a.status, a.headers ?? {});
             res.end(a.body ?? '');
@@ -30,7 +31,16 @@ export async function startProxy(target, intercept = () => null) {
         }
         const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
             res.writeHead(ur.statusCode, ur.headers);
-            ur.pipe(res);
+            if (a !== 'cut') return void ur.pipe(res);
+            let buf = Buffer.alloc(0);
+            ur.on('data', (c) => {
+                const start = buf.length;
+                buf = Buffer.concat([buf, c]);
+                const m = /data:[^\n]*\n\n/.exec(buf.toString('latin1')); // latin1: one char per byte
+                if (!m) return void res.write(c);
+                ur.destroy();
+                res.write(buf.subarray(start, m.index + m[0].length), () => res.socket.destroy());
+            });
         });
         up.on('error', () => res.destroy());
         req.pipe(up);
