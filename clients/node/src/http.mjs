@@ -1,7 +1,90 @@
 // http.mjs - the one place the library talks HTTP: a bearer key on every request, JSON in and out, and every
 // answer of 400 or more turned into a ProblemError built from its RFC 9457 body (application/problem+json), so
-// that callers branch on `err.code` or `err.status` rather than on text. Uses the fetch of Node (undici) unless
-// the caller hands its own.
+// that callers branch on `err.code` or `err.status` rather than on text. Requests go over node:http with a
+// keep-alive agent (nodeFetch, a fetch-shaped call) unless the caller hands a fetch of its own.
+
+import http from 'node:http';
+import https from 'node:https';
+import { Readable } from 'node:stream';
+
+const agents = { 'http:': new http.Agent({ keepAlive: true, maxSockets: 256 }), 'https:': new https.Agent({ keepAlive: true, maxSockets: 256 }) };
+
+/** The get/has of fetch's Headers over node:http's parsed header object (names in lower case). */
+class NodeHeaders {
+    constructor(h) {
+        this.h = h;
+    }
+
+    get(name) {
+        const v = this.h[name.toLowerCase()];
+        return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+    }
+
+    has(name) {
+        return this.h[name.toLowerCase()] !== undefined;
+    }
+}
+
+/** A small answer over node:http, with the members of a fetch Response the library uses. */
+class NodeResponse {
+    constructor(msg) {
+        this.msg = msg;
+        this.status = msg.statusCode;
+        this.statusText = msg.statusMessage ?? '';
+        this.ok = this.status >= 200 && this.status < 300;
+        this.headers = new NodeHeaders(msg.headers);
+        this._body = undefined;
+        this.bodiless = this.status === 204 || this.status === 304 || msg.req?.method === 'HEAD';
+        if (this.bodiless) msg.resume(); // nothing to read: let the connection go back to the agent
+    }
+
+    /** The body as a web ReadableStream (null for a bodiless answer). */
+    get body() {
+        if (this._body === undefined) this._body = this.bodiless ? null : Readable.toWeb(this.msg);
+        return this._body;
+    }
+
+    async arrayBuffer() {
+        const chunks = [];
+        for await (const c of this.msg) chunks.push(c);
+        const b = Buffer.concat(chunks);
+        return b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
+    }
+
+    text() {
+        return new Promise((resolve, reject) => {
+            let s = '';
+            this.msg.setEncoding('utf8');
+            this.msg.on('data', (c) => (s += c));
+            this.msg.on('end', () => resolve(s));
+            this.msg.on('error', reject);
+        });
+    }
+
+    async json() {
+        return JSON.parse(await this.text());
+    }
+}
+
+/**
+ * fetch over node:http with a keep-alive agent: what the library uses unless given a fetch of its own. It is
+ * the standard library's leanest client (Node's fetch costs several times its CPU per request), and a worker
+ * sends two requests a job. init: {method, headers (a plain object), body (string or bytes), signal}.
+ */
+export function nodeFetch(url, init = {}) {
+    const u = typeof url === 'string' ? new URL(url) : url;
+    const mod = u.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+        const body = init.body == null ? null : typeof init.body === 'string' ? Buffer.from(init.body) : init.body;
+        const headers = { ...init.headers };
+        if (body) headers['content-length'] = String(body.length ?? body.byteLength);
+        const opts = { protocol: u.protocol, hostname: u.hostname.replace(/^\[|\]$/g, ''), port: u.port, path: u.pathname + u.search, method: init.method ?? 'GET', headers, agent: agents[u.protocol] };
+        if (init.signal) opts.signal = init.signal;
+        const req = mod.request(opts, (msg) => resolve(new NodeResponse(msg)));
+        req.on('error', reject);
+        req.end(body ?? undefined);
+    });
+}
 
 /** An RFC 9457 problem answered by acceptd (or made up from a non-problem error answer). */
 export class ProblemError extends Error {
@@ -67,7 +150,7 @@ export function sleep(ms, signal) {
  * Response when its status is below 400 or listed in ok, and throws a ProblemError otherwise.
  */
 export class Transport {
-    constructor(url, key, { fetch: f = globalThis.fetch, userAgent } = {}) {
+    constructor(url, key, { fetch: f = nodeFetch, userAgent } = {}) {
         if (typeof url !== 'string' || !/^https?:\/\//.test(url)) throw new TypeError('acceptd: url must be an http:// or https:// URL');
         this.base = url.replace(/\/+$/, '');
         this.key = key ?? null;

@@ -78,21 +78,35 @@ export class Worker {
         this.onError = onError ?? ((e) => process.emitWarning(`acceptd worker: ${e.message}`));
         this.stopping = new AbortController();
         this.loops = null;
-        this.running = new Map(); // job id -> AbortController of the handler
+        this.running = new Map(); // job id -> {due, kick, abort} of its handler's run
+        this.ticker = null;
         this.stats = { succeeded: 0, failed: 0, cancelled: 0, lost: 0 };
     }
 
     /** Start the loops (idempotent). Resolves once they have all ended (after stop()). */
     start() {
-        if (!this.loops) this.loops = Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
+        if (this.loops) return this.loops;
+        // One timer for every running job: each is heartbeaten once its heartbeatMs has passed (checked four
+        // times a heartbeat period, so a beat comes at most a quarter period late).
+        this.ticker = setInterval(() => {
+            const now = Date.now();
+            for (const e of this.running.values()) {
+                if (now < e.due) continue;
+                e.due = now + this.heartbeatMs;
+                e.kick?.();
+            }
+        }, Math.max(10, Math.min(1000, this.heartbeatMs / 4)));
+        this.loops = Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
         return this.loops;
     }
 
     /** Stop leasing; running handlers finish (or, with {abort: true}, see their signal abort). */
     async stop({ abort = false } = {}) {
         this.stopping.abort(new JobAborted('worker-stopped', 'the worker is stopping'));
-        if (abort) for (const ac of this.running.values()) ac.abort(new JobAborted('worker-stopped', 'the worker is stopping'));
+        if (abort) for (const e of this.running.values()) e.abort(new JobAborted('worker-stopped', 'the worker is stopping'));
         await this.loops;
+        clearInterval(this.ticker);
+        this.ticker = null;
     }
 
     #lease() {
@@ -131,8 +145,23 @@ export class Worker {
 
     // Run one leased job and report it; resolves the next lease the report brought, or null.
     async #run(lease, wantNext) {
-        const ac = new AbortController();
-        this.running.set(lease.id, ac);
+        // The handler's AbortController is made only when the handler asks for its signal (most never do).
+        let ac = null;
+        let abortReason = null;
+        const abort = (reason) => {
+            if (abortReason) return;
+            abortReason = reason;
+            ac?.abort(reason);
+        };
+        const signal = () => {
+            if (!ac) {
+                ac = new AbortController();
+                if (abortReason) ac.abort(abortReason);
+            }
+            return ac.signal;
+        };
+        const entry = { due: Date.now() + this.heartbeatMs, abort, kick: null };
+        this.running.set(lease.id, entry);
         const state = { progress: undefined, message: undefined, artifact: false, cancelRequested: false, lost: false };
         const path = `/v1/jobs/${enc(lease.id)}`;
         let beating = Promise.resolve();
@@ -144,20 +173,22 @@ export class Worker {
                 const { body } = await this.transport.json('POST', `${path}:heartbeat`, { json, headers: MINIMAL });
                 if (body.cancelRequested && !state.cancelRequested) {
                     state.cancelRequested = true;
-                    ac.abort(new JobAborted('cancel-requested', 'a cancel of the job was requested'));
+                    abort(new JobAborted('cancel-requested', 'a cancel of the job was requested'));
                 }
             } catch (e) {
                 if (e instanceof ProblemError && (e.status === 409 || e.status === 404 || e.status === 410)) {
                     state.lost = true;
-                    ac.abort(new JobAborted('lease-lost', `the lease is lost: ${e.message}`));
+                    abort(new JobAborted('lease-lost', `the lease is lost: ${e.message}`));
                 } else this.onError(e);
             }
         };
-        const timer = setInterval(() => {
+        entry.kick = () => {
             beating = beating.then(beat);
-        }, this.heartbeatMs);
+        };
         const ctx = {
-            signal: ac.signal,
+            get signal() {
+                return signal();
+            },
             get cancelRequested() {
                 return state.cancelRequested;
             },
@@ -168,7 +199,7 @@ export class Worker {
                 return beating;
             },
             uploadArtifact: async (source, opts = {}) => {
-                const r = await this.#upload(lease, source, { ...opts, signal: ac.signal });
+                const r = await this.#upload(lease, source, { ...opts, signal: signal() });
                 state.artifact = true;
                 return r;
             },
@@ -179,7 +210,6 @@ export class Worker {
         } catch (e) {
             outcome = { ok: false, error: e };
         } finally {
-            clearInterval(timer);
             this.running.delete(lease.id);
         }
         await beating;
