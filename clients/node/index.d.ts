@@ -53,7 +53,7 @@ export interface WaitOptions {
     signal?: AbortSignal;
     /** Milliseconds; the wait (not the job) then rejects with a TimeoutError. */
     timeout?: number;
-    onProgress?: (event: ProgressEvent) => void;
+    onProgress?: (event: ProgressEvent, meta: { event: 'status' | 'progress' | 'poll'; id: string | null }) => void;
     /** false: poll from the start. */
     sse?: boolean;
 }

@@ -90,8 +90,9 @@ export class Job {
     }
 
     /**
-     * Follow the job until it is final; resolves its final representation. onProgress(event) gets each status
-     * and progress change ({id, status, progress, message, lastUpdatedAt}). signal/timeout (ms) abort the wait
+     * Follow the job until it is final; resolves its final representation. onProgress(data, {event, id}) gets
+     * each status and progress change (data: {id, status, progress, message, lastUpdatedAt}; event: the SSE
+     * event's name, `status` or `progress`, or `poll`; id: its event id, null when polling). signal/timeout (ms) abort the wait
      * (not the job). sse: false polls from the start.
      */
     async wait({ signal, timeout, onProgress, sse = true } = {}) {
@@ -143,7 +144,7 @@ export class Job {
                     }
                     if (ev.event === 'status' || ev.event === 'progress') {
                         Object.assign(this.data, data);
-                        onProgress?.(data);
+                        onProgress?.(data, { event: ev.event, id: ev.id });
                     }
                 }
             } catch (e) {
@@ -172,7 +173,7 @@ export class Job {
             const key = `${d.status}/${d.progress}/${d.message}`;
             if (key !== last) {
                 last = key;
-                onProgress?.({ id: d.id, status: d.status, progress: d.progress, message: d.message, lastUpdatedAt: d.lastUpdatedAt });
+                onProgress?.({ id: d.id, status: d.status, progress: d.progress, message: d.message, lastUpdatedAt: d.lastUpdatedAt }, { event: 'poll', id: null });
             }
             const s = retryAfterSeconds(res.headers) ?? 1;
             await sleep(Math.max(0.05, s) * 1000, signal);
