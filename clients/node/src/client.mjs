@@ -201,7 +201,21 @@ export class Client {
         const { idempotencyKey = randomUUID(), signal, ...rest } = options;
         const headers = {};
         if (idempotencyKey !== false && idempotencyKey != null) headers['idempotency-key'] = JSON.stringify(String(idempotencyKey));
-        const { res, body } = await this.transport.json('POST', '/v1/jobs', { json: { ...rest, type, payload }, headers, signal });
+        // With a key, a submit whose answer was lost (a reset connection, a 5xx) is sent again: the key makes
+        // the daemon answer the first job rather than make a second; 409 idempotency-key-in-flight means the
+        // first is still being committed.
+        let res;
+        let body;
+        for (let tries = 0; ; tries++) {
+            try {
+                ({ res, body } = await this.transport.json('POST', '/v1/jobs', { json: { ...rest, type, payload }, headers, signal }));
+                break;
+            } catch (e) {
+                const again = !('idempotency-key' in headers) || tries >= 3 || signal?.aborted ? false : e instanceof ProblemError ? e.status >= 500 || e.code === 'idempotency-key-in-flight' : true;
+                if (!again) throw e;
+                await sleep(250 * (tries + 1), signal);
+            }
+        }
         const job = new Job(this, body);
         job.etag = res.headers.get('etag');
         job.idempotencyKey = idempotencyKey === false ? null : String(idempotencyKey);

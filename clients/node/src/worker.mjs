@@ -229,16 +229,21 @@ export class Worker {
             report = { status: 'failed', json: { leaseId: lease.leaseId, error, retryable: err.retryable !== false }, verb: 'fail' };
         }
         const withNext = report.verb === 'cancel' ? report.json : { ...report.json, ...nextReq };
-        try {
-            const { body } = await this.transport.json('POST', `${path}:${report.verb}`, { json: withNext, headers: MINIMAL });
-            this.stats[report.status]++;
-            return body?.leases?.[0] ?? null;
-        } catch (e) {
-            if (e instanceof ProblemError && e.status === 409) {
-                this.stats.lost++;
-                return null;
+        // A final report repeated under its lease is answered again, unchanged (docs/protocol.md, Workers): so a
+        // report whose answer was lost on the way (a reset keep-alive connection) is sent again.
+        for (let tries = 0; ; tries++) {
+            try {
+                const { body } = await this.transport.json('POST', `${path}:${report.verb}`, { json: withNext, headers: MINIMAL });
+                this.stats[report.status]++;
+                return body?.leases?.[0] ?? null;
+            } catch (e) {
+                if (e instanceof ProblemError && e.status === 409) {
+                    this.stats.lost++;
+                    return null;
+                }
+                if ((e instanceof ProblemError && e.status < 500) || tries >= 3) throw e;
+                await sleep(200 * (tries + 1));
             }
-            throw e;
         }
     }
 

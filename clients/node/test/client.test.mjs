@@ -48,6 +48,20 @@ describe('Client', () => {
         assert.deepEqual(await job.result(), { rows: 7, month: '2026-11' });
     });
 
+    it('sends a submit whose answer was lost again, with its key: one job', async () => {
+        const t = tenant(d);
+        let submits = 0;
+        const proxy = await startProxy(d.url, (req) => (req.method === 'POST' && req.url === '/v1/jobs' && ++submits === 1 ? 'lose' : null));
+        const client = new Client(proxy.url, t.keys.c);
+        const job = await client.submit('email.send', { to: 'once' });
+        await proxy.close();
+        assert.equal(submits, 2, 'sent twice');
+        assert.equal(job.replayed, true, 'the second answer is the first job, replayed');
+        const all = [];
+        for await (const j of new Client(d.url, t.keys.c).list({ type: 'email.send' })) all.push(j.id);
+        assert.deepEqual(all, [job.id]);
+    });
+
     it('resumes a broken event stream with Last-Event-ID, missing no event and seeing none twice', async () => {
         const t = tenant(d);
         let streams = 0;
