@@ -96,6 +96,7 @@ export class Worker {
                 e.kick?.();
             }
         }, Math.max(10, Math.min(1000, this.heartbeatMs / 4)));
+        this.ticker.unref(); // the loops' requests hold the process, not the timer
         this.loops = Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
         return this.loops;
     }
@@ -104,9 +105,12 @@ export class Worker {
     async stop({ abort = false } = {}) {
         this.stopping.abort(new JobAborted('worker-stopped', 'the worker is stopping'));
         if (abort) for (const e of this.running.values()) e.abort(new JobAborted('worker-stopped', 'the worker is stopping'));
-        await this.loops;
-        clearInterval(this.ticker);
-        this.ticker = null;
+        try {
+            await this.loops;
+        } finally {
+            clearInterval(this.ticker);
+            this.ticker = null;
+        }
     }
 
     #lease() {

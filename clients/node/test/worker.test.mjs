@@ -47,7 +47,7 @@ describe('Worker', () => {
                     if (i === CANCEL) {
                         startedCancel();
                         await new Promise((resolve, reject) => {
-                            const t = setTimeout(() => reject(new Error('no cancel reached the handler')), 30_000);
+                            const t = setTimeout(() => reject(new Error('no cancel reached the handler')), 20_000);
                             ctx.signal.addEventListener('abort', () => {
                                 clearTimeout(t);
                                 cancelSeen = { code: ctx.signal.reason?.code, flag: ctx.cancelRequested };
@@ -63,11 +63,15 @@ describe('Worker', () => {
             },
         });
         w.start();
-        await cancelStarted;
-        const c = await client.cancel(jobs[CANCEL].id);
-        assert.equal(c.cancelRequested, true);
-        const finals = await Promise.all(jobs.map((j) => j.wait({ timeout: 120_000 })));
-        await w.stop();
+        let finals;
+        try {
+            await cancelStarted;
+            const c = await client.cancel(jobs[CANCEL].id);
+            assert.equal(c.cancelRequested, true);
+            finals = await Promise.all(jobs.map((j) => j.wait({ timeout: 90_000 })));
+        } finally {
+            await w.stop({ abort: true });
+        }
 
         const by = (s) => finals.filter((f) => f.status === s).length;
         assert.equal(by('succeeded'), 199, JSON.stringify(finals.filter((f) => f.status !== 'succeeded').map((f) => [f.payload, f.status])));
@@ -106,9 +110,13 @@ describe('Worker', () => {
             },
         });
         w.start();
-        const final = await job.wait({ timeout: 120_000 });
-        await w.stop();
-        await proxy.close();
+        let final;
+        try {
+            final = await job.wait({ timeout: 120_000 });
+        } finally {
+            await w.stop({ abort: true });
+            await proxy.close();
+        }
         assert.equal(final.status, 'succeeded', JSON.stringify(final));
         assert.equal(final.artifact.size, 64 << 20);
         assert.equal(final.artifact.digest, `sha-256=:${want.toString('base64')}:`);
