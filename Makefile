@@ -61,7 +61,7 @@ FUZZ_FLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanit
 # Seconds each fuzz target runs in `make fuzz` (and so in `make test`).
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps install uninstall layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg clients-python test run bench format format-check checksrc clean
+.PHONY: all deps install uninstall layers unit unit-asan fuzz blackbox blackbox-asan blackbox-pg clients-python clients-node test run bench format format-check checksrc clean
 .DEFAULT_GOAL := all
 MAKEFLAGS += --no-print-directory
 
@@ -244,6 +244,15 @@ clients-python: build/acceptd
 	cd clients/python && ACCEPTD_BIN=$(abspath build/acceptd) PYTHONPATH=. timeout 1200 python3 \
 		-m unittest discover -s tests -t . -v
 
+# The Node client library (clients/node): its types regenerated from docs/openapi.json and type-checked with
+# tsc --noEmit (a change of the document the library does not follow fails here), then its tests against the
+# real daemon (killed after 20 minutes, as the Python suite).
+clients-node: build/acceptd node_modules/.package-lock.json
+	node_modules/.bin/openapi-typescript docs/openapi.json -o clients/node/types/openapi.d.ts
+	node_modules/.bin/tsc -p clients/node/tsconfig.json
+	ACCEPTD_BIN=$(abspath build/acceptd) timeout 1200 node --test --test-concurrency=2 \
+		$(wildcard clients/node/test/*.test.mjs)
+
 # Each step is its own make run so that it sees what the step before installed or built; the first failure
 # stops the rest. -j2 only parallelises compiling: each test target's recipe is a single command.
 test:
@@ -257,6 +266,7 @@ test:
 	$(MAKE) -j2 fuzz
 	$(MAKE) -j2 blackbox
 	$(MAKE) clients-python
+	$(MAKE) clients-node
 	$(MAKE) -j2 blackbox-asan
 	$(MAKE) -j2 blackbox-pg
 

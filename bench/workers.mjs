@@ -12,6 +12,9 @@
 //       JOBS submitted as above while WORKERS loops lease (max 1, wait 5) and complete, each complete asking
 //       for the loop's next job in the same call ("next"). Rate: completed jobs per second from the first
 //       submit to the last completion. Prints e2e (jobs/s) and e2e-n.
+//   node bench/workers.mjs URL e2e-lib JOBS SUBMITTERS WORKERS
+//       The same with WORKERS Workers of the library (clients/node, concurrency 1 each) in place of the
+//       hand-written loops: what the library costs a worker. Prints e2e (jobs/s) and e2e-n.
 //
 // Every mode stops at LIMIT_MS and then reports what it measured so far (with a "partial" line).
 
@@ -22,8 +25,8 @@ const HEADERS = { 'content-type': 'application/json' };
 
 const [url, mode, ...rest] = process.argv.slice(2);
 const nums = rest.map(Number);
-if (!url || !['handoff', 'submit', 'e2e'].includes(mode) || nums.some((n) => !Number.isInteger(n) || n < 1)) {
-    process.stderr.write('usage: node bench/workers.mjs URL handoff COUNT | submit JOBS SUBMITTERS | e2e JOBS SUBMITTERS WORKERS\n');
+if (!url || !['handoff', 'submit', 'e2e', 'e2e-lib'].includes(mode) || nums.some((n) => !Number.isInteger(n) || n < 1)) {
+    process.stderr.write('usage: node bench/workers.mjs URL handoff COUNT | submit JOBS SUBMITTERS | e2e[-lib] JOBS SUBMITTERS WORKERS\n');
     process.exit(2);
 }
 
@@ -162,9 +165,52 @@ async function e2e(jobs, submitters, workers) {
     console.log(`e2e ${Math.round(done / s)}`);
 }
 
+async function e2eLib(jobs, submitters, workers) {
+    const { Worker } = await import('../clients/node/src/index.mjs');
+    const type = 'bench.e2e-lib';
+    const pool = new Pool(url, { connections: submitters, pipelining: 1, keepAliveTimeout: 60_000 });
+    let handled = 0;
+    let finish;
+    const allHandled = new Promise((r) => (finish = r));
+    let failure = null;
+    const ws = Array.from({ length: workers }, (_, wi) => new Worker(url, null, {
+        types: [type],
+        concurrency: 1,
+        leaseSeconds: 60,
+        waitSeconds: 5,
+        name: `bench-lib-${wi}`,
+        onError: (e) => {
+            failure = e;
+            finish();
+        },
+        handler: async () => {
+            if (++handled === jobs) finish();
+            return { ok: true };
+        },
+    }));
+    const completed = () => ws.reduce((n, w) => n + w.stats.succeeded, 0);
+    for (const w of ws) w.start();
+    const t0 = now();
+    const timer = setTimeout(finish, LIMIT_MS);
+    const n = await submitAll(pool, type, jobs, submitters, t0 + LIMIT_MS);
+    await allHandled;
+    // The last handlers' reports: done when every job's complete was answered.
+    while (!failure && completed() < jobs && now() - t0 < LIMIT_MS) await sleep(1);
+    clearTimeout(timer);
+    if (failure) throw failure;
+    const done = completed();
+    const s = (now() - t0) / 1000;
+    await Promise.all(ws.map((w) => w.stop()));
+    await pool.close();
+    if (done < jobs) console.log(`partial e2e ${done} of ${jobs} completed (${n} submitted) in ${LIMIT_MS / 1000} s`);
+    console.log(`e2e-n ${done}`);
+    console.log(`e2e ${Math.round(done / s)}`);
+}
+
 try {
     if (mode === 'handoff') await handoff(nums[0] ?? 2000);
     else if (mode === 'submit') await submitOnly(nums[0] ?? 10000, nums[1] ?? 32);
+    else if (mode === 'e2e-lib') await e2eLib(nums[0] ?? 10000, nums[1] ?? 32, nums[2] ?? 8);
     else await e2e(nums[0] ?? 10000, nums[1] ?? 32, nums[2] ?? 8);
 } catch (e) {
     process.stderr.write(`bench/workers.mjs ${mode}: ${e.stack ?? e}\n`);

@@ -24,6 +24,8 @@
 #   e2e-1slot        e2e with 8 HTTP/1.1 workers holding one job at a time (a quarter of the jobs): each job then
 #                    costs its worker two commits in a row, which bounds the rate whatever the daemon's speed
 #   e2e-node         e2e-1slot from node with 32 submitters, against submit-node (node's own submits alone)
+#   e2e-node-lib     e2e-node with the workers of the Node library (clients/node) instead of bench/workers.mjs's
+#                    own loops, against e2e-node (target: >= 0.9x, no hidden cost in the library)
 # BENCH_MINIMAL=1 makes the C client's HTTP/2 workers (e2e) send Prefer: return=minimal on their leases and
 # completes, so that each lease carries only what a worker needs rather than the whole job.
 # Settings: BENCH_HANDOFF_COUNT (default 2000), BENCH_E2E_JOBS (default 60000), BENCH_E2E_SLOTS (32), BENCH_ROUNDS
@@ -149,6 +151,8 @@ node_run submit "$SLOW_JOBS" "$NODE_SUBMITTERS"
 record submit-node "$(value submit-node)"
 node_run e2e "$SLOW_JOBS" "$NODE_SUBMITTERS" "$WORKERS"
 record e2e-node "$(value e2e)"
+node_run e2e-lib "$SLOW_JOBS" "$NODE_SUBMITTERS" "$WORKERS"
+record e2e-node-lib "$(value e2e)"
 
 report_rounds submit
 printf '%-16s %8d req/s\n' submit-node "${BENCH_RATE[submit-node]}"
@@ -164,3 +168,4 @@ printf '%-16s%s per job; client %.1f us; machine %d%% busy, %d%% stolen\n' e2e-c
 e2e_line e2e-h1 submit
 e2e_line e2e-1slot submit
 e2e_line e2e-node submit-node
+e2e_line e2e-node-lib e2e-node "target >= 0.9x: $(verdict "$(ratio e2e-node-lib e2e-node)" '>=' 0.9)"

@@ -3,63 +3,39 @@
 //
 //   ACCEPTD_URL=http://127.0.0.1:8080 ACCEPTD_KEY=... node examples/node/client.mjs TYPE ['{"payload": ...}']
 //
-// Uses fetch (Node 18+) and EventSource from the `eventsource` npm package (Node has none of its own before
-// 22), which reconnects by itself with Last-Event-ID: acceptd answers a resumed stream with the events after
-// that id, so nothing is missed or seen twice. Prints each step on stderr and the result on stdout; exits 0
-// when the job succeeded, 1 otherwise.
+// A thin user of the `acceptd` library (clients/node; in your project, `npm install ./clients/node` and
+// import from 'acceptd'): submit() sends an Idempotency-Key of its own, wait() follows the job's event stream
+// and resumes it with Last-Event-ID when it breaks (or polls with Retry-After and If-None-Match when no stream
+// can be had). Prints each step on stderr and the result on stdout; exits 0 when the job succeeded, 1 otherwise.
 
-import { EventSource } from 'eventsource';
+import { Client, ProblemError } from '../../clients/node/src/index.mjs';
 
-const base = (process.env.ACCEPTD_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
-const key = process.env.ACCEPTD_KEY;
+const client = new Client((process.env.ACCEPTD_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, ''), process.env.ACCEPTD_KEY);
 const [type, payloadText = '{}'] = process.argv.slice(2);
 if (!type) {
     console.error('usage: node client.mjs TYPE [PAYLOAD_JSON]');
     process.exit(2);
 }
-const auth = key ? { authorization: `Bearer ${key}` } : {};
 const log = (...a) => console.error('client:', ...a);
 
-// 1. Submit. 202 Accepted with the job, and Location naming it.
-const submit = await fetch(`${base}/v1/jobs`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ type, payload: JSON.parse(payloadText) }),
-});
-const job = await submit.json();
-if (submit.status !== 202) {
-    log(`submit refused: ${submit.status}`, job);
+try {
+    // 1. Submit: 202 Accepted with the job.
+    const job = await client.submit(type, JSON.parse(payloadText));
+    log(`submitted ${job.id} (Idempotency-Key ${job.idempotencyKey})`);
+
+    // 2. Follow it until it is final; each status and progress change on the way.
+    const show = (name, id, d) => log(`event ${name} id=${id} status=${d.status} progress=${d.progress ?? '-'}${d.message ? ` message=${d.message}` : ''}`);
+    const final = await job.wait({ onProgress: (d, { event, id }) => show(event, id, d) });
+    show('done', job.lastEventId, final);
+
+    // 3. Its result: the document for succeeded or partialSuccess; a failed job throws its stored problem.
+    const result = await job.result();
+    log(`job ${final.id} ended ${final.status}`);
+    process.stdout.write(JSON.stringify(result) + '\n');
+    process.exit(final.status === 'succeeded' ? 0 : 1);
+} catch (e) {
+    if (!(e instanceof ProblemError)) throw e;
+    log(`refused: ${e.status} ${e.code}: ${e.detail ?? e.title}`);
+    process.stdout.write(JSON.stringify(e.problem) + '\n');
     process.exit(1);
 }
-log(`submitted ${job.id} (${submit.status}), Location: ${submit.headers.get('location')}`);
-
-// 2. Follow its events until `done`, the job's final representation; the server then ends the stream.
-const final = await new Promise((resolve, reject) => {
-    const es = new EventSource(`${base}${job.links.events}`, {
-        // EventSource cannot set headers by itself: the package lets fetch add the key.
-        fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, ...auth } }),
-    });
-    const show = (e) => {
-        const d = JSON.parse(e.data);
-        log(`event ${e.type} id=${e.lastEventId} status=${d.status} progress=${d.progress ?? '-'}${d.message ? ` message=${d.message}` : ''}`);
-    };
-    es.addEventListener('status', show);
-    es.addEventListener('progress', show);
-    es.addEventListener('done', (e) => {
-        show(e);
-        es.close();
-        resolve(JSON.parse(e.data));
-    });
-    es.onerror = (err) => {
-        // A dropped connection is retried by EventSource; a refusal (401, 404) closes it.
-        if (es.readyState === EventSource.CLOSED) reject(new Error(`event stream closed: ${err.message ?? err.code ?? 'error'}`));
-        else log('event stream interrupted, reconnecting with Last-Event-ID');
-    };
-});
-
-// 3. Read the result: the result document for succeeded or partialSuccess, else the stored problem.
-const res = await fetch(`${base}${final.links.result}`, { headers: auth });
-const body = await res.text();
-log(`job ${final.id} ended ${final.status}; GET ${final.links.result} -> ${res.status}`);
-process.stdout.write(body + '\n');
-process.exit(final.status === 'succeeded' ? 0 : 1);

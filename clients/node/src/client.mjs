@@ -1,0 +1,283 @@
+// client.mjs - the submitting side: Client (submit, get, list, cancel, retry, result) and Job, a handle on one
+// job whose wait() follows it to its end. wait() reads the job's Server-Sent Events stream and resumes it with
+// Last-Event-ID when it breaks; when the stream cannot be had at all (a proxy that refuses or buffers
+// text/event-stream answers with a 4xx/5xx) it polls GET /v1/jobs/{id} instead, with If-None-Match, at the
+// pace the daemon's Retry-After asks. Errors are ProblemErrors (http.mjs).
+
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { ProblemError, Transport, problemOf, retryAfterSeconds, sleep } from './http.mjs';
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'partialSuccess']);
+const enc = encodeURIComponent;
+
+/** True for a job status that will not change again. */
+export function isTerminal(status) {
+    return TERMINAL.has(status);
+}
+
+/** An abort signal for {signal, timeout (ms)}; timeouts reject with a DOMException named TimeoutError. */
+function combine(signal, timeout) {
+    const list = [];
+    if (signal) list.push(signal);
+    if (timeout != null) list.push(AbortSignal.timeout(timeout));
+    if (list.length === 0) return undefined;
+    return list.length === 1 ? list[0] : AbortSignal.any(list);
+}
+
+/** Split an SSE byte stream into events {event, data, id}; calls onRetry(ms) for `retry:` lines. */
+async function* sseEvents(body, onRetry) {
+    const dec = new TextDecoder();
+    let buf = '';
+    let ev = { event: 'message', data: [], id: null };
+    for await (const chunk of body) {
+        buf += dec.decode(chunk, { stream: true });
+        let nl;
+        while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+            const line = buf.slice(0, nl);
+            buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
+            if (line === '') {
+                if (ev.data.length > 0) yield { event: ev.event, data: ev.data.join('\n'), id: ev.id };
+                ev = { event: 'message', data: [], id: null };
+                continue;
+            }
+            if (line.startsWith(':')) continue;
+            const c = line.indexOf(':');
+            const field = c < 0 ? line : line.slice(0, c);
+            let value = c < 0 ? '' : line.slice(c + 1);
+            if (value.startsWith(' ')) value = value.slice(1);
+            if (field === 'event') ev.event = value;
+            else if (field === 'data') ev.data.push(value);
+            else if (field === 'id') ev.id = value;
+            else if (field === 'retry' && /^\d+$/.test(value)) onRetry(Number(value));
+        }
+    }
+}
+
+/** A handle on one job. data is its latest representation as the daemon answered it. */
+export class Job {
+    constructor(client, data) {
+        this.client = client;
+        this.data = data;
+        this.id = data.id;
+        this.lastEventId = null;
+        this.etag = null;
+        /** How the last wait() followed the job: 'sse' or 'poll'. */
+        this.followedBy = null;
+    }
+
+    get status() {
+        return this.data.status;
+    }
+
+    /** GET the job again; updates data. */
+    async get({ signal } = {}) {
+        this.data = await this.client.get(this.id, { signal });
+        return this.data;
+    }
+
+    async cancel(opts) {
+        this.data = await this.client.cancel(this.id, opts);
+        return this.data;
+    }
+
+    retry(opts) {
+        return this.client.retry(this.id, opts);
+    }
+
+    result(opts) {
+        return this.client.result(this.id, opts);
+    }
+
+    /**
+     * Follow the job until it is final; resolves its final representation. onProgress(data, {event, id}) gets
+     * each status and progress change (data: {id, status, progress, message, lastUpdatedAt}; event: the SSE
+     * event's name, `status` or `progress`, or `poll`; id: its event id, null when polling). signal/timeout (ms) abort the wait
+     * (not the job). sse: false polls from the start.
+     */
+    async wait({ signal, timeout, onProgress, sse = true } = {}) {
+        const sig = combine(signal, timeout);
+        if (isTerminal(this.data.status)) return this.data;
+        if (sse) {
+            const done = await this.#followEvents(sig, onProgress);
+            if (done) {
+                this.followedBy = 'sse';
+                return done;
+            }
+        }
+        this.followedBy = 'poll';
+        return this.#poll(sig, onProgress);
+    }
+
+    // SSE: resolves the final job, or null when the stream cannot be had (then the caller polls).
+    async #followEvents(signal, onProgress) {
+        let retryMs = 2000;
+        let failures = 0;
+        for (;;) {
+            let res;
+            try {
+                const headers = { accept: 'text/event-stream' };
+                if (this.lastEventId != null) headers['last-event-id'] = this.lastEventId;
+                res = await this.client.transport.call('GET', `/v1/jobs/${enc(this.id)}/events`, { headers, signal, ok: [404, 408, 429, 500, 502, 503, 504] });
+            } catch (e) {
+                if (signal?.aborted) throw signal.reason;
+                if (e instanceof ProblemError) throw e; // 401, 403, 410, 400: polling would say the same
+                if (++failures > 3) return null;
+                await sleep(retryMs, signal);
+                continue;
+            }
+            if (res.status === 204) return this.get({ signal }); // already past `done`
+            const ctype = res.headers.get('content-type') ?? '';
+            if (res.status !== 200 || !ctype.startsWith('text/event-stream')) {
+                await res.body?.cancel().catch(() => {});
+                return null;
+            }
+            try {
+                for await (const ev of sseEvents(res.body, (ms) => (retryMs = ms))) {
+                    if (ev.id != null) this.lastEventId = ev.id;
+                    failures = 0;
+                    const data = JSON.parse(ev.data);
+                    if (ev.event === 'done') {
+                        this.data = data;
+                        await res.body.cancel().catch(() => {});
+                        return data;
+                    }
+                    if (ev.event === 'status' || ev.event === 'progress') {
+                        Object.assign(this.data, data);
+                        onProgress?.(data, { event: ev.event, id: ev.id });
+                    }
+                }
+            } catch (e) {
+                if (signal?.aborted) throw signal.reason;
+                if (e instanceof SyntaxError) throw e;
+            }
+            // The stream ended before `done` (a restart, a proxy's timeout, an overload answer): resume.
+            if (++failures > 5) return null;
+            await sleep(retryMs, signal);
+        }
+    }
+
+    async #poll(signal, onProgress) {
+        let last = null;
+        for (;;) {
+            const headers = this.etag ? { 'if-none-match': this.etag } : {};
+            const res = await this.client.transport.call('GET', `/v1/jobs/${enc(this.id)}`, { headers, signal });
+            if (res.status !== 304) {
+                this.data = await res.json();
+                this.etag = res.headers.get('etag');
+            } else {
+                await res.body?.cancel().catch(() => {});
+            }
+            const d = this.data;
+            if (isTerminal(d.status)) return d;
+            const key = `${d.status}/${d.progress}/${d.message}`;
+            if (key !== last) {
+                last = key;
+                onProgress?.({ id: d.id, status: d.status, progress: d.progress, message: d.message, lastUpdatedAt: d.lastUpdatedAt }, { event: 'poll', id: null });
+            }
+            const s = retryAfterSeconds(res.headers) ?? 1;
+            await sleep(Math.max(0.05, s) * 1000, signal);
+        }
+    }
+}
+
+/** The submitting side of acceptd: new Client('http://127.0.0.1:8080', key). */
+export class Client {
+    constructor(url, key, options = {}) {
+        this.transport = new Transport(url, key, options);
+    }
+
+    /** A handle on a job known by id (nothing is fetched). */
+    job(id) {
+        return new Job(this, { id, status: undefined });
+    }
+
+    /**
+     * Submit a job; resolves a Job. options: any member of a submit's body (priority, runAt, maxAttempts,
+     * timeoutSeconds, callbackUrl, uniqueKey, debounceSeconds, group), idempotencyKey (default: a new UUID, so
+     * that a retried submit never makes two jobs; false for none), signal.
+     */
+    async submit(type, payload = {}, options = {}) {
+        const { idempotencyKey = randomUUID(), signal, ...rest } = options;
+        const headers = {};
+        if (idempotencyKey !== false && idempotencyKey != null) headers['idempotency-key'] = JSON.stringify(String(idempotencyKey));
+        // With a key, a submit whose answer was lost (a reset connection, a 5xx) is sent again: the key makes
+        // the daemon answer the first job rather than make a second; 409 idempotency-key-in-flight means the
+        // first is still being committed.
+        let res;
+        let body;
+        for (let tries = 0; ; tries++) {
+            try {
+                ({ res, body } = await this.transport.json('POST', '/v1/jobs', { json: { ...rest, type, payload }, headers, signal }));
+                break;
+            } catch (e) {
+                const again = !('idempotency-key' in headers) || tries >= 3 || signal?.aborted ? false : e instanceof ProblemError ? e.status >= 500 || e.code === 'idempotency-key-in-flight' : true;
+                if (!again) throw e;
+                await sleep(250 * (tries + 1), signal);
+            }
+        }
+        const job = new Job(this, body);
+        job.etag = res.headers.get('etag');
+        job.idempotencyKey = idempotencyKey === false ? null : String(idempotencyKey);
+        job.replayed = res.headers.get('idempotent-replayed') === 'true';
+        return job;
+    }
+
+    async get(id, { signal } = {}) {
+        return (await this.transport.json('GET', `/v1/jobs/${enc(id)}`, { signal })).body;
+    }
+
+    /** Every job matching {status, type, updatedAfter}, newest first, fetched `limit` (default 100) a page. */
+    async *list({ status, type, updatedAfter, limit = 100, signal } = {}) {
+        let token = null;
+        do {
+            const q = new URLSearchParams();
+            if (status) q.set('status', status);
+            if (type) q.set('type', type);
+            if (updatedAfter) q.set('updatedAfter', updatedAfter);
+            q.set('limit', String(limit));
+            if (token) q.set('pageToken', token);
+            const { body } = await this.transport.json('GET', `/v1/jobs?${q}`, { signal });
+            for (const item of body.items) yield item;
+            token = body.nextPageToken;
+        } while (token);
+    }
+
+    /** Cancel: a queued job ends at once, a running one gets its cancel request. Resolves the job. */
+    async cancel(id, { signal } = {}) {
+        return (await this.transport.json('POST', `/v1/jobs/${enc(id)}:cancel`, { signal })).body;
+    }
+
+    /** Retry a failed or cancelled job: resolves the new Job. */
+    async retry(id, { signal } = {}) {
+        const { body } = await this.transport.json('POST', `/v1/jobs/${enc(id)}:retry`, { signal });
+        return new Job(this, body);
+    }
+
+    /**
+     * The job's result. A JSON result resolves the document; an artifact resolves {contentType, size, digest,
+     * etag, body} with body a web ReadableStream (stream: true asks for that shape whatever the result is, and
+     * nodeStream: true gives body as a Node Readable). A failed job throws its stored problem; a cancelled one
+     * 409 job-cancelled; a pending one 404 result-not-ready.
+     */
+    async result(id, { signal, stream = false, nodeStream = false, range } = {}) {
+        const headers = range ? { range } : {};
+        const res = await this.transport.call('GET', `/v1/jobs/${enc(id)}/result`, { signal, headers });
+        const artifact = res.headers.has('repr-digest') && res.headers.get('accept-ranges') === 'bytes';
+        if (!artifact && !stream) {
+            const text = await res.text();
+            return text ? JSON.parse(text) : null;
+        }
+        const len = res.headers.get('content-length');
+        return {
+            status: res.status,
+            contentType: res.headers.get('content-type'),
+            size: len == null ? null : Number(len),
+            digest: res.headers.get('repr-digest'),
+            etag: res.headers.get('etag'),
+            body: nodeStream ? Readable.fromWeb(res.body) : res.body,
+        };
+    }
+}
+
+export { problemOf };

@@ -1,0 +1,7 @@
+// index.mjs - the acceptd library for Node: Client and Job (client.mjs), Worker (worker.mjs), verifyWebhook
+// (webhook.mjs) and ProblemError (http.mjs). No dependency beyond Node's standard library.
+
+export { Client, Job, isTerminal } from './client.mjs';
+export { Worker, JobAborted } from './worker.mjs';
+export { verifyWebhook, WebhookVerificationError } from './webhook.mjs';
+export { ProblemError } from './http.mjs';

@@ -1,0 +1,72 @@
+// usage.ts - type-checked by `tsc --noEmit` (tsconfig.json), never run: a user of the library, written against
+// the types generated from docs/openapi.json. A change of the API document that the library does not follow
+// (a member renamed or retyped, a status added or gone) makes this file, or index.d.ts, fail the check.
+
+import { Client, Worker, verifyWebhook, ProblemError, isTerminal } from '../index.js';
+import type { JobData, JobStatus, Priority, ProgressEvent, LeasedJob, WebhookEvent, Artifact } from '../index.js';
+
+const client = new Client('http://127.0.0.1:8080', 'key');
+const priority: Priority = 'high';
+const job = await client.submit('report.export', { month: '2026-11' }, { priority, maxAttempts: 3, group: 'customer-42', idempotencyKey: 'k-1' });
+const final: JobData<{ month: string }> = await job.wait({
+    timeout: 60_000,
+    onProgress: (e: ProgressEvent) => {
+        const p: number | null = e.progress;
+        const s: JobStatus = e.status;
+        void p, s;
+    },
+});
+const statuses: Record<JobStatus, true> = { queued: true, running: true, succeeded: true, failed: true, cancelled: true, partialSuccess: true };
+const month: string = final.payload.month;
+const attempt: number = final.attempt;
+const cancelRequested: boolean = final.cancelRequested;
+const finishedAt: string | null = final.finishedAt;
+const events: string = final.links.events;
+const size: number | undefined = final.artifact?.size;
+const code: string | undefined = final.error?.code;
+const terminal: boolean = isTerminal(final.status);
+void statuses, month, attempt, cancelRequested, finishedAt, events, size, code, terminal;
+
+for await (const j of client.list({ status: 'queued', type: 'report.export' })) {
+    const id: string = j.id;
+    void id;
+}
+const r = await client.result(job.id, { stream: true });
+if (r && typeof r === 'object' && 'body' in r) {
+    const a = r as Artifact;
+    void a.digest;
+}
+
+try {
+    await client.cancel(job.id);
+} catch (e) {
+    if (e instanceof ProblemError) {
+        const pointers: string[] = e.errors.map((x) => x.pointer);
+        const status: number = e.status;
+        void pointers, status, e.code, e.retryAfter;
+    }
+}
+
+const worker = new Worker<{ width: number }>('http://127.0.0.1:8080', 'wkey', {
+    types: ['image.resize'],
+    concurrency: 4,
+    handler: async (lease: LeasedJob<{ width: number }>, ctx) => {
+        const leaseId: string = lease.leaseId;
+        const n: number = lease.attempt;
+        await ctx.progress(50, 'half');
+        if (ctx.signal.aborted || ctx.cancelRequested) throw ctx.signal.reason;
+        if (lease.payload.width > 1000) {
+            const up = await ctx.uploadArtifact(new Uint8Array(10), { contentType: 'image/png' });
+            const digest: string = up.digest;
+            void digest;
+            return;
+        }
+        return { width: lease.payload.width, leaseId, n };
+    },
+});
+void worker.start();
+
+const ev: WebhookEvent = verifyWebhook({ 'webhook-id': 'x' }, '{}', ['whsec_x'], { toleranceSeconds: 60 });
+const evType: string = ev.type;
+const jobUrl: string = ev.data.job;
+void evType, jobUrl;

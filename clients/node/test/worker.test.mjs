@@ -1,0 +1,139 @@
+// Worker against the real daemon: 4 loops run 200 jobs, one handler crash (the job comes back and succeeds on
+// its next attempt) and one cancel (the handler's signal aborts with cancel-requested, and the job ends
+// cancelled); an artifact of 64 MiB goes up in parts, one of which a proxy drops on the way (the upload resumes
+// from the daemon's offset), and comes back down with its digest checked.
+
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { Client, Worker } from '../src/index.mjs';
+import { startDaemon, tenant, startProxy } from './helpers.mjs';
+
+describe('Worker', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon();
+    });
+    after(async () => {
+        await d?.stop();
+    });
+
+    it('runs 200 jobs with concurrency 4: a crashed attempt comes back, a cancel reaches the handler', async () => {
+        const t = tenant(d);
+        const client = new Client(d.url, t.keys.c);
+        const jobs = [];
+        for (let i = 0; i < 200; i++) jobs.push(await client.submit('image.resize', { i }));
+        const CRASH = 13;
+        const CANCEL = 77;
+        let inFlight = 0;
+        let maxInFlight = 0;
+        const attempts = new Map();
+        let cancelSeen = null;
+        let startedCancel;
+        const cancelStarted = new Promise((r) => (startedCancel = r));
+        const w = new Worker(d.url, t.keys.w, {
+            types: ['image.resize'],
+            concurrency: 4,
+            leaseSeconds: 3, // heartbeats every second
+            waitSeconds: 2,
+            onError: (e) => assert.fail(`worker error: ${e.stack}`),
+            handler: async (job, ctx) => {
+                inFlight++;
+                maxInFlight = Math.max(maxInFlight, inFlight);
+                try {
+                    const i = job.payload.i;
+                    attempts.set(i, (attempts.get(i) ?? 0) + 1);
+                    if (i === CRASH && job.attempt === 1) throw new Error('the handler crashed');
+                    if (i === CANCEL) {
+                        startedCancel();
+                        await new Promise((resolve, reject) => {
+                            const t = setTimeout(() => reject(new Error('no cancel reached the handler')), 20_000);
+                            ctx.signal.addEventListener('abort', () => {
+                                clearTimeout(t);
+                                cancelSeen = { code: ctx.signal.reason?.code, flag: ctx.cancelRequested };
+                                reject(ctx.signal.reason);
+                            });
+                        });
+                    }
+                    await new Promise((r) => setTimeout(r, 5));
+                    return { done: i };
+                } finally {
+                    inFlight--;
+                }
+            },
+        });
+        w.start();
+        let finals;
+        try {
+            await cancelStarted;
+            const c = await client.cancel(jobs[CANCEL].id);
+            assert.equal(c.cancelRequested, true);
+            finals = await Promise.all(jobs.map((j) => j.wait({ timeout: 90_000 })));
+        } finally {
+            await w.stop({ abort: true });
+        }
+
+        const by = (s) => finals.filter((f) => f.status === s).length;
+        assert.equal(by('succeeded'), 199, JSON.stringify(finals.filter((f) => f.status !== 'succeeded').map((f) => [f.payload, f.status])));
+        assert.equal(finals[CANCEL].status, 'cancelled');
+        assert.deepEqual(cancelSeen, { code: 'cancel-requested', flag: true });
+        assert.equal(finals[CRASH].status, 'succeeded');
+        assert.equal(finals[CRASH].attempt, 2, 'the crashed attempt came back and the second one succeeded');
+        assert.equal(attempts.get(CRASH), 2);
+        for (let i = 0; i < 200; i++) if (i !== CANCEL) assert.deepEqual(finals[i].result, { done: i });
+        assert.equal(maxInFlight, 4, 'four handlers at once, never more');
+        assert.deepEqual(w.stats, { succeeded: 199, failed: 1, cancelled: 1, lost: 0 });
+    });
+
+    it('uploads a 64 MiB artifact in parts, resuming a dropped part, and the download has its digest', async () => {
+        const t = tenant(d);
+        const client = new Client(d.url, t.keys.c);
+        const data = randomBytes(64 << 20);
+        const want = createHash('sha256').update(data).digest();
+        let puts = 0;
+        const proxy = await startProxy(d.url, (req) => {
+            if (req.method === 'PUT' && ++puts === 3) return 'drop'; // the third part never arrives
+            return null;
+        });
+        const job = await client.submit('report.export', { big: true });
+        const w = new Worker(proxy.url, t.keys.w, {
+            types: ['report.export'],
+            waitSeconds: 2,
+            onError: (e) => assert.fail(`worker error: ${e.stack}`),
+            handler: async (_job, ctx) => {
+                // A stream of odd-sized chunks: the library regroups them into parts.
+                async function* chunks() {
+                    for (let off = 0; off < data.length; off += 1_000_003) yield data.subarray(off, off + 1_000_003);
+                }
+                const up = await ctx.uploadArtifact(chunks(), { contentType: 'application/x-test' });
+                assert.equal(up.size, data.length);
+            },
+        });
+        w.start();
+        let final;
+        try {
+            final = await job.wait({ timeout: 120_000 });
+        } finally {
+            await w.stop({ abort: true });
+            await proxy.close();
+        }
+        assert.equal(final.status, 'succeeded', JSON.stringify(final));
+        assert.equal(final.artifact.size, 64 << 20);
+        assert.equal(final.artifact.digest, `sha-256=:${want.toString('base64')}:`);
+        assert.ok(puts >= 17, `parts sent: ${puts} (16 of 4 MiB, and the dropped one again)`);
+        assert.equal(w.resumedParts, 1);
+
+        const res = await client.result(job.id);
+        assert.equal(res.contentType, 'application/x-test');
+        assert.equal(res.size, 64 << 20);
+        assert.equal(res.digest, final.artifact.digest);
+        const h = createHash('sha256');
+        let n = 0;
+        for await (const c of res.body) {
+            h.update(c);
+            n += c.length;
+        }
+        assert.equal(n, 64 << 20);
+        assert.ok(h.digest().equals(want), 'the downloaded bytes are the uploaded ones');
+    });
+});
