@@ -14,7 +14,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, api, rawRequest, backend, freshStore } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, api, rawRequest, backend, freshStore, clusterOnly } from './lib/daemon.mjs';
 import * as openapi from './lib/openapi.mjs';
 import { openSse } from './lib/sse.mjs';
 import { HTTP_DATE, assertJobShape, assertProblem, expectStatus, getJob, hget, leaseOne, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
@@ -502,7 +502,7 @@ describe('result artifacts', () => {
 // runner now and then ran the hook (stopping the daemon) while that suite's only test was still running.
 // Cluster mode: the bytes are in the database, so a node serves what another received. Two nodes on one fresh
 // PostgreSQL database (the PostgreSQL pass of the suite; a SQLite store cannot be shared).
-describe('result artifacts: two nodes on one PostgreSQL database', { skip: backend !== 'postgres' && 'cluster mode needs the PostgreSQL store' }, () => {
+describe('result artifacts: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     it('a part goes to one node and the next to the other; each node serves the whole, ranges and a signed URL', async () => {
         const store = freshStore();
         const conf = config({ limits: `{ maxBodyBytes: 4096, maxUploadPartBytes: ${PART_CAP} }`, artifacts: artifactsConf({ gc: 60 }) }) +

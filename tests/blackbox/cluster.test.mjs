@@ -4,7 +4,7 @@
 
 import { describe, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, api, backend, freshStore } from './lib/daemon.mjs';
+import { it, startDaemon, api, freshStore, clusterOnly } from './lib/daemon.mjs';
 import { openSse, ids } from './lib/sse.mjs';
 import { startReceiver, webhookConfig, createEndpoint, stopClean } from './lib/webhooks.mjs';
 import {
@@ -41,7 +41,7 @@ async function cluster(config = CONFIG, n = 3) {
     return out;
 }
 
-const skip = backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)';
+const skip = clusterOnly;
 
 describe('cluster: three nodes on one PostgreSQL database', { skip }, () => {
     it('submit on A, lease on B (parked first), SSE on C sees every progress event and done', async () => {

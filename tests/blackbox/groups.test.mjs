@@ -4,7 +4,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, backend, freshStore, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { it, freshStore, startDaemon, standardConfig, tenant, clusterOnly } from './lib/daemon.mjs';
 import { assertJobShape, assertProblem, expectStatus, getJob, lease, leaseOne, show, submit, fail } from './lib/jobs.mjs';
 
 const LIMITS = '{ maxBodyBytes: 1048576, maxWaitSeconds: 5 }';
@@ -127,7 +127,7 @@ describe('groups', () => {
 
 // On PostgreSQL every node counts the same turns: the store gives each job its turn under the cluster's write lock.
 describe('groups across two nodes on one PostgreSQL database', {
-    skip: backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)',
+    skip: clusterOnly,
 }, () => {
     const nodes = [];
     after(async () => {

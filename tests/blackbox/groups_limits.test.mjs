@@ -5,7 +5,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant, api, backend, freshStore } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, tenant, api, freshStore, clusterOnly } from './lib/daemon.mjs';
 import { complete, expectStatus, lease, mapLimit, show, sleep, submit } from './lib/jobs.mjs';
 
 const MERGE = { 'content-type': 'application/merge-patch+json' };
@@ -137,9 +137,7 @@ describe('per-group limits', () => {
     });
 });
 
-const skipCluster = backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)';
-
-describe('per-group limits in cluster mode: two nodes on one PostgreSQL database', { skip: skipCluster }, () => {
+describe('per-group limits in cluster mode: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     it('groupConcurrency 2 holds across the nodes with workers on both (running counts sampled throughout)', async () => {
         const store = freshStore();
         const config = `keys:

@@ -4,7 +4,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant, api, backend, freshStore } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, tenant, api, freshStore, clusterOnly } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, lease, mapLimit, show, sleep, submit } from './lib/jobs.mjs';
 
 const MERGE = { 'content-type': 'application/merge-patch+json' };
@@ -249,9 +249,7 @@ describe('queue settings are durable', () => {
     });
 });
 
-const skipCluster = backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)';
-
-describe('queues in cluster mode: two nodes on one PostgreSQL database', { skip: skipCluster }, () => {
+describe('queues in cluster mode: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     it('type concurrency 3 holds across the nodes with workers on both (running count sampled throughout)', async () => {
         const store = freshStore();
         const config = `keys:

@@ -5,7 +5,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { after as afterAll } from 'node:test';
-import { api, backend, freshStore, it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
+import { api, freshStore, it, startDaemon, standardConfig, tenant, clusterOnly } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, getJob, hget, lease, leaseOne, listAll, show, submit } from './lib/jobs.mjs';
 
 const batch = async (c, jobs) => expectStatus(await c.req('POST', '/v1/jobs:batch', { body: { jobs } }), 207);
@@ -188,7 +188,7 @@ describe('unique jobs', () => {
     });
 });
 
-describe('unique jobs across two nodes on one PostgreSQL database', { skip: backend !== 'postgres' && 'needs the PostgreSQL store (make blackbox-pg)' }, () => {
+describe('unique jobs across two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     const nodes = [];
     afterAll(async () => {
         for (const n of nodes) await n.stop();
