@@ -5,14 +5,9 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant, api, freshStore, clusterOnly } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, tenant, api, clusterOnly } from './lib/daemon.mjs';
 import { complete, expectStatus, lease, mapLimit, show, sleep, submit } from './lib/jobs.mjs';
-
-const MERGE = { 'content-type': 'application/merge-patch+json' };
-
-function patchQueue(a, type, body) {
-    return a.req('PATCH', `/v1/queues/${encodeURIComponent(type)}`, { body, headers: MERGE });
-}
+import { patchQueue, startPair } from './lib/queues.mjs';
 
 async function submitGroup(c, type, group, i) {
     return expectStatus(await submit(c, { type, payload: { i }, group }), 202).json.id;
@@ -139,17 +134,7 @@ describe('per-group limits', () => {
 
 describe('per-group limits in cluster mode: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     it('groupConcurrency 2 holds across the nodes with workers on both (running counts sampled throughout)', async () => {
-        const store = freshStore();
-        const config = `keys:
-  - { key: "kc", tenant: c, role: client }
-  - { key: "kw", tenant: c, role: worker }
-  - { key: "ka", tenant: c, role: admin }
-types:
-  cl.job: {}
-limits: { maxWaitSeconds: 5 }
-`;
-        const a = await startDaemon({ config, store });
-        const b = await startDaemon({ config, store });
+        const [a, b] = await startPair();
         try {
             const GROUPS = ['x', 'y'];
             const PER = 14;

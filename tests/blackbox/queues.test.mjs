@@ -4,18 +4,9 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, tenant, api, freshStore, clusterOnly } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, tenant, api, clusterOnly } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, lease, mapLimit, show, sleep, submit } from './lib/jobs.mjs';
-
-const MERGE = { 'content-type': 'application/merge-patch+json' };
-
-function patchQueue(a, type, body, headers = MERGE) {
-    return a.req('PATCH', `/v1/queues/${encodeURIComponent(type)}`, { body, headers });
-}
-
-async function getQueue(x, type) {
-    return expectStatus(await x.get(`/v1/queues/${encodeURIComponent(type)}`), 200).json;
-}
+import { getQueue, patchQueue, startPair } from './lib/queues.mjs';
 
 describe('queues', () => {
     let d;
@@ -251,17 +242,7 @@ describe('queue settings are durable', () => {
 
 describe('queues in cluster mode: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
     it('type concurrency 3 holds across the nodes with workers on both (running count sampled throughout)', async () => {
-        const store = freshStore();
-        const config = `keys:
-  - { key: "kc", tenant: c, role: client }
-  - { key: "kw", tenant: c, role: worker }
-  - { key: "ka", tenant: c, role: admin }
-types:
-  cl.job: {}
-limits: { maxWaitSeconds: 5 }
-`;
-        const a = await startDaemon({ config, store });
-        const b = await startDaemon({ config, store });
+        const [a, b] = await startPair();
         try {
             const JOBS = 36;
             expectStatus(await patchQueue(api(a, 'ka'), 'cl.job', { concurrency: 3 }), 200);
@@ -320,17 +301,7 @@ limits: { maxWaitSeconds: 5 }
     });
 
     it('a resume on one node wakes a lease parked on the other', async () => {
-        const store = freshStore();
-        const config = `keys:
-  - { key: "kc", tenant: c, role: client }
-  - { key: "kw", tenant: c, role: worker }
-  - { key: "ka", tenant: c, role: admin }
-types:
-  cl.job: {}
-limits: { maxWaitSeconds: 5 }
-`;
-        const a = await startDaemon({ config, store });
-        const b = await startDaemon({ config, store });
+        const [a, b] = await startPair();
         try {
             expectStatus(await patchQueue(api(a, 'ka'), 'cl.job', { paused: true }), 200);
             const id = (await submit(api(a, 'kc'), { type: 'cl.job', payload: {} })).json.id;
