@@ -50,8 +50,12 @@ WORKER_SRCS = $(wildcard src/worker/*.c src/cli/*.c)
 UNIT_SRCS = $(wildcard tests/unit/*/test_*.c)
 UNIT_NAMES = $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
 BLACKBOX_TESTS = $(wildcard tests/blackbox/*.test.mjs)
-# Unit tests that need a PostgreSQL server (ACCEPTD_TEST_PG; without it they skip): `make blackbox-pg` runs them.
+# What needs the PostgreSQL store (two nodes on one database, the server's failures): `make blackbox-pg` only.
+BLACKBOX_PG_TESTS = $(wildcard tests/blackbox/cluster/*.test.mjs)
+# Unit tests that need a PostgreSQL server (ACCEPTD_TEST_PG; without it they fail): `make blackbox-pg` runs them,
+# `make unit` the others (LOCAL_UNITS).
 PG_UNITS = $(filter store/test_store_pg,$(UNIT_NAMES))
+LOCAL_UNITS = $(filter-out $(PG_UNITS),$(UNIT_NAMES))
 PG_DIR := /tmp/acceptd-pg-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 PG_PORT = 55433
 FORMAT_FILES = $(wildcard src/*.c src/*.h src/*/*.c src/*/*.h tests/unit/*.h tests/unit/*/*.c fuzz/*.c)
@@ -163,7 +167,7 @@ node_modules/.package-lock.json: package-lock.json
 # run_units(DIR, ENV): run every unit test binary of a tree; all run, the target fails if any failed.
 define run_units
 	@pass=0; fail=0; failed=; \
-	for t in $(UNIT_NAMES); do \
+	for t in $(LOCAL_UNITS); do \
 		echo "== $(1)/tests/$$t"; \
 		if $(2) $(1)/tests/$$t; then pass=$$((pass + 1)); else fail=$$((fail + 1)); failed="$$failed $$t"; fi; \
 	done; \
@@ -171,10 +175,10 @@ define run_units
 	[ $$fail -eq 0 ]
 endef
 
-unit: $(addprefix build/tests/,$(UNIT_NAMES))
+unit: $(addprefix build/tests/,$(LOCAL_UNITS))
 	$(call run_units,build,)
 
-unit-asan: $(addprefix build/asan/tests/,$(UNIT_NAMES))
+unit-asan: $(addprefix build/asan/tests/,$(LOCAL_UNITS))
 	$(call run_units,build/asan,$(ASAN_ENV))
 
 # Each fuzz target runs FUZZ_SECONDS from its seeds in fuzz/corpus/NAME/, copied to a temporary directory so
@@ -209,8 +213,8 @@ blackbox-asan: build/asan/acceptd node_modules/.package-lock.json
 	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 $(ASAN_ENV) \
 		node --test --test-concurrency=2 $(BLACKBOX_TESTS)
 
-# The same files against the PostgreSQL store, with the plain and then the ASan+UBSan binary, on a throwaway
-# cluster (scripts/pg.sh) in PG_DIR that is stopped and removed at the end whatever the outcome; the harness
+# The same files, and those of tests/blackbox/cluster/, against the PostgreSQL store, with the plain and then the
+# ASan+UBSan binary, on a throwaway cluster (scripts/pg.sh) in PG_DIR that is stopped and removed at the end whatever the outcome; the harness
 # gives each daemon a fresh database on it (ACCEPTD_TEST_PG, see tests/blackbox/lib/daemon.mjs). The
 # PostgreSQL unit tests (PG_UNITS) run first, plain and under ASan+UBSan, each on a database of its own and
 # killed after 5 minutes (a test stuck on a lock must not hang CI). PG_DIR is per checkout and short (a socket
@@ -229,10 +233,10 @@ blackbox-pg: build/acceptd build/asan/acceptd $(addprefix build/tests/,$(PG_UNIT
 			ACCEPTD_TEST_PG=$$db $(ASAN_ENV) timeout 300 build/asan/tests/$$t || status=1; \
 	done; \
 	echo "ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 ..."; \
-	ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 $(BLACKBOX_TESTS) || status=1; \
+	ACCEPTD_BIN=$(abspath build/acceptd) ACCEPTD_TEST_PG=$$url node --test --test-concurrency=2 $(BLACKBOX_TESTS) $(BLACKBOX_PG_TESTS) || status=1; \
 	echo "ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 ACCEPTD_TEST_PG=$$url node --test ..."; \
 	ACCEPTD_BIN=$(abspath build/asan/acceptd) ACCEPTD_SANITIZED=1 ACCEPTD_TEST_PG=$$url $(ASAN_ENV) \
-		node --test --test-concurrency=2 $(BLACKBOX_TESTS) || status=1; \
+		node --test --test-concurrency=2 $(BLACKBOX_TESTS) $(BLACKBOX_PG_TESTS) || status=1; \
 	exit $$status
 endif
 

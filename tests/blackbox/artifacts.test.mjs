@@ -14,112 +14,16 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, standardConfig, api, rawRequest, backend, freshStore, clusterOnly } from './lib/daemon.mjs';
+import { it, startDaemon, api, rawRequest, backend } from './lib/daemon.mjs';
 import * as openapi from './lib/openapi.mjs';
 import { openSse } from './lib/sse.mjs';
 import { HTTP_DATE, assertJobShape, assertProblem, expectStatus, getJob, hget, leaseOne, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
+import { KiB, MiB, PART_CAP, artifactsConf, bin, config, digestOf, patterned, putPart, sha256hex, stopClean, upload } from './lib/artifacts.mjs';
 
-const KiB = 1024;
-const MiB = 1024 * KiB;
-const PART_CAP = 1 * MiB; // limits.maxUploadPartBytes of the main daemon
 const RESULT_CAP = 4 * MiB; // limits.maxResultBytes of the main daemon
 const URL_SECONDS = 2; // the signed URL lifetime of the main daemon
 // Under a sanitizer the RSS bound is not checked (its allocator is not the daemon's), so a smaller transfer does.
 const BIG_MB = Number(process.env.ACCEPTD_TEST_ARTIFACT_MB ?? (process.env.ACCEPTD_SANITIZED ? 256 : 1024));
-
-// One type per test that lets a lease run out, so that a requeued job is never leased by another test.
-const TYPES = ['art.basic', 'art.range', 'art.errors', 'art.stale', 'art.signed', 'art.tenant', 'art.cut', 'art.resume', 'art.cap', 'art.kill', 'art.big', 'art.full', 'art.cluster'];
-
-// The artifacts section of the config. ARTIFACTS-SPEC.md names artifacts.gcSeconds and artifacts.urlSeconds;
-// the daemon has artifacts.gcInterval and artifacts.urlLifetime (durations).
-const artifactsConf = ({ gc, url }) => `{ gcInterval: ${gc}s${url ? `, urlLifetime: ${url}s` : ''} }`;
-
-function config({ limits, artifacts }) {
-    const types = '\n  video.transcode: {}\n  report.export: {}' + TYPES.map((t) => `\n  ${t}: { maxAttempts: 5 }`).join('') + '\n  art.short: { retention: { succeeded: 2s, failed: 2s, cancelled: 2s, partialSuccess: 2s } }';
-    return standardConfig({ types, tombstone: '60s', limits }) + `artifacts: ${artifacts}\n`;
-}
-
-const sha256hex = (b) => createHash('sha256').update(b).digest('hex');
-const digestOf = (b) => `sha-256=:${createHash('sha256').update(b).digest('base64')}:`;
-
-/** Deterministic bytes: a xorshift32 stream from seed. */
-function patterned(n, seed = 1) {
-    const out = Buffer.allocUnsafe(n + 3);
-    let x = seed >>> 0 || 1;
-    for (let i = 0; i < n; i += 4) {
-        x ^= x << 13;
-        x >>>= 0;
-        x ^= x >>> 17;
-        x ^= x << 5;
-        x >>>= 0;
-        out.writeUInt32LE(x, i);
-    }
-    return out.subarray(0, n);
-}
-
-/**
- * One request with a binary body and a binary answer, checked against docs/openapi.json like api() does.
- * Returns {status, headers, buf, text, json, method, path}.
- */
-async function bin(d, key, method, p, { body, headers = {}, timeoutMs = 60_000 } = {}) {
-    const h = {};
-    if (key) h.authorization = `Bearer ${key}`;
-    for (const [k, v] of Object.entries(headers)) if (v !== null && v !== undefined) h[k.toLowerCase()] = String(v);
-    const res = await fetch(d.url + p, { method, headers: h, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
-    const buf = Buffer.from(await res.arrayBuffer());
-    const text = buf.toString('latin1');
-    const violation = openapi.check({ method, target: p, status: res.status, headers: res.headers, text });
-    if (violation) throw new Error(violation);
-    let json = null;
-    if (/json/i.test(res.headers.get('content-type') ?? '') && buf.length > 0) {
-        try {
-            json = JSON.parse(buf.toString('utf8'));
-        } catch {
-            json = null;
-        }
-    }
-    // Failure messages show text: an artifact's bytes only by their size.
-    const printable = /json|^text\//i.test(res.headers.get('content-type') ?? '');
-    return { status: res.status, headers: res.headers, buf, text: printable ? buf.toString('utf8') : `<${buf.length} bytes>`, json, method, path: p };
-}
-
-/** PUT one part. offset null: no Upload-Offset (a fresh start). */
-function putPart(d, key, id, leaseId, bytes, { offset = null, last = true, contentType, headers = {} } = {}) {
-    return bin(d, key, 'PUT', `/v1/jobs/${id}/result`, {
-        body: bytes,
-        headers: {
-            'lease-id': leaseId,
-            'content-type': contentType ?? 'application/octet-stream',
-            'upload-offset': offset,
-            'upload-complete': last ? '?1' : '?0',
-            'content-digest': digestOf(bytes),
-            ...headers,
-        },
-    });
-}
-
-/** Upload data in parts of partSize; asserts every answer. Returns the last (200) answer. */
-async function upload(d, key, id, leaseId, data, { partSize = PART_CAP, contentType = 'application/octet-stream', from = 0 } = {}) {
-    let last;
-    for (let off = from; off < data.length || (off === 0 && data.length === 0); off += partSize) {
-        const end = Math.min(off + partSize, data.length);
-        const isLast = end === data.length;
-        const res = await putPart(d, key, id, leaseId, data.subarray(off, end), {
-            offset: off === 0 ? null : off,
-            last: isLast,
-            contentType: off === 0 ? contentType : 'application/octet-stream',
-            headers: isLast ? { 'repr-digest': digestOf(data) } : {},
-        });
-        if (!isLast) {
-            expectStatus(res, 204);
-            assert.equal(hget(res, 'upload-offset'), String(end), show(res));
-        } else {
-            last = expectStatus(res, 200);
-        }
-        if (isLast) break;
-    }
-    return last;
-}
 
 // The files of an artifact are on the node's disk with the SQLite store; with PostgreSQL (cluster mode) they are
 // rows of the database, and the checks of <dataDir>/artifacts are left out.
@@ -133,14 +37,6 @@ function artifactFiles(d, id) {
         if (e.code === 'ENOENT') return [];
         throw e;
     }
-}
-
-/** Stop d and check that it exited cleanly, with no sanitizer report (under ACCEPTD_SANITIZED). */
-async function stopClean(d) {
-    const { code, signal } = await d.stop();
-    assert.equal(signal, null, `acceptd died of ${signal}`);
-    assert.equal(code, 0, `acceptd exited with ${code}:\n${d.stderr.slice(-4000)}`);
-    assert.ok(!/Sanitizer|runtime error:/.test(d.stderr), d.stderr.slice(-4000));
 }
 
 function rssKiB(pid) {
@@ -498,48 +394,9 @@ describe('result artifacts', () => {
     });
 });
 
-// These two suites start and stop their daemon inside their one test: with a suite-level after() hook, Node 20's
-// runner now and then ran the hook (stopping the daemon) while that suite's only test was still running.
-// Cluster mode: the bytes are in the database, so a node serves what another received. Two nodes on one fresh
-// PostgreSQL database (the PostgreSQL pass of the suite; a SQLite store cannot be shared).
-describe('result artifacts: two nodes on one PostgreSQL database', { skip: clusterOnly }, () => {
-    it('a part goes to one node and the next to the other; each node serves the whole, ranges and a signed URL', async () => {
-        const store = freshStore();
-        const conf = config({ limits: `{ maxBodyBytes: 4096, maxUploadPartBytes: ${PART_CAP} }`, artifacts: artifactsConf({ gc: 60 }) }) +
-            'signingKey: "artifact-cluster-signing-key-0123456789"\n';
-        const a = await startDaemon({ config: conf, store });
-        const b = await startDaemon({ config: conf, store });
-        try {
-            const id = (await submit(api(a, 'ka'), { type: 'art.cluster', payload: {} })).json.id;
-            const { leaseId } = await leaseOne(api(b, 'wa'), 'art.cluster', { expectId: id, leaseSeconds: 60 });
-            const data = patterned(2 * PART_CAP + 777, 81);
-            // Part by part on alternate nodes: the upload's state is in the database, not in a node.
-            expectStatus(await putPart(a, 'wa', id, leaseId, data.subarray(0, PART_CAP), { last: false }), 204);
-            expectStatus(await putPart(b, 'wa', id, leaseId, data.subarray(PART_CAP, 2 * PART_CAP), { offset: PART_CAP, last: false }), 204);
-            const head = await bin(a, 'wa', 'HEAD', `/v1/jobs/${id}/result`, { headers: { 'lease-id': leaseId } });
-            assert.equal(head.headers.get('upload-offset'), String(2 * PART_CAP));
-            expectStatus(await putPart(a, 'wa', id, leaseId, data.subarray(2 * PART_CAP), { offset: 2 * PART_CAP, last: true }), 200);
-            expectStatus(await api(b, 'wa').post(`/v1/jobs/${id}:complete`, { leaseId, artifact: true }), 200);
-            for (const d of [a, b]) {
-                // A node learns of the other's commit from the database's notifications, a moment later.
-                await waitUntil(() => getJob(api(d, 'ka'), id), (j) => j.status === 'succeeded', { what: `node ${d.url} to see the job succeed` });
-                const got = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`), 200);
-                assert.equal(sha256hex(got.buf), sha256hex(data), `node ${d.url} served other bytes`);
-                const part = expectStatus(await bin(d, 'ka', 'GET', `/v1/jobs/${id}/result`, { headers: { range: `bytes=${PART_CAP - 5}-${PART_CAP + 4}` } }), 206);
-                assert.ok(part.buf.equals(data.subarray(PART_CAP - 5, PART_CAP + 5)), 'a range across two parts differs');
-            }
-            // A signed URL made by one node works on the other (the nodes share signingKey).
-            const redirect = await bin(a, 'ka', 'GET', `/v1/jobs/${id}?onComplete=redirect`);
-            assert.equal(redirect.status, 303, show(redirect));
-            const viaB = expectStatus(await bin(b, null, 'GET', redirect.headers.get('location')), 200);
-            assert.equal(sha256hex(viaB.buf), sha256hex(data));
-        } finally {
-            await stopClean(a);
-            await stopClean(b);
-        }
-    });
-});
 
+// The suite starts and stops its daemon inside its one test: with a suite-level after() hook, Node 20's runner
+// now and then ran the hook (stopping the daemon) while the suite's only test was still running.
 // A data dir on a 6 MiB tmpfs (mounted by the test, which runs as root: it fails rather than skips where it cannot):
 // the part that does not fit is a 503 storage-full problem and is not kept, the upload stays where it was, and
 // reads go on. Always SQLite: PostgreSQL's disk is its server's business.

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { it, startDaemon, tenant } from './lib/daemon.mjs';
 import { BIN } from './lib/worker.mjs';
-import { JOB_ID, complete, expectStatus, fail, heartbeat, lease, listAll, runToSuccess, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
+import { JOB_ID, complete, expectStatus, fail, heartbeat, lease, listAll, runToSuccess, submit, waitUntil } from './lib/jobs.mjs';
 
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1;
 const TYPE = 'report.export';

@@ -4,7 +4,7 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, freshStore, startDaemon, standardConfig, tenant, clusterOnly } from './lib/daemon.mjs';
+import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertJobShape, assertProblem, expectStatus, getJob, lease, leaseOne, show, submit, fail } from './lib/jobs.mjs';
 
 const LIMITS = '{ maxBodyBytes: 1048576, maxWaitSeconds: 5 }';
@@ -122,33 +122,5 @@ describe('groups', () => {
         const l = await leaseOne(w, 'report.export', { wait: 0 });
         assert.equal(l.job.id, high.json.id);
         assert.deepEqual(await leaseGroups(w, 6), ['A', 'C', 'A', 'C', 'A', 'C']);
-    });
-});
-
-// On PostgreSQL every node counts the same turns: the store gives each job its turn under the cluster's write lock.
-describe('groups across two nodes on one PostgreSQL database', {
-    skip: clusterOnly,
-}, () => {
-    const nodes = [];
-    after(async () => {
-        for (const n of nodes) await n.stop();
-    });
-
-    it('A\'s backlog submitted on one node, B\'s job on the other: B\'s job is among the first two leased; leases on both nodes alternate', async () => {
-        const store = freshStore();
-        const config = standardConfig({ limits: LIMITS });
-        for (let i = 0; i < 2; i++) nodes.push(await startDaemon({ config, store }));
-        const [one, two] = nodes.map((n) => tenant(n));
-        // The same tenant on both nodes: tenant() counts per daemon, so both hand out its first tenant.
-        assert.equal(one.name, two.name);
-        await submitMany(one.c, 'A', 100);
-        const [b] = await submitMany(two.c, 'B', 1);
-        const first = await leaseOne(two.w, 'report.export', { wait: 0 });
-        const second = await leaseOne(one.w, 'report.export', { wait: 0 });
-        assert.ok([first.job.id, second.job.id].includes(b), `leased ${first.job.group}, ${second.job.group} first`);
-        await submitMany(two.c, 'B', 20);
-        const groups = [];
-        for (let i = 0; i < 8; i++) groups.push((await leaseOne([one.w, two.w][i % 2], 'report.export', { wait: 0 })).job.group);
-        assert.deepEqual(groups, ['A', 'B', 'A', 'B', 'A', 'B', 'A', 'B']);
     });
 });

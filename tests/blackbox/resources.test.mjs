@@ -5,7 +5,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
-import { assertProblem, expectStatus, hget, parseLinks, show } from './lib/jobs.mjs';
+import { assertProblem, expectStatus, hget, show } from './lib/jobs.mjs';
 
 const VIDEO = { sourceUrl: 'https://example.com/a.mp4' };
 

@@ -77,8 +77,6 @@ const PG_URL = process.env.ACCEPTD_TEST_PG || null;
 
 /** The store backend the daemons of this run use: 'postgres' when ACCEPTD_TEST_PG is set, else 'sqlite'. */
 export const backend = PG_URL ? 'postgres' : 'sqlite';
-/** The skip option of what needs two nodes on one database: false on PostgreSQL, else the reason. */
-export const clusterOnly = backend !== 'postgres' && 'cluster mode needs the PostgreSQL store (make blackbox-pg)';
 
 const PG_URL_RE = /^(postgres(?:ql)?:\/\/[^/?#]*)(\/[^?#]*)?(.*)$/s;
 

@@ -1,5 +1,5 @@
 // Queues (CONTRACT.md section 11) for the black-box tests: reading and patching a queue, and the two nodes on one
-// PostgreSQL database that the cluster tests of queues.test.mjs and groups_limits.test.mjs share.
+// PostgreSQL database that cluster/queues.test.mjs and cluster/groups_limits.test.mjs share.
 
 import { startDaemon, freshStore } from './daemon.mjs';
 import { expectStatus } from './jobs.mjs';

@@ -9,8 +9,8 @@ import { describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { it, startDaemon, api, backend, freshStore } from './lib/daemon.mjs';
-import { assertProblem, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
+import { it, startDaemon, api, freshStore } from '../lib/daemon.mjs';
+import { assertProblem, show, sleep, submit, waitUntil } from '../lib/jobs.mjs';
 
 const CONFIG = `keys:
   - { key: "kc", tenant: c, role: client }
@@ -28,9 +28,7 @@ async function terminate(url) {
     return Number(stdout.trim());
 }
 
-const skip = backend !== 'postgres' && 'needs the PostgreSQL store (make blackbox-pg)';
-
-describe("PostgreSQL ends the daemon's sessions under load", { skip }, () => {
+describe("PostgreSQL ends the daemon's sessions under load", () => {
     it('pg_terminate_backend: no request hangs, 202s survive, failures are 503 with Retry-After', { timeout: 120_000 }, async () => {
         const store = freshStore();
         const nodes = [await startDaemon({ config: CONFIG, store }), await startDaemon({ config: CONFIG, store })];

@@ -11,26 +11,24 @@ import { promisify } from 'node:util';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { it, startDaemon, api, backend } from './lib/daemon.mjs';
-import { assertProblem, expectStatus, show, sleep, submit, waitUntil } from './lib/jobs.mjs';
+import { it, startDaemon, api } from '../lib/daemon.mjs';
+import { assertProblem, show, sleep, submit, waitUntil } from '../lib/jobs.mjs';
 
-const PG_SH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'pg.sh');
+const PG_SH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'scripts', 'pg.sh');
 const CONFIG = `keys:
   - { key: "kc", tenant: c, role: client }
 signingKey: "pg-restart-test-signing-key-0123456789abcdef"
 webhooks: { secretKey: "Oam97DkNfLEKB6ZLxiOrA4QO50sGBbWMFMjv+5ehpZk=" }
 `;
 
-const pgDir = backend === 'postgres' ? fs.mkdtempSync('/tmp/acceptd-pgr-') : null;
+const pgDir = fs.mkdtempSync('/tmp/acceptd-pgr-');
 const PORT = String(56000 + (process.pid % 1000));
 const pgsh = (...args) => execFileSync('bash', [PG_SH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim();
 after(() => {
     if (pgDir) pgsh('stop', pgDir);
 });
 
-const skip = backend !== 'postgres' && 'needs the PostgreSQL store (make blackbox-pg)';
-
-describe('PostgreSQL restarted under load', { skip }, () => {
+describe('PostgreSQL restarted under load', () => {
     it('pg_ctl restart -m fast: nodes recover by themselves, 202s survive, failures are 503 with Retry-After', { timeout: 90_000 }, async () => {
         pgsh('start', pgDir, PORT);
         const store = pgsh('createdb', pgDir, PORT, 'acceptd');

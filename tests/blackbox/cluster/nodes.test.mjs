@@ -1,15 +1,15 @@
-// Cluster mode: three acceptd nodes sharing one PostgreSQL database (freshStore()). Runs in the PostgreSQL
-// pass of the suite (`make blackbox-pg`); a SQLite store cannot be shared, so the SQLite pass skips it.
+// Cluster mode: three acceptd nodes sharing one PostgreSQL database (freshStore()). Only `make blackbox-pg` runs
+// this folder: a SQLite store cannot be shared.
 // Everything is checked through the HTTP API of the nodes, a real SSE client and a real webhook receiver.
 
 import { describe, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { it, startDaemon, api, freshStore, clusterOnly } from './lib/daemon.mjs';
-import { openSse, ids } from './lib/sse.mjs';
-import { startReceiver, webhookConfig, createEndpoint, stopClean } from './lib/webhooks.mjs';
+import { it, startDaemon, api, freshStore } from '../lib/daemon.mjs';
+import { openSse, ids } from '../lib/sse.mjs';
+import { startReceiver, webhookConfig, createEndpoint, stopClean } from '../lib/webhooks.mjs';
 import {
     TERMINAL, complete, expectStatus, getJob, heartbeat, lease, leaseOne, listAll, mapLimit, show, sleep, submit, waitUntil,
-} from './lib/jobs.mjs';
+} from '../lib/jobs.mjs';
 
 const SLOW = process.env.ACCEPTD_SANITIZED ? 3 : 1;
 const KEYS = `signingKey: "cluster-test-signing-key-0123456789abcdef"
@@ -41,9 +41,7 @@ async function cluster(config = CONFIG, n = 3) {
     return out;
 }
 
-const skip = clusterOnly;
-
-describe('cluster: three nodes on one PostgreSQL database', { skip }, () => {
+describe('cluster: three nodes on one PostgreSQL database', () => {
     it('submit on A, lease on B (parked first), SSE on C sees every progress event and done', async () => {
         const [a, b, c] = await cluster();
         const ca = api(a, 'kc');
