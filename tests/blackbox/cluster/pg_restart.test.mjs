@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { it, startDaemon, api } from '../lib/daemon.mjs';
-import { assertProblem, show, sleep, submit, waitUntil } from '../lib/jobs.mjs';
+import { assertAllThere, assertUnavailable, sleep, submit, waitUntil } from '../lib/jobs.mjs';
 
 const PG_SH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'scripts', 'pg.sh');
 const CONFIG = `keys:
@@ -65,17 +65,9 @@ describe('PostgreSQL restarted under load', () => {
         }
         // What failed, failed with a 503 problem and Retry-After (and the outage did make some fail).
         assert.ok(failures.length > 0, 'no request failed: the restart was not noticed');
-        for (const r of failures) {
-            assertProblem(r, 503, 'unavailable');
-            assert.match(r.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/, show(r));
-        }
+        assertUnavailable(failures);
         // Every 202 is there, on either node.
-        const missing = [];
-        for (let i = 0; i < accepted.length; i++) {
-            const r = await clients[i % 2].get(`/v1/jobs/${accepted[i]}`);
-            if (r.status !== 200) missing.push(`${accepted[i]}: ${r.status}`);
-        }
-        assert.deepEqual(missing, [], 'jobs that got a 202 and are not there');
+        await assertAllThere(clients, accepted);
         for (const d of nodes) {
             assert.deepEqual(await d.stop(), { code: 0, signal: null }, d.stderr.slice(-4000));
             assert.match(d.stderr, /store/i, 'the outage left no trace in the log');

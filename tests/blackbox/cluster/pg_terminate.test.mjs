@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { it, startDaemon, api, freshStore } from '../lib/daemon.mjs';
-import { assertProblem, show, sleep, submit, waitUntil } from '../lib/jobs.mjs';
+import { assertAllThere, assertUnavailable, show, sleep, submit, waitUntil } from '../lib/jobs.mjs';
 
 const CONFIG = `keys:
   - { key: "kc", tenant: c, role: client }
@@ -77,17 +77,9 @@ describe("PostgreSQL ends the daemon's sessions under load", () => {
         assert.ok(terminated >= ROUNDS, `only ${terminated} sessions were terminated in ${ROUNDS} rounds`);
         assert.ok(reads > 0, 'no read got an answer');
         // What failed, failed with a 503 problem and Retry-After.
-        for (const r of failures) {
-            assertProblem(r, 503, 'unavailable');
-            assert.match(r.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/, show(r));
-        }
+        assertUnavailable(failures);
         // Every 202 is there, on either node.
-        const missing = [];
-        for (let i = 0; i < accepted.length; i++) {
-            const r = await clients[i % 2].get(`/v1/jobs/${accepted[i]}`);
-            if (r.status !== 200) missing.push(`${accepted[i]}: ${r.status}`);
-        }
-        assert.deepEqual(missing, [], 'jobs that got a 202 and are not there');
+        await assertAllThere(clients, accepted);
         for (const d of nodes) {
             const r = await api(d).get('/readyz');
             assert.equal(r.status, 200, show(r));

@@ -4,8 +4,8 @@
 import { describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, api } from '../lib/daemon.mjs';
-import { complete, expectStatus, lease, mapLimit, sleep, submit } from '../lib/jobs.mjs';
-import { getQueue, patchQueue, startPair } from '../lib/queues.mjs';
+import { expectStatus, lease, mapLimit, sleep, submit } from '../lib/jobs.mjs';
+import { getQueue, patchQueue, runOnPair, startPair } from '../lib/queues.mjs';
 
 describe('queues in cluster mode: two nodes on one PostgreSQL database', () => {
     it('type concurrency 3 holds across the nodes with workers on both (running count sampled throughout)', async () => {
@@ -17,44 +17,11 @@ describe('queues in cluster mode: two nodes on one PostgreSQL database', () => {
             assert.equal((await getQueue(api(b, 'kc'), 'cl.job')).concurrency, 3);
             const ca = api(a, 'kc');
             await mapLimit([...Array(JOBS).keys()], 8, (i) => submit(ca, { type: 'cl.job', payload: { i } }));
-            let held = 0;
-            let maxHeld = 0;
-            let done = 0;
-            const workers = [];
-            for (const node of [a, b]) {
-                const w = api(node, 'kw');
-                for (let k = 0; k < 3; k++) {
-                    workers.push((async () => {
-                        while (done < JOBS) {
-                            const res = await lease(w, 'cl.job', { max: 2, wait: 2 });
-                            if (res.status === 204) continue;
-                            const got = expectStatus(res, 200).json.leases;
-                            held += got.length;
-                            maxHeld = Math.max(maxHeld, held);
-                            await sleep(60);
-                            for (const l of got) {
-                                held--;
-                                await complete(w, l.job.id, l.leaseId);
-                                done++;
-                            }
-                        }
-                    })());
-                }
-            }
             let maxRunning = 0;
-            let samples = 0;
-            const sampler = (async () => {
-                for (let i = 0; done < JOBS; i++) {
-                    const q = await getQueue(api(i % 2 ? b : a, 'kc'), 'cl.job');
-                    maxRunning = Math.max(maxRunning, q.counts.running);
-                    samples++;
-                    await sleep(10);
-                }
-            })();
-            await Promise.race([
-                Promise.all([...workers, sampler]),
-                sleep(60_000).then(() => assert.fail(`only ${done} of ${JOBS} jobs done within 60 s`)),
-            ]);
+            const { maxHeld: held, samples } = await runOnPair([a, b], JOBS, () => 'all', async (node) => {
+                maxRunning = Math.max(maxRunning, (await getQueue(api(node, 'kc'), 'cl.job')).counts.running);
+            });
+            const maxHeld = held.all;
             assert.ok(samples > 10, `only ${samples} samples`);
             assert.ok(maxRunning <= 3, `the running count reached ${maxRunning}`);
             assert.ok(maxHeld <= 3, `the workers held ${maxHeld} leases at once`);

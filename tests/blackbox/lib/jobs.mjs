@@ -91,6 +91,24 @@ export function assertRetryAfter(res, { max = 30 } = {}) {
     return Number(v);
 }
 
+/** After an outage of the store: what failed, failed with a 503 "unavailable" problem and Retry-After. */
+export function assertUnavailable(failures) {
+    for (const r of failures) {
+        assertProblem(r, 503, 'unavailable');
+        assert.match(hget(r, 'retry-after') ?? '', /^[1-9][0-9]*$/, show(r));
+    }
+}
+
+/** Every job id in accepted (each got a 202) is there, read through the clients in turn (one per node). */
+export async function assertAllThere(clients, accepted) {
+    const missing = [];
+    for (let i = 0; i < accepted.length; i++) {
+        const r = await clients[i % clients.length].get(`/v1/jobs/${accepted[i]}`);
+        if (r.status !== 200) missing.push(`${accepted[i]}: ${r.status}`);
+    }
+    assert.deepEqual(missing, [], 'jobs that got a 202 and are not there');
+}
+
 export function assertStrongEtag(res) {
     const e = hget(res, 'etag');
     assert.ok(e !== null, `no ETag: ${show(res)}`);
