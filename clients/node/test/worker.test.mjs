@@ -18,7 +18,8 @@ describe('Worker', () => {
         await d?.stop();
     });
 
-    it('runs 200 jobs with concurrency 4: a crashed attempt comes back, a cancel reaches the handler', async () => {
+    // Bounded (timeout) so that a library that lost a path fails here rather than hangs.
+    it('runs 200 jobs with concurrency 4: a crashed attempt comes back, a cancel reaches the handler', { timeout: 240_000 }, async () => {
         const t = tenant(d);
         const client = new Client(d.url, t.keys.c);
         const jobs = [];
@@ -85,7 +86,7 @@ describe('Worker', () => {
         assert.deepEqual(w.stats, { succeeded: 199, failed: 1, cancelled: 1, lost: 0 });
     });
 
-    it('uploads a 64 MiB artifact in parts, resuming a dropped part, and the download has its digest', async () => {
+    it('uploads a 64 MiB artifact in parts, resuming a dropped part, and the download has its digest', { timeout: 240_000 }, async () => {
         const t = tenant(d);
         const client = new Client(d.url, t.keys.c);
         const data = randomBytes(64 << 20);
