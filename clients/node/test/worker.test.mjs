@@ -1,7 +1,8 @@
 // Worker against the real daemon: 4 loops run 200 jobs, one handler crash (the job comes back and succeeds on
 // its next attempt) and one cancel (the handler's signal aborts with cancel-requested, and the job ends
 // cancelled); an artifact of 64 MiB goes up in parts, one of which a proxy drops on the way (the upload resumes
-// from the daemon's offset), and comes back down with its digest checked.
+// from the daemon's offset), and comes back down through a proxy that cuts it twice (the download resumes
+// with Range requests) with its digest checked.
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -124,16 +125,34 @@ describe('Worker', () => {
         assert.ok(puts >= 17, `parts sent: ${puts} (16 of 4 MiB, and the dropped one again)`);
         assert.equal(w.resumedParts, 1);
 
-        const res = await client.result(job.id);
-        assert.equal(res.contentType, 'application/x-test');
-        assert.equal(res.size, 64 << 20);
-        assert.equal(res.digest, final.artifact.digest);
+        // Downloaded through a proxy that cuts the answer twice (after 10 MiB, then 20 MiB more): the library
+        // resumes each time with a Range request from the byte where it broke.
+        const cuts = [10 << 20, 20 << 20];
+        const down = await startProxy(d.url, (req) => (req.method === 'GET' && req.url.endsWith('/result') && cuts.length ? { cutAfter: cuts.shift() } : null));
+        let res;
         const h = createHash('sha256');
         let n = 0;
-        for await (const c of res.body) {
-            h.update(c);
-            n += c.length;
+        try {
+            res = await new Client(down.url, t.keys.c).result(job.id);
+            assert.equal(res.contentType, 'application/x-test');
+            assert.equal(res.size, 64 << 20);
+            assert.equal(res.digest, final.artifact.digest);
+            for await (const c of res.body) {
+                h.update(c);
+                n += c.length;
+            }
+        } finally {
+            await down.close();
         }
+        assert.equal(res.resumed, 2);
+        const gets = down.log.filter((r) => r.method === 'GET');
+        assert.equal(gets.length, 3);
+        assert.equal(gets[0].headers.range, undefined);
+        // Each resume starts where the bytes stopped arriving: at the cut (or a little before it, had the
+        // client not read the last bytes the proxy sent before it closed).
+        const [r1, r2] = gets.slice(1).map((r) => Number(/^bytes=(\d+)-$/.exec(r.headers.range)?.[1]));
+        assert.ok(r1 > 0 && r1 <= 10 << 20 && r2 > r1 && r2 <= r1 + (20 << 20), `resumed at ${r1}, ${r2}`);
+        assert.ok(gets.slice(1).every((r) => r.headers['if-range'] === res.etag));
         assert.equal(n, 64 << 20);
         assert.ok(h.digest().equals(want), 'the downloaded bytes are the uploaded ones');
     });
