@@ -106,7 +106,8 @@ class Proxy:
     (at, method, path, headers, status, answer_headers). decide(method, path, headers) may answer:
     None (forward), ("refuse", status) (answer that status without forwarding), "drop-answer" (forward,
     then close the connection without answering) "corrupt" (forward, with the first byte of the answer's
-    body changed) or "cut-after-event" (forward an event stream up to its first whole event, then drop the
+    body changed), "cut-after-event" (forward an event stream up to its first whole event, then drop the
+    connection) or ("cut-after", N) (forward the first N bytes of the answer's body, then drop the
     connection)."""
 
     def __init__(self, upstream: str, decide: Callable[[str, str, dict[str, str]], Any] | None = None) -> None:
@@ -164,6 +165,7 @@ class Proxy:
                     self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 seen = b""
+                left = d[1] if isinstance(d, tuple) and d[0] == "cut-after" else -1
                 try:
                     flip = d == "corrupt"
                     while self.command != "HEAD":
@@ -172,12 +174,21 @@ class Proxy:
                             break
                         if flip:
                             chunk, flip = bytes([chunk[0] ^ 1]) + chunk[1:], False
+                        if left >= 0:
+                            chunk = chunk[:left]
+                            left -= len(chunk)
                         if chunked:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         else:
                             self.wfile.write(chunk)
                         self.wfile.flush()
-                        seen += chunk
+                        if left == 0:
+                            rec["cut"] = True
+                            up.close()
+                            self.close_connection = True
+                            return
+                        if d == "cut-after-event":
+                            seen += chunk
                         if d == "cut-after-event" and re.search(rb"(^|\n)id:[^\n]*\n(.*\n)*?\n", seen):
                             rec["cut"] = True
                             up.close()

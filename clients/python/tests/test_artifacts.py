@@ -1,5 +1,6 @@
 """Result artifacts against the real daemon: 64 MiB uploaded in parts by a Worker handler and downloaded
-with its digest checked; an upload whose part's answer is lost resumes from the daemon's offset."""
+with its digest checked, through a proxy that cuts the download twice (it resumes with Range requests); an
+upload whose part's answer is lost resumes from the daemon's offset."""
 
 from __future__ import annotations
 
@@ -51,7 +52,16 @@ class ArtifactTest(unittest.TestCase):
         puts = [r for r in proxy.log if r["method"] == "PUT"]
         self.assertEqual(len(puts), 16, "64 MiB in 4 MiB parts")
         self.assertEqual([r["status"] for r in puts], [204] * 15 + [200])
-        with job.result() as art:
+        cuts = [10 << 20, 20 << 20]
+
+        def cut(method: str, path: str, headers: dict[str, str]) -> object:
+            return ("cut-after", cuts.pop(0)) if method == "GET" and path.endswith("/result") and cuts else None
+
+        down = Proxy(d.url, cut)
+        self.addCleanup(down.close)
+        cd = Client(down.url, ck)
+        self.addCleanup(cd.close)
+        with cd.result(job.id) as art:
             self.assertIsInstance(art, Artifact)
             self.assertEqual((art.size, art.content_type, art.digest), (len(data), "application/x-test", digest(data)))
             got = hashlib.sha256()
@@ -60,6 +70,10 @@ class ArtifactTest(unittest.TestCase):
                 got.update(chunk)
                 n += len(chunk)
         self.assertEqual((n, got.hexdigest()), (len(data), hashlib.sha256(data).hexdigest()))
+        self.assertEqual(art.resumed, 2)
+        gets = [r["headers"] for r in down.log if r["method"] == "GET"]
+        self.assertEqual([(h.get("range"), h.get("if-range")) for h in gets],
+                         [(None, None), (f"bytes={10 << 20}-", art.etag), (f"bytes={30 << 20}-", art.etag)])
 
     def test_upload_resumes_after_a_lost_answer(self) -> None:
         ck, wk, _ = d.tenant()
