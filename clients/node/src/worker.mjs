@@ -39,6 +39,7 @@ async function* partsOf(source, partSize) {
     }
     let pending = [];
     let n = 0;
+    let parts = 0;
     for await (const chunk of source) {
         let c = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
         while (c.length > 0) {
@@ -47,13 +48,14 @@ async function* partsOf(source, partSize) {
             n += take;
             c = c.subarray(take);
             if (n === partSize) {
+                parts++;
                 yield Buffer.concat(pending);
                 pending = [];
                 n = 0;
             }
         }
     }
-    if (n > 0 || pending.length === 0) yield Buffer.concat(pending);
+    if (n > 0 || parts === 0) yield Buffer.concat(pending); // the rest, or the one empty part of an empty source
 }
 
 /**

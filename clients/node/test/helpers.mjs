@@ -12,7 +12,9 @@ export { startDaemon, standardConfig, tenant } from '../../../tests/blackbox/lib
  * 'drop' to destroy the connection without answering, 'cut' to forward but destroy the connection once the
  * first whole SSE event (up to a blank line after a data line) went back, 'lose' to forward but destroy
  * the connection instead of answering once the daemon answered, {cutAfter: N} to forward but destroy the
- * connection once N bytes of the answer's body went back, or nothing to forward. Every request
+ * connection once N bytes of the answer's body went back, {cutRequestAfter: N} to forward the first N bytes
+ * of the request's body and then destroy both connections (the daemon sees a part cut short), or nothing to
+ * forward. Every request
  * is recorded in log as {at, method, url, headers}.
  */
 const proxies = new Set();
@@ -28,6 +30,22 @@ export async function startProxy(target, intercept = () => null) {
         if (a === 'drop') {
             req.resume();
             req.on('end', () => req.socket.destroy());
+            return;
+        }
+        if (a?.cutRequestAfter !== undefined) {
+            const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers });
+            up.on('error', () => {});
+            let left = a.cutRequestAfter;
+            req.on('data', (c) => {
+                if (left <= 0) return;
+                const part = c.length > left ? c.subarray(0, left) : c;
+                left -= part.length;
+                up.write(part);
+                if (left === 0) {
+                    up.destroy();
+                    req.socket.destroy();
+                }
+            });
             return;
         }
         if (a && a !== 'cut' && a !== 'lose' && a.cutAfter === undefined) {

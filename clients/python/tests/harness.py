@@ -107,8 +107,9 @@ class Proxy:
     None (forward), ("refuse", status) (answer that status without forwarding), "drop-answer" (forward,
     then close the connection without answering) "corrupt" (forward, with the first byte of the answer's
     body changed), "cut-after-event" (forward an event stream up to its first whole event, then drop the
-    connection) or ("cut-after", N) (forward the first N bytes of the answer's body, then drop the
-    connection)."""
+    connection), ("cut-after", N) (forward the first N bytes of the answer's body, then drop the
+    connection) or ("cut-request-after", N) (forward the request with only the first N bytes of its body, then
+    drop both connections: the daemon sees a body cut short)."""
 
     def __init__(self, upstream: str, decide: Callable[[str, str, dict[str, str]], Any] | None = None) -> None:
         m = re.match(r"http://([^:/]+):(\d+)", upstream)
@@ -145,6 +146,12 @@ class Proxy:
                     return
                 up = http.client.HTTPConnection(proxy.host, proxy.port, timeout=60)
                 fwd = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "host"}
+                if isinstance(d, tuple) and d[0] == "cut-request-after" and body is not None:
+                    up.request(self.command, self.path, body=body[:d[1]], headers=fwd)  # its Content-Length: all
+                    rec["cut"] = True
+                    up.close()
+                    self.close_connection = True
+                    return
                 up.request(self.command, self.path, body=body, headers=fwd)
                 res = up.getresponse()
                 rec["status"] = res.status
