@@ -177,6 +177,21 @@ describe('example clients', () => {
         assert.deepEqual(progress, [25, 50, 75]);
     });
 
+    it('examples/node/worker.mjs leases with a long poll, reports progress and completes', async () => {
+        const t = tenant(d);
+        const r = runExample(process.execPath, [path.join(EXAMPLES, 'node', 'worker.mjs'), 'image.resize', '--jobs', '1'], envOf(t.keys.w));
+        const sub = expectStatus(await t.c.post('/v1/jobs', { type: 'image.resize', payload: { width: 640, height: 480 } }), 202);
+        const id = sub.json.id;
+        const x = await r.exited;
+        assert.deepEqual(x, { code: 0, signal: null }, showRun(r, x));
+        assert.match(r.err, /stopped after 1 job\(s\): \{"succeeded":1,"failed":0,"cancelled":0,"lost":0\}/, showRun(r, x));
+        const job = expectStatus(await t.c.get(`/v1/jobs/${id}`), 200).json;
+        assert.equal(job.status, 'succeeded', show(sub));
+        assert.deepEqual(job.result, { echo: { width: 640, height: 480 }, keys: 2, worker: 'node' });
+        const progress = (await eventHistory(d, t.keys.c, id)).filter((e) => e.event === 'progress').map((e) => e.data.progress);
+        assert.deepEqual(progress, [25, 50, 75]);
+    });
+
     for (const [name, cmd, file] of [
         ['examples/node/webhook-receiver.mjs', process.execPath, path.join(EXAMPLES, 'node', 'webhook-receiver.mjs')],
         ['examples/python/webhook_receiver.py', 'python3', path.join(EXAMPLES, 'python', 'webhook_receiver.py')],
