@@ -1,8 +1,8 @@
 // The example clients in examples/, each run as a user would run it (node or python3 from PATH, the URL and
 // key in ACCEPTD_URL and ACCEPTD_KEY) against the real daemon, with the outcome checked through the API:
-// the Node client (fetch + EventSource) and the Python client (polling with Retry-After and If-None-Match,
-// then SSE with a Last-Event-ID resume) get the result a worker completed; the Python worker leases, reports
-// progress and completes; the webhook receivers in Node and Python accept the daemon's real deliveries
+// the Node client (the library's wait()) and the Python client (polling with Retry-After and If-None-Match,
+// then SSE with a Last-Event-ID resume) get the result a worker completed; the Node and Python workers lease,
+// report progress and complete; the webhook receivers in Node and Python accept the daemon's real deliveries
 // (which the daemon then records as delivered) and refuse a body that was tampered with or a delivery with
 // either signature wrong.
 
