@@ -93,7 +93,7 @@ function parse(buf, head, closed) {
             const size = parseInt(buf.toString('latin1', at, le), 16);
             if (Number.isNaN(size)) throw new Error('acceptd: bad chunk size');
             if (size === 0) {
-                const te = buf.indexOf(CRLF2, le - 2 < at ? at : le - 2);
+                const te = buf.indexOf(CRLF2, le); // the size line's end, any trailers, the blank line
                 if (te < 0) return null;
                 return { answer: new Answer(status, m[2], h, Buffer.concat(parts)), rest: buf.subarray(te + 4), keep };
             }
