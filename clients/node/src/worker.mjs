@@ -1,7 +1,8 @@
 // worker.mjs - the working side: Worker runs `concurrency` loops, each parked on POST /v1/leases (wait) until
 // a job of its types comes, running the handler, heartbeating the lease while it runs, and reporting the
 // outcome with the loop's next lease asked for in the same call ("next"), with Prefer: return=minimal so that
-// each lease is only what a worker needs. A cancel request (seen in a heartbeat's answer) or a lost lease
+// each lease is only what a worker needs. A loop's leases and reports go over a keep-alive connection of its
+// own (conn.mjs); heartbeats and uploads, which run beside the handler, over the Transport's node:http pool. A cancel request (seen in a heartbeat's answer) or a lost lease
 // aborts the handler's AbortSignal; a handler that then throws is acknowledged as cancelled. Artifacts go up
 // in parts (PUT /v1/jobs/{id}/result with Upload-Offset) and a part that did not arrive is resumed from the
 // offset the daemon reports (HEAD).
