@@ -23,8 +23,7 @@
 #   e2e-h1           e2e with the workers' slots on HTTP/1.1, a keep-alive connection each: what HTTP/2 saves
 #   e2e-1slot        e2e with 8 HTTP/1.1 workers holding one job at a time (a quarter of the jobs): each job then
 #                    costs its worker two commits in a row, which bounds the rate whatever the daemon's speed
-#   e2e-node         e2e-1slot from node with 32 submitters, against submit-node (node's own submits alone, on the
-#                    second acceptd as submit is, so that the jobs it leaves queued are not in e2e-node's way)
+#   e2e-node         e2e-1slot from node with 32 submitters, against submit-node (node's own submits alone)
 #   e2e-node-lib     e2e-node with the workers of the Node library (clients/node) instead of bench/workers.mjs's
 #                    own loops, against e2e-node (target: >= 0.9x, no hidden cost in the library)
 # BENCH_MINIMAL=1 makes the C client's HTTP/2 workers (e2e) send Prefer: return=minimal on their leases and
@@ -59,12 +58,11 @@ BENCH_NODE=submit start_acceptd
 SUBMIT_URL=$ACCEPTD_URL
 start_acceptd
 
-# node_run MODE ARGS...: run bench/workers.mjs against the daemon (NODE_URL, default ACCEPTD_URL); its "name value"
-# lines go to RUN_OUT.
+# node_run MODE ARGS...: run bench/workers.mjs against the daemon; its "name value" lines go to RUN_OUT.
 node_run()
 {
     local out="$BENCH_TMP/node-$1.out"
-    timeout -k 5 "$RUN_LIMIT" node "$BENCH_DIR/workers.mjs" "${NODE_URL:-$ACCEPTD_URL}" "$@" >"$out" ||
+    timeout -k 5 "$RUN_LIMIT" node "$BENCH_DIR/workers.mjs" "$ACCEPTD_URL" "$@" >"$out" ||
         bench_die "bench/workers.mjs $1 failed (see above)"
     RUN_OUT=$(cat "$out")
     grep '^partial ' <<<"$RUN_OUT" | sed 's/^/workers: /' >&2 || true
@@ -149,7 +147,7 @@ c_run e2e "$BENCH_E2E_JOBS" "$SUBMITTERS" $((WORKERS * BENCH_E2E_SLOTS)) 1 next
 record e2e-h1 "$(value e2e)"
 c_run e2e "$SLOW_JOBS" "$SUBMITTERS" "$WORKERS" 1 next
 record e2e-1slot "$(value e2e)"
-NODE_URL=$SUBMIT_URL node_run submit "$SLOW_JOBS" "$NODE_SUBMITTERS"
+node_run submit "$SLOW_JOBS" "$NODE_SUBMITTERS"
 record submit-node "$(value submit-node)"
 node_run e2e "$SLOW_JOBS" "$NODE_SUBMITTERS" "$WORKERS"
 record e2e-node "$(value e2e)"
