@@ -119,6 +119,7 @@ export class Connection {
         this.host = u.hostname.replace(/^\[|\]$/g, '');
         this.port = Number(u.port) || (this.secure ? 443 : 80);
         this.hostHeader = u.host;
+        this.origin = u.origin;
         this.socket = null;
         this.busy = false;
         this.fetch = this.fetch.bind(this);
@@ -143,14 +144,23 @@ export class Connection {
         if (this.busy) throw new Error('acceptd: Connection is sending one request at a time');
         this.busy = true;
         try {
-            const u = typeof url === 'string' ? new URL(url) : url;
+            // The target: the path of a URL on this connection's origin (no URL parse for those), else parsed.
+            let target;
+            if (typeof url === 'string' && url.startsWith(this.origin) && url[this.origin.length] === '/') target = url.slice(this.origin.length);
+            else {
+                const u = typeof url === 'string' ? new URL(url) : url;
+                target = u.pathname + u.search;
+            }
             const method = init.method ?? 'GET';
-            let body = init.body ?? null;
-            if (body != null && typeof body === 'string') body = Buffer.from(body);
-            let head = `${method} ${u.pathname}${u.search} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
-            for (const [k, v] of Object.entries(init.headers ?? {})) head += `${k}: ${v}\r\n`;
-            head += body ? `content-length: ${body.length}\r\n\r\n` : '\r\n';
-            const wire = body ? Buffer.concat([Buffer.from(head, 'latin1'), body]) : Buffer.from(head, 'latin1');
+            const body = init.body ?? null;
+            let head = `${method} ${target} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
+            const h = init.headers ?? {};
+            for (const k in h) head += `${k}: ${h[k]}\r\n`;
+            // A JSON body (a string) goes out in the same string as the head: one write, no copy into a Buffer here.
+            let wire;
+            if (body == null) wire = `${head}\r\n`;
+            else if (typeof body === 'string') wire = `${head}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+            else wire = Buffer.concat([Buffer.from(`${head}content-length: ${body.length}\r\n\r\n`, 'latin1'), body]);
             for (let attempt = 0; ; attempt++) {
                 const reused = this.socket !== null;
                 if (!this.socket) this.socket = this.#connect();
