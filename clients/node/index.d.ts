@@ -64,6 +64,8 @@ export interface Artifact {
     size: number | null;
     digest: string | null;
     etag: string | null;
+    /** How many times the download was resumed (a Range request from where it broke) so far. */
+    resumed: number;
     body: ReadableStream<Uint8Array> | import('node:stream').Readable;
 }
 

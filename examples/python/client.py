@@ -1,34 +1,22 @@
 #!/usr/bin/env python3
-"""A client of acceptd in Python, on the acceptd library (clients/python): submit, poll, then follow the
-job's events.
+"""A client of acceptd in Python: submit a job, follow it to its end, read its result.
 
     ACCEPTD_URL=http://127.0.0.1:8080 ACCEPTD_KEY=... python3 examples/python/client.py TYPE ['{"payload": ...}']
 
-Job.wait() does all of this in one call (SSE with resume, else polling); the steps are spelled out here to
-show the protocol:
-1. Submit (POST /v1/jobs): 202 Accepted, with the job and its Location; the library adds an Idempotency-Key.
-2. Poll while the job is queued, the polite way: wait what Retry-After says between requests and send the
-   last ETag in If-None-Match, so that an unchanged job costs a 304 without a body (Job.refresh()).
-3. Once a worker has it, follow its Server-Sent Events (Job.events()). To show how a client resumes, the
-   first connection is dropped after one event and the second one sends Last-Event-ID: the server sends only
-   the events after it, none twice. The `done` event is the last one.
-4. Read the result (Job.result()) and print it on stdout.
-
-Each step is printed on stderr. Exits 0 when the job succeeded, 1 otherwise.
+A thin user of the acceptd library (clients/python; in your project, `pip install ./clients/python`):
+submit() sends an Idempotency-Key of its own; wait() follows the job's Server-Sent Events and resumes them
+with Last-Event-ID when the connection breaks, or, when no stream can be had (a proxy that refuses them),
+polls at the pace the daemon's Retry-After asks with If-None-Match. Prints each step on stderr and the
+result on stdout; exits 0 when the job succeeded, 1 otherwise.
 """
 
 import json
 import os
 import sys
-import time
 
 # The library from the checkout when it is not installed (pip install ./clients/python).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 from acceptd import Client, ProblemError  # noqa: E402
-
-BASE = os.environ.get("ACCEPTD_URL", "http://127.0.0.1:8080").rstrip("/")
-KEY = os.environ.get("ACCEPTD_KEY")
-MAX_RETRY_AFTER = 30  # never trust a server's hint blindly
 
 
 def log(msg):
@@ -39,48 +27,22 @@ def main():
     if len(sys.argv) < 2:
         print("usage: client.py TYPE [PAYLOAD_JSON]", file=sys.stderr)
         return 2
-    job_type = sys.argv[1]
     payload = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    client = Client(BASE, KEY)
-
-    # 1. Submit.
+    client = Client(os.environ.get("ACCEPTD_URL", "http://127.0.0.1:8080").rstrip("/"), os.environ.get("ACCEPTD_KEY"))
     try:
-        job = client.submit(job_type, payload)
-    except ProblemError as e:
-        log(f"submit refused: {e}")
-        return 1
-    log(f"submitted {job.id} (202), Location: {job.path}")
-
-    # 2. Poll while queued, with Retry-After and If-None-Match.
-    while job.status == "queued":
-        wait = min(job.retry_after if job.retry_after is not None else 1.0, MAX_RETRY_AFTER)
-        log(f"status {job.status}: polling again in {wait:g}s (Retry-After) with If-None-Match: {job.etag}")
-        time.sleep(wait)
-        if job.refresh():
-            log(f"poll: 200, status {job.status}, new ETag {job.etag}")
-        else:
-            log("poll: 304 Not Modified, the job has not changed")
-
-    # 3. Follow the events; drop the first connection after one event and resume from its id.
-    last_id = None
-    for ev_id, event, data in job.events():
-        last_id = ev_id
-        log(f"event {event} id={ev_id} {json.dumps(data)}")
-        break  # leaving the loop closes the connection
-    log(f"connection dropped; resuming with Last-Event-ID: {last_id}")
-    for ev_id, event, data in job.events(last_event_id=last_id):
-        log(f"event {event} id={ev_id} {json.dumps(data) if event != 'done' else ''}".rstrip())
-    if not job.done:  # the stream ended early (or answered 204): the resource has the outcome
-        job.refresh()
-
-    # 4. The result.
-    try:
+        # 1. Submit: 202 Accepted with the job.
+        job = client.submit(sys.argv[1], payload)
+        log(f"submitted {job.id}")
+        # 2. Follow it until it is final; each status and progress change on the way.
+        job.wait(on_progress=lambda j: log(f"status={j.status} progress={j.progress} message={j.message}"))
+        log(f"job {job.id} ended {job.status}")
+        # 3. Its result: the document for succeeded or partialSuccess; a failed job raises its stored problem.
         result = job.result()
     except ProblemError as e:
-        log(f"job {job.id} ended {job.status}: {e}")
+        log(f"refused: {e.status} {e.code}: {e.detail or e.title}")
+        print(json.dumps(e.problem))
         return 1
-    log(f"job {job.id} ended {job.status}; GET {job.path}/result")
-    sys.stdout.write(json.dumps(result) + "\n")
+    print(json.dumps(result))
     return 0 if job.status == "succeeded" else 1
 
 

@@ -2,9 +2,11 @@
 // job whose wait() follows it to its end. wait() reads the job's Server-Sent Events stream and resumes it with
 // Last-Event-ID when it breaks; when the stream cannot be had at all (a proxy that refuses or buffers
 // text/event-stream answers with a 4xx/5xx) it polls GET /v1/jobs/{id} instead, with If-None-Match, at the
-// pace the daemon's Retry-After asks. Errors are ProblemErrors (http.mjs).
+// pace the daemon's Retry-After asks. An artifact's download that breaks is resumed with a Range request
+// (If-Range: its ETag) from the byte where it broke, and its bytes are checked against its Repr-Digest at the
+// end. Errors are ProblemErrors (http.mjs).
 
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { ProblemError, Transport, problemOf, retryAfterSeconds, sleep } from './http.mjs';
 
@@ -23,6 +25,48 @@ function combine(signal, timeout) {
     if (timeout != null) list.push(AbortSignal.timeout(timeout));
     if (list.length === 0) return undefined;
     return list.length === 1 ? list[0] : AbortSignal.any(list);
+}
+
+/** The bytes of a Response's body: node:http's message itself when it is one (no web stream in between). */
+function bytesOf(res) {
+    return res.msg ?? res.body ?? [];
+}
+
+/**
+ * The bytes of a whole artifact's download (res, a 200 answer to GET path), resumed from where they broke
+ * with Range: bytes=N- and If-Range: etag (a 206 from N on, up to `resumes` times); the SHA-256 of what was
+ * read must be the answer's Repr-Digest, or the stream ends in an error. stats.resumed counts the resumes.
+ */
+async function* resumableBytes(transport, path, res, { signal, resumes = 5, stats }) {
+    const etag = res.headers.get('etag');
+    const digest = res.headers.get('repr-digest');
+    const len = res.headers.get('content-length');
+    const size = len == null ? null : Number(len);
+    const h = createHash('sha256');
+    let got = 0;
+    for (let n = 0; ; ) {
+        try {
+            for await (const c of bytesOf(res)) {
+                got += c.length;
+                h.update(c);
+                yield c;
+            }
+            if (size == null || got >= size) break;
+            throw new Error(`acceptd: the artifact's download ended at byte ${got} of ${size}`);
+        } catch (e) {
+            if (signal?.aborted || !etag || size == null || n++ >= resumes) throw e;
+            await sleep(100 * n, signal);
+            res = await transport.call('GET', path, { signal, headers: { range: `bytes=${got}-`, 'if-range': etag } });
+            const cr = res.headers.get('content-range') ?? '';
+            if (res.status !== 206 || !cr.startsWith(`bytes ${got}-`)) {
+                await res.body?.cancel?.().catch(() => {});
+                throw new Error(`acceptd: cannot resume the artifact's download at byte ${got} (HTTP ${res.status} ${cr}): ${e.message}`);
+            }
+            if (stats) stats.resumed++;
+        }
+    }
+    const want = `sha-256=:${h.digest('base64')}:`;
+    if (digest && /^sha-256=/.test(digest) && digest !== want) throw new Error(`acceptd: the artifact's digest is ${want}, not the announced ${digest}`);
 }
 
 /** Split an SSE byte stream into events {event, data, id}; calls onRetry(ms) for `retry:` lines. */
@@ -256,7 +300,8 @@ export class Client {
 
     /**
      * The job's result. A JSON result resolves the document; an artifact resolves {contentType, size, digest,
-     * etag, body} with body a web ReadableStream (stream: true asks for that shape whatever the result is, and
+     * etag, resumed, body} with body a web ReadableStream (a whole artifact's download resumes with a Range
+     * request where it breaks, counted in resumed, and errors at its end unless its digest is the announced one) (stream: true asks for that shape whatever the result is, and
      * nodeStream: true gives body as a Node Readable). A failed job throws its stored problem; a cancelled one
      * 409 job-cancelled; a pending one 404 result-not-ready.
      */
@@ -269,14 +314,20 @@ export class Client {
             return text ? JSON.parse(text) : null;
         }
         const len = res.headers.get('content-length');
-        return {
+        const out = {
             status: res.status,
             contentType: res.headers.get('content-type'),
             size: len == null ? null : Number(len),
             digest: res.headers.get('repr-digest'),
             etag: res.headers.get('etag'),
-            body: nodeStream ? Readable.fromWeb(res.body) : res.body,
+            resumed: 0,
         };
+        if (artifact && res.status === 200) {
+            // The whole artifact: resumed where it breaks, its digest checked at the end.
+            const bytes = Readable.from(resumableBytes(this.transport, `/v1/jobs/${enc(id)}/result`, res, { signal, stats: out }), { objectMode: false });
+            out.body = nodeStream ? bytes : Readable.toWeb(bytes);
+        } else out.body = nodeStream ? Readable.fromWeb(res.body) : res.body;
+        return out;
     }
 }
 

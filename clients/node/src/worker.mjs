@@ -1,13 +1,15 @@
 // worker.mjs - the working side: Worker runs `concurrency` loops, each parked on POST /v1/leases (wait) until
 // a job of its types comes, running the handler, heartbeating the lease while it runs, and reporting the
 // outcome with the loop's next lease asked for in the same call ("next"), with Prefer: return=minimal so that
-// each lease is only what a worker needs. A cancel request (seen in a heartbeat's answer) or a lost lease
+// each lease is only what a worker needs. A loop's leases and reports go over a keep-alive connection of its
+// own (conn.mjs); heartbeats and uploads, which run beside the handler, over the Transport's node:http pool. A cancel request (seen in a heartbeat's answer) or a lost lease
 // aborts the handler's AbortSignal; a handler that then throws is acknowledged as cancelled. Artifacts go up
 // in parts (PUT /v1/jobs/{id}/result with Upload-Offset) and a part that did not arrive is resumed from the
 // offset the daemon reports (HEAD).
 
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { Connection } from './conn.mjs';
 import { ProblemError, Transport, sleep } from './http.mjs';
 
 const enc = encodeURIComponent;
@@ -38,6 +40,7 @@ async function* partsOf(source, partSize) {
     }
     let pending = [];
     let n = 0;
+    let parts = 0;
     for await (const chunk of source) {
         let c = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
         while (c.length > 0) {
@@ -46,13 +49,14 @@ async function* partsOf(source, partSize) {
             n += take;
             c = c.subarray(take);
             if (n === partSize) {
+                parts++;
                 yield Buffer.concat(pending);
                 pending = [];
                 n = 0;
             }
         }
     }
-    if (n > 0 || pending.length === 0) yield Buffer.concat(pending);
+    if (n > 0 || parts === 0) yield Buffer.concat(pending); // the rest, or the one empty part of an empty source
 }
 
 /**
@@ -67,6 +71,10 @@ export class Worker {
         if (!Array.isArray(types) || types.length === 0) throw new TypeError('acceptd: Worker needs types');
         if (typeof handler !== 'function') throw new TypeError('acceptd: Worker needs a handler');
         this.transport = new Transport(url, key, { fetch });
+        // Each loop's leases and reports go over a connection of its own (conn.mjs), unless fetch is given.
+        this.loopConnection = () => (fetch ? null : new Connection(url));
+        this.key = key;
+        this.url = url;
         this.types = types;
         this.handler = handler;
         this.concurrency = concurrency;
@@ -118,12 +126,22 @@ export class Worker {
     }
 
     async #loop() {
-        let next = null; // a lease handed over by the previous report
         const stop = this.stopping.signal;
+        const conn = this.loopConnection();
+        const own = conn ? new Transport(this.url, this.key, { fetch: conn.fetch }) : this.transport;
+        try {
+            await this.#loopOn(own, stop);
+        } finally {
+            conn?.close();
+        }
+    }
+
+    async #loopOn(own, stop) {
+        let next = null; // a lease handed over by the previous report
         while (!stop.aborted) {
             if (!next) {
                 try {
-                    const { res, body } = await this.transport.json('POST', '/v1/leases', { json: { ...this.#lease(), wait: this.waitSeconds }, headers: MINIMAL, signal: stop });
+                    const { res, body } = await own.json('POST', '/v1/leases', { json: { ...this.#lease(), wait: this.waitSeconds }, headers: MINIMAL, signal: stop });
                     if (res.status === 204 || !body?.leases?.length) continue;
                     next = body.leases[0];
                 } catch (e) {
@@ -136,19 +154,19 @@ export class Worker {
             const lease = next;
             next = null;
             try {
-                next = await this.#run(lease, !stop.aborted);
+                next = await this.#run(lease, !stop.aborted, own);
             } catch (e) {
                 this.onError(e);
             }
         }
         if (next) {
             // Stopped with a lease in hand: give it back at once rather than let it expire.
-            await this.transport.call('POST', `/v1/jobs/${enc(next.id)}:release`, { json: { leaseId: next.leaseId } }).catch(() => {});
+            await own.call('POST', `/v1/jobs/${enc(next.id)}:release`, { json: { leaseId: next.leaseId } }).catch(() => {});
         }
     }
 
     // Run one leased job and report it; resolves the next lease the report brought, or null.
-    async #run(lease, wantNext) {
+    async #run(lease, wantNext, own) {
         // The handler's AbortController is made only when the handler asks for its signal (most never do).
         let ac = null;
         let abortReason = null;
@@ -237,7 +255,7 @@ export class Worker {
         // report whose answer was lost on the way (a reset keep-alive connection) is sent again.
         for (let tries = 0; ; tries++) {
             try {
-                const { body } = await this.transport.json('POST', `${path}:${report.verb}`, { json: withNext, headers: MINIMAL });
+                const { body } = await own.json('POST', `${path}:${report.verb}`, { json: withNext, headers: MINIMAL });
                 this.stats[report.status]++;
                 return body?.leases?.[0] ?? null;
             } catch (e) {

@@ -11,7 +11,10 @@ export { startDaemon, standardConfig, tenant } from '../../../tests/blackbox/lib
  * A proxy to target (a base URL). intercept(req) may return {status, headers, body} to answer itself,
  * 'drop' to destroy the connection without answering, 'cut' to forward but destroy the connection once the
  * first whole SSE event (up to a blank line after a data line) went back, 'lose' to forward but destroy
- * the connection instead of answering once the daemon answered, or nothing to forward. Every request
+ * the connection instead of answering once the daemon answered, {cutAfter: N} to forward but destroy the
+ * connection once N bytes of the answer's body went back, {cutRequestAfter: N} to forward the first N bytes
+ * of the request's body and then destroy both connections (the daemon sees a part cut short), or nothing to
+ * forward. Every request
  * is recorded in log as {at, method, url, headers}.
  */
 const proxies = new Set();
@@ -29,7 +32,23 @@ export async function startProxy(target, intercept = () => null) {
             req.on('end', () => req.socket.destroy());
             return;
         }
-        if (a && a !== 'cut' && a !== 'lose') {
+        if (a?.cutRequestAfter !== undefined) {
+            const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers });
+            up.on('error', () => {});
+            let left = a.cutRequestAfter;
+            req.on('data', (c) => {
+                if (left <= 0) return;
+                const part = c.length > left ? c.subarray(0, left) : c;
+                left -= part.length;
+                up.write(part);
+                if (left === 0) {
+                    up.destroy();
+                    req.socket.destroy();
+                }
+            });
+            return;
+        }
+        if (a && a !== 'cut' && a !== 'lose' && a.cutAfter === undefined) {
             req.resume();
             res.writeHead(a.status, a.headers ?? {});
             res.end(a.body ?? '');
@@ -43,6 +62,19 @@ export async function startProxy(target, intercept = () => null) {
                 return;
             }
             res.writeHead(ur.statusCode, ur.headers);
+            if (a?.cutAfter !== undefined) {
+                let left = a.cutAfter;
+                ur.on('data', (c) => {
+                    if (left <= 0) return;
+                    const part = c.length > left ? c.subarray(0, left) : c;
+                    left -= part.length;
+                    if (left > 0) return void res.write(part);
+                    ur.destroy();
+                    res.write(part, () => res.socket.destroy());
+                });
+                ur.on('end', () => res.end());
+                return;
+            }
             if (a !== 'cut') return void ur.pipe(res);
             let buf = Buffer.alloc(0);
             ur.on('data', (c) => {

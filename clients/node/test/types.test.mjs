@@ -1,7 +1,7 @@
 // The types follow docs/openapi.json: openapi-typescript generates them from the document and `tsc --noEmit`
 // checks index.d.ts and a typed user of the library (test/usage.ts) against them. The check passes on the
 // document as it is, and fails on a document changed in ways the library does not follow (a member of Job
-// renamed, a job status gone, a webhook event's member retyped): the types cannot drift from the API.
+// renamed, a job status gone): the types cannot drift from the API.
 
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -43,19 +43,21 @@ describe('verifyWebhook', () => {
         const ev = verifyWebhook(req.headers, req.body, secret);
         assert.equal(ev.data.job.endsWith(`/v1/jobs/${job.id}`), true, req.body);
         verifyWebhook(new Headers(req.headers), Buffer.from(req.body), [secret]); // Headers and bytes too
-        // Each scheme on its own.
+        // Each scheme on its own when asked for alone; by default a delivery stripped of one is refused.
         const { 'x-webhook-signature': _st, ...standardOnly } = req.headers;
         const { 'webhook-signature': _sw, ...stripeOnly } = req.headers;
-        verifyWebhook(standardOnly, req.body, secret);
-        verifyWebhook(stripeOnly, req.body, secret);
+        verifyWebhook(standardOnly, req.body, secret, { schemes: ['standard'] });
+        verifyWebhook(stripeOnly, req.body, secret, { schemes: ['stripe'] });
+        refused(() => verifyWebhook(standardOnly, req.body, secret), 'no Stripe-style signature');
+        refused(() => verifyWebhook(stripeOnly, req.body, secret), 'no Standard Webhooks signature');
 
         const tampered = req.body.replace('"job.', '"jOb.');
         assert.notEqual(tampered, req.body);
         refused(() => verifyWebhook(req.headers, tampered, secret), 'tampered body');
-        refused(() => verifyWebhook(standardOnly, tampered, secret), 'tampered body, Standard Webhooks');
-        refused(() => verifyWebhook(stripeOnly, tampered, secret), 'tampered body, Stripe style');
+        refused(() => verifyWebhook(standardOnly, tampered, secret, { schemes: ['standard'] }), 'tampered body, Standard Webhooks');
+        refused(() => verifyWebhook(stripeOnly, tampered, secret, { schemes: ['stripe'] }), 'tampered body, Stripe style');
         refused(() => verifyWebhook(req.headers, req.body, 'whsec_' + Buffer.alloc(32, 7).toString('base64')), 'wrong secret');
-        refused(() => verifyWebhook({ ...stripeOnly, 'x-webhook-signature': stripeOnly['x-webhook-signature'].replace(/v1=./, 'v1=0') }, req.body, secret), 'a changed Stripe signature');
+        refused(() => verifyWebhook({ ...stripeOnly, 'x-webhook-signature': stripeOnly['x-webhook-signature'].replace(/v1=(.)/, (_, c) => `v1=${c === '0' ? '1' : '0'}`) }, req.body, secret, { schemes: ['stripe'] }), 'a changed Stripe signature');
         refused(() => verifyWebhook({}, req.body, secret), 'no signature');
         const ts = Number(req.headers['webhook-timestamp']);
         refused(() => verifyWebhook(req.headers, req.body, secret, { nowSeconds: ts + 301 }), 'too old');

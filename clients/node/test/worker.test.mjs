@@ -1,7 +1,8 @@
 // Worker against the real daemon: 4 loops run 200 jobs, one handler crash (the job comes back and succeeds on
 // its next attempt) and one cancel (the handler's signal aborts with cancel-requested, and the job ends
-// cancelled); an artifact of 64 MiB goes up in parts, one of which a proxy drops on the way (the upload resumes
-// from the daemon's offset), and comes back down with its digest checked.
+// cancelled); an artifact of 64 MiB goes up in parts through a proxy that cuts one part 1 MiB in (the upload
+// resumes from the daemon's offset) and loses another's answer (the next part follows), and comes back down through a proxy that cuts it twice (the download resumes
+// with Range requests) with its digest checked.
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +19,8 @@ describe('Worker', () => {
         await d?.stop();
     });
 
-    it('runs 200 jobs with concurrency 4: a crashed attempt comes back, a cancel reaches the handler', async () => {
+    // Bounded (timeout) so that a library that lost a path fails here rather than hangs.
+    it('runs 200 jobs with concurrency 4: a crashed attempt comes back, a cancel reaches the handler', { timeout: 240_000 }, async () => {
         const t = tenant(d);
         const client = new Client(d.url, t.keys.c);
         const jobs = [];
@@ -85,14 +87,17 @@ describe('Worker', () => {
         assert.deepEqual(w.stats, { succeeded: 199, failed: 1, cancelled: 1, lost: 0 });
     });
 
-    it('uploads a 64 MiB artifact in parts, resuming a dropped part, and the download has its digest', async () => {
+    it('uploads a 64 MiB artifact in parts through interruptions, and downloads it through cuts with its digest', { timeout: 240_000 }, async () => {
         const t = tenant(d);
         const client = new Client(d.url, t.keys.c);
         const data = randomBytes(64 << 20);
         const want = createHash('sha256').update(data).digest();
         let puts = 0;
         const proxy = await startProxy(d.url, (req) => {
-            if (req.method === 'PUT' && ++puts === 3) return 'drop'; // the third part never arrives
+            if (req.method !== 'PUT') return null;
+            puts++;
+            if (puts === 3) return { cutRequestAfter: 1 << 20 }; // the third part is cut 1 MiB in
+            if (puts === 7) return 'lose'; // the sixth part arrives, its answer does not
             return null;
         });
         const job = await client.submit('report.export', { big: true });
@@ -120,19 +125,39 @@ describe('Worker', () => {
         assert.equal(final.status, 'succeeded', JSON.stringify(final));
         assert.equal(final.artifact.size, 64 << 20);
         assert.equal(final.artifact.digest, `sha-256=:${want.toString('base64')}:`);
-        assert.ok(puts >= 17, `parts sent: ${puts} (16 of 4 MiB, and the dropped one again)`);
-        assert.equal(w.resumedParts, 1);
+        assert.equal(puts, 17, 'parts sent: 16 of 4 MiB, and the one cut short again');
+        assert.equal(w.resumedParts, 1, 'the part that arrived is not sent again');
+        const heads = proxy.log.filter((r) => r.method === 'HEAD');
+        assert.equal(heads.length, 2, 'the offset asked after each interruption');
 
-        const res = await client.result(job.id);
-        assert.equal(res.contentType, 'application/x-test');
-        assert.equal(res.size, 64 << 20);
-        assert.equal(res.digest, final.artifact.digest);
+        // Downloaded through a proxy that cuts the answer twice (after 10 MiB, then 20 MiB more): the library
+        // resumes each time with a Range request from the byte where it broke.
+        const cuts = [10 << 20, 20 << 20];
+        const down = await startProxy(d.url, (req) => (req.method === 'GET' && req.url.endsWith('/result') && cuts.length ? { cutAfter: cuts.shift() } : null));
+        let res;
         const h = createHash('sha256');
         let n = 0;
-        for await (const c of res.body) {
-            h.update(c);
-            n += c.length;
+        try {
+            res = await new Client(down.url, t.keys.c).result(job.id);
+            assert.equal(res.contentType, 'application/x-test');
+            assert.equal(res.size, 64 << 20);
+            assert.equal(res.digest, final.artifact.digest);
+            for await (const c of res.body) {
+                h.update(c);
+                n += c.length;
+            }
+        } finally {
+            await down.close();
         }
+        assert.equal(res.resumed, 2);
+        const gets = down.log.filter((r) => r.method === 'GET');
+        assert.equal(gets.length, 3);
+        assert.equal(gets[0].headers.range, undefined);
+        // Each resume starts where the bytes stopped arriving: at the cut (or a little before it, had the
+        // client not read the last bytes the proxy sent before it closed).
+        const [r1, r2] = gets.slice(1).map((r) => Number(/^bytes=(\d+)-$/.exec(r.headers.range)?.[1]));
+        assert.ok(r1 > 0 && r1 <= 10 << 20 && r2 > r1 && r2 <= r1 + (20 << 20), `resumed at ${r1}, ${r2}`);
+        assert.ok(gets.slice(1).every((r) => r.headers['if-range'] === res.etag));
         assert.equal(n, 64 << 20);
         assert.ok(h.digest().equals(want), 'the downloaded bytes are the uploaded ones');
     });

@@ -5,7 +5,8 @@ Server-Sent Events (GET /v1/jobs/{id}/events), resuming with Last-Event-ID after
 the stream is refused (a proxy that does not pass event streams answers 5xx, 405, ...) it polls instead,
 sleeping what Retry-After says between requests and sending If-None-Match, so that an unchanged job costs a
 304. result() answers the JSON result, or the artifact as a stream whose SHA-256 is checked against the
-daemon's Repr-Digest as it is read.
+daemon's Repr-Digest as it is read; a download that breaks is resumed with a Range request (If-Range: its
+ETag) from the byte where it broke.
 
 Blocking calls on threads, not asyncio: the standard library has no asyncio HTTP client, http.client is
 what urllib itself uses, and the calls of one Client may be made from any number of threads."""
@@ -220,26 +221,72 @@ class Job:
 
 class Artifact:
     """A downloaded result artifact, read as a stream. Its SHA-256 is computed as it is read; reading to
-    the end raises DigestMismatch when it is not the Repr-Digest the daemon sent."""
+    the end raises DigestMismatch when it is not the Repr-Digest the daemon sent. When the connection breaks
+    before the last byte, the download goes on from there with Range: bytes=N- and If-Range: its ETag (up to
+    RESUMES times, counted in resumed)."""
 
-    def __init__(self, conn: http.client.HTTPConnection, res: http.client.HTTPResponse) -> None:
+    RESUMES = 5
+
+    def __init__(self, conn: http.client.HTTPConnection, res: http.client.HTTPResponse,
+                 transport: Transport | None = None, path: str | None = None) -> None:
         self._conn, self._res = conn, res
+        self._transport, self._path = transport, path
         self.content_type = res.getheader("Content-Type") or "application/octet-stream"
         self.size = int(res.getheader("Content-Length") or -1)
         self.digest = res.getheader("Repr-Digest") or ""
         self.etag = res.getheader("ETag")
+        self.resumed = 0
+        self._got = 0
         self._sha = hashlib.sha256()
         self._checked = False
 
     def read(self, n: int = -1) -> bytes:
-        chunk = self._res.read() if n < 0 else self._res.read(n)
-        self._sha.update(chunk)
-        if (not chunk or n < 0) and not self._checked:
-            self._checked = True
-            got = "sha-256=:" + base64.b64encode(self._sha.digest()).decode() + ":"
-            if self.digest and got != self.digest:
-                raise DigestMismatch(f"artifact digest {got} is not the announced {self.digest}")
-        return chunk
+        if n >= 0:
+            return self._read_some(n)
+        parts = []
+        while chunk := self._read_some(1 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _read_some(self, n: int) -> bytes:
+        while True:
+            error: BaseException | None = None
+            try:
+                chunk = self._res.read(n)
+            except (http.client.HTTPException, OSError) as e:  # IncompleteRead, a reset connection
+                chunk, error = b"", e
+            if chunk:
+                self._got += len(chunk)
+                self._sha.update(chunk)
+                return chunk
+            if 0 <= self._got < self.size:
+                self._resume(error)
+                continue
+            if error is not None:
+                raise error
+            if not self._checked:
+                self._checked = True
+                got = "sha-256=:" + base64.b64encode(self._sha.digest()).decode() + ":"
+                if self.digest and got != self.digest:
+                    raise DigestMismatch(f"artifact digest {got} is not the announced {self.digest}")
+            return b""
+
+    def _resume(self, error: BaseException | None) -> None:
+        """Go on from byte _got on a new connection, or raise why it cannot."""
+        broke = error or http.client.IncompleteRead(b"", self.size - self._got)
+        if self._transport is None or self._path is None or not self.etag or self.resumed >= self.RESUMES:
+            raise broke
+        self._conn.close()
+        self.resumed += 1
+        time.sleep(0.1 * self.resumed)
+        conn, res = self._transport.stream("GET", self._path, {"Range": f"bytes={self._got}-",
+                                                                "If-Range": self.etag})
+        cr = res.getheader("Content-Range") or ""
+        if res.status != 206 or not cr.startswith(f"bytes {self._got}-"):
+            conn.close()
+            raise ProblemError(res.status, {"title": f"cannot resume the artifact's download at byte {self._got}",
+                                            "detail": f"HTTP {res.status} {cr}: {broke}"}) from broke
+        self._conn, self._res = conn, res
 
     def __iter__(self) -> Iterator[bytes]:
         while True:
@@ -342,9 +389,10 @@ class Client:
 
     def result(self, job_id: str) -> Any:
         """As Job.result(). A result kept elsewhere by the worker (resultLocation) answers that URL."""
-        conn, res = self.transport.stream("GET", f"/v1/jobs/{_quote(job_id)}/result")
+        path = f"/v1/jobs/{_quote(job_id)}/result"
+        conn, res = self.transport.stream("GET", path)
         if res.getheader("Repr-Digest") is not None:
-            return Artifact(conn, res)
+            return Artifact(conn, res, self.transport, path)
         try:
             body = res.read()
         finally:

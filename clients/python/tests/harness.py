@@ -106,8 +106,10 @@ class Proxy:
     (at, method, path, headers, status, answer_headers). decide(method, path, headers) may answer:
     None (forward), ("refuse", status) (answer that status without forwarding), "drop-answer" (forward,
     then close the connection without answering) "corrupt" (forward, with the first byte of the answer's
-    body changed) or "cut-after-event" (forward an event stream up to its first whole event, then drop the
-    connection)."""
+    body changed), "cut-after-event" (forward an event stream up to its first whole event, then drop the
+    connection), ("cut-after", N) (forward the first N bytes of the answer's body, then drop the
+    connection) or ("cut-request-after", N) (forward the request with only the first N bytes of its body, then
+    drop both connections: the daemon sees a body cut short)."""
 
     def __init__(self, upstream: str, decide: Callable[[str, str, dict[str, str]], Any] | None = None) -> None:
         m = re.match(r"http://([^:/]+):(\d+)", upstream)
@@ -144,6 +146,12 @@ class Proxy:
                     return
                 up = http.client.HTTPConnection(proxy.host, proxy.port, timeout=60)
                 fwd = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "host"}
+                if isinstance(d, tuple) and d[0] == "cut-request-after" and body is not None:
+                    up.request(self.command, self.path, body=body[:d[1]], headers=fwd)  # its Content-Length: all
+                    rec["cut"] = True
+                    up.close()
+                    self.close_connection = True
+                    return
                 up.request(self.command, self.path, body=body, headers=fwd)
                 res = up.getresponse()
                 rec["status"] = res.status
@@ -164,6 +172,7 @@ class Proxy:
                     self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 seen = b""
+                left = d[1] if isinstance(d, tuple) and d[0] == "cut-after" else -1
                 try:
                     flip = d == "corrupt"
                     while self.command != "HEAD":
@@ -172,12 +181,21 @@ class Proxy:
                             break
                         if flip:
                             chunk, flip = bytes([chunk[0] ^ 1]) + chunk[1:], False
+                        if left >= 0:
+                            chunk = chunk[:left]
+                            left -= len(chunk)
                         if chunked:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         else:
                             self.wfile.write(chunk)
                         self.wfile.flush()
-                        seen += chunk
+                        if left == 0:
+                            rec["cut"] = True
+                            up.close()
+                            self.close_connection = True
+                            return
+                        if d == "cut-after-event":
+                            seen += chunk
                         if d == "cut-after-event" and re.search(rb"(^|\n)id:[^\n]*\n(.*\n)*?\n", seen):
                             rec["cut"] = True
                             up.close()
