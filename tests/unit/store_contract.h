@@ -190,7 +190,7 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   job_list                         sc_test_list_order_filters_and_keyset, sc_test_list_updated_after_exact
  *   job_changes                      sc_test_changes_by_seq
  *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars,
- *                                    sc_test_leasable_groups_round_robin,
+ *                                    sc_test_leasable_groups_round_robin, sc_test_turns_of_one_transaction,
  * sc_test_leasable_group_backlog_does_not_starve job_running                      sc_test_running_jobs_by_lease_expiry
  *   job_scheduled                    sc_test_scheduled_soonest_first
  *   job_bulk_page                    sc_test_bulk_page_walks_matching_jobs
@@ -335,6 +335,7 @@ static void sc_test_ops_table(void **state)
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \
         cmocka_unit_test_setup_teardown(sc_test_leasable_groups_round_robin, setup, teardown),                         \
         cmocka_unit_test_setup_teardown(sc_test_leasable_group_backlog_does_not_starve, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(sc_test_turns_of_one_transaction, setup, teardown),                            \
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_queues, setup, teardown),                                              \

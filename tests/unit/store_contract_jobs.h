@@ -514,6 +514,30 @@ static void sc_test_leasable_groups_round_robin(void **state)
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
 }
 
+/* Many inserts in one transaction (a batch of submits) take the turns they would take one at a time, also after the
+ * jobs of a group were leased in it: A's next job then joins the turn the queue is at. */
+static void sc_test_turns_of_one_transaction(void **state)
+{
+    struct fx *f = *state;
+    const char *g[] = {"g"};
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    sc_insert_grouped(f, "n1", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a1", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a2", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a3", "A", AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a1,a2,a3");
+    sc_run(f, "a1");
+    sc_run(f, "a2");
+    sc_run(f, "a3");
+    sc_insert_grouped(f, "a4", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n2", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a5", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n3", NULL, AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a4,n2,a5,n3");
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a4,n2,a5,n3");
+}
+
 /* The lease of a group-limited type without the skipped groups, bounded by its walk. */
 static void sc_leasable_except(struct fx *f, const char *const *skip, size_t nskip, int walk, int limit,
                                const char *want)
