@@ -1174,6 +1174,7 @@ static const struct ad_store_ops pg_ops = {
     .feed_wait = ad_pg_feed_wait,
     .feed_close = ad_pg_feed_close,
     .close = pg_close,
+    .queue_group_queued = ad_pg_queue_group_queued,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

@@ -150,6 +150,7 @@ enum pg_stmt {
     ST_GROUP_FORGET,
     ST_LEASABLE_EXCEPT,
     ST_INSERT_TURN,
+    ST_GROUP_QUEUED,
     ST__COUNT
 };
 
@@ -398,6 +399,8 @@ ad_err ad_pg_queue_group_window(struct ad_conn *c, const char *tenant, const cha
                                 int64_t min, struct ad_group_count_list *out);
 ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
                               int64_t window_start, int n);
+ad_err ad_pg_queue_group_queued(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                const char *const *groups, size_t ngroups, int64_t *out);
 /* Forget the queue rows the transaction saw (its end, an operation rolled back). */
 void ad_pg_queues_forget(struct ad_conn *c);
 

@@ -280,6 +280,7 @@ static void sc_test_ops_table(void **state)
     X(queue_group_window)                                                                                              \
     X(queue_group_took)                                                                                                \
     X(job_leasable_except)                                                                                             \
+    X(queue_group_queued)                                                                                              \
     X(close)
 #define SC_CHECK(op)                                                                                                   \
     if (o->op == NULL)                                                                                                 \
