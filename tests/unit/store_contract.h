@@ -213,8 +213,8 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   artifact_gc                      sc_test_artifacts
  *   feed_open, feed_wait, feed_close sc_test_feed_hears_other_nodes_only (cluster backends; NULL for the others)
  *   queue_group_running, queue_group_window,
- *   queue_group_took, job_leasable_except
- *                                    sc_test_group_limits
+ *   queue_group_took, job_leasable_except, queue_group_queued
+ *                                    sc_test_group_limits, sc_test_group_queued_counts
  */
 static void sc_test_ops_table(void **state)
 {
@@ -341,6 +341,7 @@ static void sc_test_ops_table(void **state)
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_queues, setup, teardown),                                              \
         cmocka_unit_test_setup_teardown(sc_test_group_limits, setup, teardown),                                        \
+        cmocka_unit_test_setup_teardown(sc_test_group_queued_counts, setup, teardown),                                 \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
         cmocka_unit_test_setup_teardown(sc_test_unique_key_finds_the_live_job, setup, teardown),                       \
