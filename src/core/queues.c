@@ -861,7 +861,48 @@ int ad_queue_patch(struct ad_queue *q, json_t *patch, char **pointer, char **det
 
 /* ---- the queue operation ---- */
 
-/* Fill v for tenant's type: settings, counts, and how many of the queued wait and why. */
+static int group_listed(const struct ad_group_count_list *l, const char *group)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].group, group) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * The due queued jobs of q's groups that are at their limit now, held back whatever room the type has: held[reason]
+ * (a group at both limits counts under groupConcurrency). It reads what a lease of the type reads (the running jobs by
+ * group, the groups' rate windows, each only the groups at the limit) and counts the queued jobs of those groups alone
+ * (queue_group_queued, index seeks per group): the cost grows with the groups at their limit, not with the queue.
+ */
+static ad_err groups_held(struct ad_conn *c, const struct ad_queue *q, int64_t now, int64_t held[AD_WAIT__COUNT])
+{
+    struct ad_group_count_list at[2] = {{0}, {0}};
+    const enum ad_wait why[2] = {AD_WAIT_GROUP_CONCURRENCY, AD_WAIT_GROUP_RATE_LIMIT};
+    ad_err e = AD_E_OK;
+    if (q->group_concurrency > 0)
+        e = st->queue_group_running(c, q->tenant, q->type, q->group_concurrency, &at[0]);
+    if (e == AD_E_OK && q->group_rate.limit > 0)
+        e = st->queue_group_window(c, q->tenant, q->type, group_window_of(q, now), q->group_rate.limit, &at[1]);
+    for (int k = 0; k < 2 && e == AD_E_OK; k++) {
+        const char **g = ad_calloc(at[k].n + 1, sizeof(*g));
+        size_t n = 0;
+        for (size_t i = 0; i < at[k].n; i++)
+            if (k == 0 || !group_listed(&at[0], at[k].items[i].group))
+                g[n++] = at[k].items[i].group;
+        int64_t count = 0;
+        if (n > 0)
+            e = st->queue_group_queued(c, q->tenant, q->type, now, g, n, &count);
+        held[why[k]] += count;
+        free(g);
+    }
+    ad_group_count_list_free(&at[0]);
+    ad_group_count_list_free(&at[1]);
+    return e;
+}
+
+/* Fill v for tenant's type: settings, counts, and how many of the queued wait and why. The type's room is for the
+ * jobs its groups' limits do not hold back already; while it has none, every queued job waits for the type. */
 static ad_err view_load(struct ad_conn *c, const char *tenant, const char *type, int64_t now, struct ad_queue_view *v)
 {
     ad_err e = ad_queue_load(c, tenant, type, &v->q);
@@ -869,15 +910,28 @@ static ad_err view_load(struct ad_conn *c, const char *tenant, const char *type,
         e = st->queue_counts(c, tenant, type, now, &v->counts);
     int room = INT_MAX;
     int64_t open_at;
-    v->why = AD_WAIT_NONE;
+    enum ad_wait why = AD_WAIT_NONE;
     if (e == AD_E_OK && holds_back(&v->q))
-        e = ad_queue_room(c, &v->q, now, &room, &v->why, &open_at);
-    v->waiting = v->counts.queued > room ? v->counts.queued - room : 0;
-    if (v->waiting > 0 && v->why == AD_WAIT_NONE) /* room for some: the rest wait for the limit that gave it */
-        v->why = v->q.concurrency > 0 && v->counts.running + room >= v->q.concurrency ? AD_WAIT_CONCURRENCY
-                                                                                      : AD_WAIT_RATE_LIMIT;
+        e = ad_queue_room(c, &v->q, now, &room, &why, &open_at);
+    int64_t *held = v->waiting_for;
+    memset(v->waiting_for, 0, sizeof(v->waiting_for));
+    if (e == AD_E_OK && room > 0 && group_limited(&v->q) && v->counts.queued > 0)
+        e = groups_held(c, &v->q, now, held);
+    int64_t by_groups = held[AD_WAIT_GROUP_CONCURRENCY] + held[AD_WAIT_GROUP_RATE_LIMIT];
+    int64_t free_jobs = v->counts.queued > by_groups ? v->counts.queued - by_groups : 0;
+    int64_t by_type = free_jobs > room ? free_jobs - room : 0;
+    if (by_type > 0 && why == AD_WAIT_NONE) /* room for some: the rest wait for the limit that gave it */
+        why = v->q.concurrency > 0 && v->counts.running + room >= v->q.concurrency ? AD_WAIT_CONCURRENCY
+                                                                                   : AD_WAIT_RATE_LIMIT;
+    if (by_type > 0)
+        held[why] += by_type;
+    v->waiting = by_type + by_groups;
+    v->why = by_type > 0                                                         ? why
+             : by_groups == 0                                                    ? AD_WAIT_NONE
+             : held[AD_WAIT_GROUP_CONCURRENCY] >= held[AD_WAIT_GROUP_RATE_LIMIT] ? AD_WAIT_GROUP_CONCURRENCY
+                                                                                 : AD_WAIT_GROUP_RATE_LIMIT;
     if (e == AD_E_OK)
-        limited_note(&v->q, room == 0 ? v->why : AD_WAIT_NONE);
+        limited_note(&v->q, room == 0 ? why : AD_WAIT_NONE);
     return e;
 }
 
@@ -899,8 +953,8 @@ ad_err ad_queues_count_waiting(struct ad_conn *c, int64_t now, int64_t out[AD_WA
         struct ad_queue_view v = {0};
         if (e == AD_E_OK)
             e = view_load(c, keys[i], keys[i] + strlen(keys[i]) + 1, now, &v);
-        if (e == AD_E_OK && v.waiting > 0 && v.why > AD_WAIT_NONE && v.why < AD_WAIT__COUNT)
-            out[v.why] += v.waiting;
+        for (int w = AD_WAIT_NONE + 1; e == AD_E_OK && w < AD_WAIT__COUNT; w++)
+            out[w] += v.waiting_for[w];
         ad_queue_clear(&v.q);
         free(keys[i]);
     }

@@ -104,6 +104,7 @@ struct ad_queue_view {
     struct ad_queue_counts counts;
     int64_t waiting;
     enum ad_wait why;
+    int64_t waiting_for[AD_WAIT__COUNT]; /* waiting by reason: the type's limits, and the groups' at theirs */
 };
 
 /* Read (patch NULL: a read op, ad_hub_read) or change (writer) the queue of tenant's type. Out: view, as the queue

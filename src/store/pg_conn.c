@@ -187,6 +187,8 @@ ad_err ad_pg_collect(struct ad_conn *c, PGresult **out)
         }
         if (p.kind == PEND_PREPARE)
             c->prepared[p.stmt] = e == AD_E_OK ? 2 : 0;
+        if (p.check == CHECK_TURN && e == AD_E_OK && PQntuples(r) == 1)
+            ad_pg_turn_returned(c, ad_pg_col_INT64(r, 0, 1), ad_pg_col_INT64(r, 0, 0));
         if (p.check == CHECK_PREFETCH && (size_t)p.stmt < c->npre) {
             struct pg_prefetch *pf = &c->pre[p.stmt];
             if (e == AD_E_OK && pf->state == PRE_SENT) {

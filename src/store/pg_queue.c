@@ -228,3 +228,22 @@ ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char 
     ad_pg_param_INT(&p, n);
     return ad_pg_write1(c, ST_GROUP_TOOK, &p, CHECK_NONE, "count a group's leases");
 }
+
+ad_err ad_pg_queue_group_queued(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                const char *const *groups, size_t ngroups, int64_t *out)
+{
+    *out = 0;
+    char *arr = ad_pg_text_array(groups, ngroups);
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_TEXT(&p, type);
+    ad_pg_param_INT64(&p, now);
+    ad_pg_param_TEXT(&p, arr);
+    PGresult *r;
+    ad_err e = ad_pg_query(c, ST_GROUP_QUEUED, &p, &r, "count queued jobs of groups");
+    if (e == AD_E_OK && PQntuples(r) == 1)
+        *out = ad_pg_col_INT64(r, 0, 0);
+    PQclear(r);
+    free(arr);
+    return e;
+}

@@ -207,7 +207,13 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     /* The space probe (pg_reclaim): a new, empty file for the table, then a row, which extends it by a page. */
     [ST_SPACE_CLEAR] = "TRUNCATE acceptd_space",
     [ST_SPACE_PROBE] = "INSERT INTO acceptd_space (n) VALUES (1)",
-    [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
+    [ST_INSERT] =
+        "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS PG_TURN_EXPR ") RETURNING turn, cseq",
+    /* The turn given: one past the last insert's of the same group in the transaction (pg_turn.c). */
+    /* The due queued jobs of some groups of a queue: jobs_group, seeking each priority and group. */
+    [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE tenant = $1 AND type = $2 AND priority = ANY('{0,1,2}'::int[])"
+                        " AND grp = ANY($4::text[]) AND status = 0 AND (run_at IS NULL OR run_at <= $3)",
+    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$34)",
     [ST_UPDATE] =
         "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",

@@ -231,3 +231,26 @@ ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char 
     sqlite3_bind_int(st, 5, n);
     return ad_sq_run(c, st, "count a group's leases");
 }
+
+/* One group at a time: a read here is a call, not a round trip. */
+ad_err ad_sq_queue_group_queued(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                const char *const *groups, size_t ngroups, int64_t *out)
+{
+    *out = 0;
+    ad_err e = AD_E_OK;
+    for (size_t i = 0; i < ngroups && e == AD_E_OK; i++) {
+        sqlite3_stmt *st = ad_sq_stmt(c, ST_GROUP_QUEUED);
+        if (st == NULL)
+            return AD_E_INTERNAL;
+        bind_queue_keys(st, tenant, type);
+        sqlite3_bind_int64(st, 3, now);
+        ad_sq_bind_TEXT(st, 6, groups[i]);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            *out += sqlite3_column_int64(st, 0);
+        else
+            e = ad_sq_fail(c, rc, "count queued jobs of a group");
+        ad_sq_done(st);
+    }
+    return e;
+}

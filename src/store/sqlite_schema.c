@@ -417,6 +417,9 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
                       " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, type, window_start, grp)"
                       " DO UPDATE SET window_count = window_count + excluded.window_count",
     [ST_GROUP_FORGET] = "DELETE FROM queue_groups WHERE tenant = ?1 AND type = ?2 AND window_start < ?3",
+    /* The due queued jobs of one group of a queue: jobs_group, seeking each priority. */
+    [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE ttkey = ?4 AND priority IN (0, 1, 2) AND grp = ?6"
+                        " AND status = 0 AND tenant = ?1 AND type = ?2 AND (run_at IS NULL OR run_at <= ?3)",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

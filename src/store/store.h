@@ -441,6 +441,12 @@ struct ad_store_ops {
     void (*feed_close)(struct ad_feed *f);
 
     void (*close)(struct ad_store *s);
+
+    /* The due queued jobs (status and run_at against now, as queue_counts' queued) of the ngroups groups of one
+     * queue ("" for the jobs without one), counted together: those held back by their groups' limits
+     * (core/queues.c). Index seeks per group and priority: it costs what those groups hold, not the queue. */
+    ad_err (*queue_group_queued)(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                 const char *const *groups, size_t ngroups, int64_t *out);
 };
 
 struct ad_store {

@@ -20,7 +20,8 @@
  *
  * Fairness among groups (docs/protocol.md "Groups and fairness"): the server gives each job its turn in the
  * insert itself (PG_TURN_EXPR), under the write lock, so every node counts the same turns and no node keeps any
- * state of its own; the lease reads the queue by priority, turn, cseq. A turn is not known here until read back,
+ * state beyond its transaction (the next inserts of a group in one transaction take the turns after it, pg_turn.c);
+ * the lease reads the queue by priority, turn, cseq. A turn is not known here until read back,
  * so an insert into the queue a pool holds drops the pool (pool_note).
  *
  * The feed. Each store has a random node id; a commit that changed jobs announces them with NOTIFY
@@ -33,8 +34,8 @@
  * This file holds the store operations: transactions, jobs, idempotency records, attempts and job events, and
  * the ops table. What they stand on is elsewhere, one job a file (store_pg_int.h declares what they share):
  * pg_conn.c the connection and its pipeline, pg_schema.c the statements and the migrations, pg_webhook.c
- * the endpoints and the outbox, pg_queue.c the queue settings, pg_artifact.c the artifact rows, pg_feed.c the listening
- * side of the feed.
+ * the endpoints and the outbox, pg_queue.c the queue settings, pg_turn.c the turns of inserts, pg_artifact.c the
+ * artifact rows, pg_feed.c the listening side of the feed.
  */
 #include "store/store_pg_int.h"
 #include "common/metrics.h"
@@ -92,6 +93,7 @@ static void tx_end(struct ad_conn *c)
     ids_clear(c);
     ad_hook_cache_drop(&c->hooks);
     ad_pg_queues_forget(c);
+    ad_pg_turns_forget(c, NULL, NULL);
 }
 
 /*
@@ -287,6 +289,7 @@ static void pg_rollback_to(struct ad_conn *c)
     /* A webhook or queue written by the undone operation may be in a remembered lookup. */
     ad_hook_cache_drop(&c->hooks);
     ad_pg_queues_forget(c);
+    ad_pg_turns_forget(c, NULL, NULL);
 }
 
 /*
@@ -465,14 +468,23 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
         ad_pg_param_TIME(&p, started); /* $33 */
     else
         ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
-    e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
+    int64_t turn = 0; /* pg_turn.c: one past the group's last insert in the transaction, when that is known */
+    int given = insert && ad_pg_turn_next(c, job, seq, &turn);
+    if (given)
+        ad_pg_param_INT64(&p, turn); /* $34 */
+    else if (!insert)
+        ad_pg_turns_forget(c, job->tenant, job->type);
+    e = ad_pg_send_write(c, given ? ST_INSERT_TURN : id, &p, insert ? (given ? CHECK_NONE : CHECK_TURN) : CHECK_ROW,
+                         insert ? "insert job" : "update job");
+    if (e == AD_E_OK && insert && !given)
+        ad_pg_turn_sent(c, job, seq);
     if (e == AD_E_OK)
         ids_add(c, job);
     e = ad_pg_auto_end(c, own, e);
     if (e == AD_E_OK) {
         job->seq = seq;
         if (insert)
-            job->cseq = job->created_seq = seq;
+            job->cseq = job->created_seq = seq, job->turn = given ? turn : job->turn;
         else
             job->started_seq = started;
         if (c->in_tx)
@@ -899,6 +911,7 @@ static ad_err pg_sweep(struct ad_conn *c, int64_t now, int64_t tombstone_ms, int
     int tombstoned = 0, deleted = 0;
     prefetch_drop(c, NULL);
     pool_drop(&c->pool);
+    ad_pg_turns_forget(c, NULL, NULL);
     e = sweep_step(c, ST_TOMBSTONE, now, limit, &tombstoned, "tombstone expired jobs");
     if (e == AD_E_OK)
         e = sweep_step(c, ST_DELETE, now - tombstone_ms, limit, &deleted, "delete tombstones");
@@ -1161,6 +1174,7 @@ static const struct ad_store_ops pg_ops = {
     .feed_wait = ad_pg_feed_wait,
     .feed_close = ad_pg_feed_close,
     .close = pg_close,
+    .queue_group_queued = ad_pg_queue_group_queued,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

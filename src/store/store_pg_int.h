@@ -2,7 +2,8 @@
  * store_pg_int.h - what the files of the PostgreSQL store share and nothing else uses: the statements (enum
  * pg_stmt, their text in pg_schema.c), a connection (struct ad_conn) with its pipeline's bookkeeping, and the
  * functions of each file that the others call. store_pg.c describes the design; store.h is the contract.
- * Included by store_pg.c, pg_conn.c, pg_schema.c, pg_webhook.c, pg_artifact.c, pg_feed.c and their unit test.
+ * Included by store_pg.c, pg_conn.c, pg_schema.c, pg_webhook.c, pg_artifact.c, pg_feed.c, pg_queue.c, pg_turn.c and
+ * their unit test.
  */
 #ifndef AD_STORE_PG_INT_H
 #define AD_STORE_PG_INT_H
@@ -52,10 +53,10 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " AND status = 0 AND (run_at IS NULL OR run_at <= $17) ORDER BY turn DESC LIMIT 1), (SELECT turn FROM jobs"        \
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
-/* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
+/* The insert's columns and parameters: cseq and created_seq are the seq of the insert; the turn, last, is
+ * PG_TURN_EXPR (ST_INSERT) or $34 (ST_INSERT_TURN, pg_turn.c). */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
-#define PG_INSERT_PARAMS                                                                                               \
-    AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR
+#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, "
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -148,6 +149,8 @@ enum pg_stmt {
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
     ST_LEASABLE_EXCEPT,
+    ST_INSERT_TURN,
+    ST_GROUP_QUEUED,
     ST__COUNT
 };
 
@@ -170,6 +173,7 @@ enum pg_check {
     CHECK_COMMIT,   /* the server must have committed, not rolled back */
     CHECK_SEQ,      /* the counter read at begin: its row sets the batch's seq */
     CHECK_PREFETCH, /* a job read ahead (pg_job_prefetch): its result goes to prefetch slot stmt */
+    CHECK_TURN,     /* an insert's RETURNING turn, cseq: pg_turn.c keeps it */
 };
 
 /* A statement (or sync) sent on the pipeline whose result has not been collected yet. */
@@ -209,6 +213,16 @@ struct pg_queue_seen {
     int found;         /* 0: the queue has no row */
 };
 
+/* The turn the last insert of a group in the open transaction got (pg_turn.c). */
+#define PG_TURNS 8
+struct pg_turn {
+    char *tenant, *type, *grp;
+    enum ad_priority priority;
+    int known;    /* 0 while the insert's RETURNING is still to be collected */
+    int64_t turn; /* the insert's turn, once known */
+    int64_t cseq; /* the insert's cseq */
+};
+
 struct ad_conn {
     struct pg_store *s;
     PGconn *pg;
@@ -233,6 +247,8 @@ struct ad_conn {
     struct ad_hook_cache hooks;
     struct pg_queue_seen queues[PG_QUEUES_SEEN];
     size_t nqueues;
+    struct pg_turn turns[PG_TURNS];
+    size_t nturns;
 };
 
 /*
@@ -383,7 +399,21 @@ ad_err ad_pg_queue_group_window(struct ad_conn *c, const char *tenant, const cha
                                 int64_t min, struct ad_group_count_list *out);
 ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
                               int64_t window_start, int n);
+ad_err ad_pg_queue_group_queued(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                const char *const *groups, size_t ngroups, int64_t *out);
 /* Forget the queue rows the transaction saw (its end, an operation rolled back). */
 void ad_pg_queues_forget(struct ad_conn *c);
+
+/* ---- pg_turn.c: the turns of a transaction's inserts ---- */
+
+/* 1 with *turn set when job, inserted as cseq, takes one past the last insert of its group (ST_INSERT_TURN); 0 when
+ * the server must compute it (ST_INSERT). */
+int ad_pg_turn_next(struct ad_conn *c, const struct ad_job *job, int64_t cseq, int64_t *turn);
+/* job was just sent with ST_INSERT as cseq: its RETURNING gives its group's turn. */
+void ad_pg_turn_sent(struct ad_conn *c, const struct ad_job *job, int64_t cseq);
+/* An insert's RETURNING, collected. */
+void ad_pg_turn_returned(struct ad_conn *c, int64_t cseq, int64_t turn);
+/* Forget the turns of tenant's type (tenant NULL: every turn). */
+void ad_pg_turns_forget(struct ad_conn *c, const char *tenant, const char *type);
 
 #endif

@@ -870,6 +870,7 @@ static const struct ad_store_ops sq_ops = {
     .delivery_claim = ad_sq_delivery_claim,
     .delivery_release = ad_sq_delivery_release,
     .close = sq_close,
+    .queue_group_queued = ad_sq_queue_group_queued,
 };
 
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)

@@ -174,6 +174,7 @@ enum sq_stmt {
     ST_GROUP_WINDOW,
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
+    ST_GROUP_QUEUED,
     ST__COUNT
 };
 
@@ -303,6 +304,8 @@ ad_err ad_sq_queue_counts(struct ad_conn *c, const char *tenant, const char *typ
 ad_err ad_sq_queue_running(struct ad_conn *c, const char *tenant, const char *type, int64_t *out);
 ad_err ad_sq_queue_group_running(struct ad_conn *c, const char *tenant, const char *type, int64_t min,
                                  struct ad_group_count_list *out);
+ad_err ad_sq_queue_group_queued(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
+                                const char *const *groups, size_t ngroups, int64_t *out);
 ad_err ad_sq_queue_group_window(struct ad_conn *c, const char *tenant, const char *type, int64_t window_start,
                                 int64_t min, struct ad_group_count_list *out);
 ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,

@@ -7,7 +7,7 @@ import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { complete, expectStatus, lease, show, sleep, submit } from './lib/jobs.mjs';
-import { patchQueue } from './lib/queues.mjs';
+import { getQueue, patchQueue } from './lib/queues.mjs';
 
 async function submitGroup(c, type, group, i) {
     return expectStatus(await submit(c, { type, payload: { i }, group }), 202).json.id;
@@ -129,5 +129,37 @@ describe('per-group limits', () => {
             assert.notEqual(Math.floor(starts[i] / 2000), Math.floor(starts[i - 1] / 2000), 'two leases in one window');
         // Three windows of 2 s: a request parked on the limit is answered as a window opens, not at its 5 s wait.
         assert.ok(Date.now() - t0 < 9000, `3 leases took ${Date.now() - t0} ms: the opening windows did not wake the parked request`);
+    });
+});
+
+describe('the jobs held back by their group\'s limit are counted as waiting', () => {
+    it('counts.waiting and waitingFor of the queue, and acceptd_jobs_waiting{reason} in /metrics', async () => {
+        const d = await startDaemon({ config: standardConfig({ types: '\n  video.transcode: {}\n  report.export: {}\n  email.send: {}' }) });
+        try {
+            const { c, w, a } = tenant(d);
+            // groupConcurrency 1: A's first job runs, its other two wait; B's runs, C's job has room.
+            expectStatus(await patchQueue(a, 'report.export', { groupConcurrency: 1 }), 200);
+            for (let i = 0; i < 3; i++) await submitGroup(c, 'report.export', 'A', i);
+            await submitGroup(c, 'report.export', 'B', 0);
+            const got = expectStatus(await lease(w, 'report.export', { max: 10, wait: 0 }), 200).json.leases;
+            assert.deepEqual(got.map((l) => l.job.group).sort(), ['A', 'B']);
+            await submitGroup(c, 'report.export', 'C', 0);
+            let q = await getQueue(c, 'report.export');
+            assert.deepEqual(q.counts, { queued: 3, running: 2, scheduled: 0, waiting: 2 }, JSON.stringify(q));
+            assert.equal(q.waitingFor, 'groupConcurrency');
+            // groupRateLimit 1 a minute: A's first job is leased, its other three wait for the window.
+            expectStatus(await patchQueue(a, 'email.send', { groupRateLimit: { limit: 1, period: '1m' } }), 200);
+            for (let i = 0; i < 4; i++) await submitGroup(c, 'email.send', 'A', i);
+            assert.equal(expectStatus(await lease(w, 'email.send', { max: 10, wait: 0 }), 200).json.leases.length, 1);
+            q = await getQueue(c, 'email.send');
+            assert.deepEqual(q.counts, { queued: 3, running: 1, scheduled: 0, waiting: 3 }, JSON.stringify(q));
+            assert.equal(q.waitingFor, 'groupRateLimit');
+            const m = expectStatus(await a.get('/metrics'), 200).text;
+            assert.match(m, /^acceptd_jobs_waiting\{reason="groupConcurrency"\} 2$/m, m);
+            assert.match(m, /^acceptd_jobs_waiting\{reason="groupRateLimit"\} 3$/m, m);
+            assert.match(m, /^acceptd_jobs_waiting\{reason="concurrency"\} 0$/m, m);
+        } finally {
+            await d.stop();
+        }
     });
 });

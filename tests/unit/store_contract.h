@@ -190,7 +190,7 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   job_list                         sc_test_list_order_filters_and_keyset, sc_test_list_updated_after_exact
  *   job_changes                      sc_test_changes_by_seq
  *   job_leasable                     sc_test_leasable_order_and_exclusions, sc_test_leasable_types_with_special_chars,
- *                                    sc_test_leasable_groups_round_robin,
+ *                                    sc_test_leasable_groups_round_robin, sc_test_turns_of_one_transaction,
  * sc_test_leasable_group_backlog_does_not_starve job_running                      sc_test_running_jobs_by_lease_expiry
  *   job_scheduled                    sc_test_scheduled_soonest_first
  *   job_bulk_page                    sc_test_bulk_page_walks_matching_jobs
@@ -213,8 +213,8 @@ static struct ad_delivery sc_delivery(const char *id, const char *hook, int64_t 
  *   artifact_gc                      sc_test_artifacts
  *   feed_open, feed_wait, feed_close sc_test_feed_hears_other_nodes_only (cluster backends; NULL for the others)
  *   queue_group_running, queue_group_window,
- *   queue_group_took, job_leasable_except
- *                                    sc_test_group_limits
+ *   queue_group_took, job_leasable_except, queue_group_queued
+ *                                    sc_test_group_limits, sc_test_group_queued_counts
  */
 static void sc_test_ops_table(void **state)
 {
@@ -280,6 +280,7 @@ static void sc_test_ops_table(void **state)
     X(queue_group_window)                                                                                              \
     X(queue_group_took)                                                                                                \
     X(job_leasable_except)                                                                                             \
+    X(queue_group_queued)                                                                                              \
     X(close)
 #define SC_CHECK(op)                                                                                                   \
     if (o->op == NULL)                                                                                                 \
@@ -335,10 +336,12 @@ static void sc_test_ops_table(void **state)
         cmocka_unit_test_setup_teardown(sc_test_leasable_types_with_special_chars, setup, teardown),                   \
         cmocka_unit_test_setup_teardown(sc_test_leasable_groups_round_robin, setup, teardown),                         \
         cmocka_unit_test_setup_teardown(sc_test_leasable_group_backlog_does_not_starve, setup, teardown),              \
+        cmocka_unit_test_setup_teardown(sc_test_turns_of_one_transaction, setup, teardown),                            \
         cmocka_unit_test_setup_teardown(sc_test_running_jobs_by_lease_expiry, setup, teardown),                        \
         cmocka_unit_test_setup_teardown(sc_test_job_counts_by_type_and_status, setup, teardown),                       \
         cmocka_unit_test_setup_teardown(sc_test_queues, setup, teardown),                                              \
         cmocka_unit_test_setup_teardown(sc_test_group_limits, setup, teardown),                                        \
+        cmocka_unit_test_setup_teardown(sc_test_group_queued_counts, setup, teardown),                                 \
         cmocka_unit_test_setup_teardown(sc_test_artifacts, setup, teardown),                                           \
         cmocka_unit_test_setup_teardown(sc_test_scheduled_soonest_first, setup, teardown),                             \
         cmocka_unit_test_setup_teardown(sc_test_unique_key_finds_the_live_job, setup, teardown),                       \

@@ -514,6 +514,63 @@ static void sc_test_leasable_groups_round_robin(void **state)
     assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
 }
 
+/* Many inserts in one transaction (a batch of submits) take the turns they would take one at a time, also after the
+ * jobs of a group were leased in it: A's next job then joins the turn the queue is at. */
+static void sc_test_turns_of_one_transaction(void **state)
+{
+    struct fx *f = *state;
+    const char *g[] = {"g"};
+    assert_int_equal(f->s->ops->begin(f->c), AD_E_OK);
+    sc_insert_grouped(f, "n1", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a1", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a2", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a3", "A", AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a1,a2,a3");
+    sc_run(f, "a1");
+    sc_run(f, "a2");
+    sc_run(f, "a3");
+    sc_insert_grouped(f, "a4", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n2", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a5", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n3", NULL, AD_PRIO_NORMAL);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a4,n2,a5,n3");
+    assert_int_equal(f->s->ops->commit(f->c), AD_E_OK);
+    sc_leasable(f, "t1", g, 1, T0, 20, "n1,a4,n2,a5,n3");
+}
+
+/* The due queued jobs of some groups of a queue, at every priority: not the scheduled, running, other queues' ones. */
+static void sc_test_group_queued_counts(void **state)
+{
+    struct fx *f = *state;
+    const struct ad_store_ops *o = f->s->ops;
+    sc_insert_grouped(f, "a1", "A", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a2", "A", AD_PRIO_LOW);
+    sc_insert_grouped(f, "a3", "A", AD_PRIO_HIGH);
+    sc_insert_grouped(f, "b1", "B", AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "n1", NULL, AD_PRIO_NORMAL);
+    sc_insert_grouped(f, "a4", "A", AD_PRIO_NORMAL);
+    sc_run(f, "a4");
+    struct ad_job *j = new_job("a5", "t1", "g", AD_QUEUED, AD_PRIO_NORMAL);
+    ad_job_set(&j->group, "A");
+    j->run_at = T0 + 60000;
+    sc_insert(f, j);
+    ad_job_free(j);
+    j = new_job("x1", "t2", "g", AD_QUEUED, AD_PRIO_NORMAL);
+    ad_job_set(&j->group, "A");
+    sc_insert(f, j);
+    ad_job_free(j);
+    const char *a[] = {"A"}, *an[] = {"A", ""}, *bz[] = {"B", "Z"};
+    int64_t n = -1;
+    assert_int_equal(o->queue_group_queued(f->c, "t1", "g", T0, a, 1, &n), AD_E_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(o->queue_group_queued(f->c, "t1", "g", T0, an, 2, &n), AD_E_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(o->queue_group_queued(f->c, "t1", "g", T0, bz, 2, &n), AD_E_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(o->queue_group_queued(f->c, "t1", "g", T0 + 60000, a, 1, &n), AD_E_OK);
+    assert_int_equal(n, 4); /* a5 is due by then */
+}
+
 /* The lease of a group-limited type without the skipped groups, bounded by its walk. */
 static void sc_leasable_except(struct fx *f, const char *const *skip, size_t nskip, int walk, int limit,
                                const char *want)
