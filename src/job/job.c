@@ -143,7 +143,9 @@ void ad_job_set(char **field, const char *v)
     X(worker)                                                                                                          \
     X(artifact)                                                                                                        \
     X(unique_key)                                                                                                      \
-    X(group)
+    X(group)                                                                                                           \
+    X(traceparent)                                                                                                     \
+    X(tracestate)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {

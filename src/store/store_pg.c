@@ -463,8 +463,11 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         ad_pg_param_TIME(&p, started); /* $33 */
-    else
+    else {
         ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
+        ad_pg_param_TEXT(&p, job->traceparent);                     /* $34 */
+        ad_pg_param_TEXT(&p, job->tracestate);                      /* $35 */
+    }
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
