@@ -146,6 +146,10 @@ describe('trace context: kept with the job and handed on', () => {
         const l3 = await leaseOne(t.w, 'image.resize', { expectId: plain });
         assert.equal(l3.traceparent, undefined);
         assert.equal(l3.tracestate, undefined);
+        // The job shows its trace id (the dashboard's), the plain one none.
+        assert.equal((await getJob(t.c, id)).traceId, TRACE);
+        assert.equal('traceId' in (await getJob(t.c, plain)), false);
+        assert.equal('traceViewer' in expectStatus(await api(d).get('/healthz'), 200).json, false);
     });
 
     it('ignores an invalid traceparent, and its tracestate with it', async () => {
@@ -273,7 +277,7 @@ describe('trace export over OTLP/HTTP', () => {
     before(async () => {
         col = await startCollector();
         rx = await startReceiver();
-        d = await startDaemon({ config: `${standardConfig()}${WEBHOOKS}tracing:\n  otlpEndpoint: ${col.url}\n  headers: { x-api-key: "s3cret" }\n  sampleRatio: 1\n` });
+        d = await startDaemon({ config: `${standardConfig()}${WEBHOOKS}tracing:\n  otlpEndpoint: ${col.url}\n  headers: { x-api-key: "s3cret" }\n  sampleRatio: 1\n  viewerUrl: "http://127.0.0.1:16686/trace/{traceId}"\n` });
     });
     after(async () => {
         await d?.stop();
@@ -352,6 +356,10 @@ describe('trace export over OTLP/HTTP', () => {
         assert.equal(expired.spanId, parseTp(b1.traceparent).parent);
         assert.equal(expired.status.code, 2);
         assert.equal(expired.status.message, 'expired');
+
+        // The dashboard links a job's trace id to the viewer: /healthz names it, the job has its id.
+        assert.equal(expectStatus(await api(d).get('/healthz'), 200).json.traceViewer, 'http://127.0.0.1:16686/trace/{traceId}');
+        assert.equal((await getJob(t.c, b)).traceId, traceB);
 
         const m = expectStatus(await api(d, 'adm').get('/metrics'), 200).text;
         assert.ok(metric(m, 'acceptd_trace_spans_exported_total') >= col.spans.length, m);
