@@ -1,9 +1,10 @@
 /*
  * tracer.c - sampling at submit, the bounded queue of finished spans and the thread that exports them (tracer.h).
  *
- * The encoding is OTLP/HTTP's JSON (the OTLP specification's "JSON Protobuf Encoding"), built with jansson: trace
- * and span ids as lowercase hex (not base64, as OTLP's JSON asks), 64-bit integers as decimal strings, enums as
- * numbers. Protobuf through protobuf-c would need OpenTelemetry's .proto files at build time, which Debian does
+ * The encoding is OTLP/HTTP's JSON (the OTLP specification's "JSON Protobuf Encoding"), written with the project's
+ * JSON writer (common/json.h) straight into one buffer per batch: trace and span ids as lowercase hex (not base64,
+ * as OTLP's JSON asks), 64-bit integers as decimal strings, enums as numbers. (Built as jansson trees it cost more
+ * CPU than the submit it describes.) Protobuf through protobuf-c would need OpenTelemetry's .proto files at build time, which Debian does
  * not package; JSON needs nothing new and every collector takes it (docs/tracing.md).
  *
  * The queue is the pool's own FIFO: one item per span, allocated by the thread that emits it and freed by the
@@ -12,24 +13,27 @@
  */
 #include "core/tracer.h"
 #include "core/pool.h"
+#include "common/json.h"
 #include "common/metrics.h"
 #include "common/util.h"
 #include "common/version.h"
 
 #include <curl/curl.h>
-#include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One finished span, with its strings after it in the same allocation (one malloc per span on the emitting
+ * thread, one free on the export thread). */
 struct span_item {
     struct ad_pool_item item;
     char trace_id[AD_TRACE_ID_HEX + 1], span_id[AD_SPAN_ID_HEX + 1], parent_id[AD_SPAN_ID_HEX + 1];
     enum ad_span_kind kind;
     int64_t start_ms, end_ms;
     int error, attempt, http_status;
-    char *name, *message, *job_id, *type, *tenant, *event;
+    const char *name, *message, *job_id, *type, *tenant, *event; /* into text, or NULL */
+    char text[];
 };
 
 static void export_main(struct ad_pool *p, void *state);
@@ -72,15 +76,20 @@ int ad_tracer_job_ctx(const struct ad_job *j, struct ad_trace_ctx *out)
     return j->traceparent != NULL ? ad_traceparent_parse(j->traceparent, out) : -1;
 }
 
-static void item_free(struct span_item *s)
+/* Copy v (NULL stays NULL) to *at, moving it on. */
+static const char *put(char **at, const char *v)
 {
-    free(s->name);
-    free(s->message);
-    free(s->job_id);
-    free(s->type);
-    free(s->tenant);
-    free(s->event);
-    free(s);
+    if (v == NULL)
+        return NULL;
+    size_t n = strlen(v) + 1;
+    char *d = memcpy(*at, v, n);
+    *at += n;
+    return d;
+}
+
+static size_t size_of(const char *v)
+{
+    return v != NULL ? strlen(v) + 1 : 0;
 }
 
 void ad_tracer_span(const struct ad_span_info *in)
@@ -92,7 +101,10 @@ void ad_tracer_span(const struct ad_span_info *in)
         ad_metrics_trace_spans(AD_METRICS_SPANS_DROPPED, 1);
         return;
     }
-    struct span_item *s = ad_calloc(1, sizeof(*s));
+    size_t text = size_of(in->name != NULL ? in->name : "span") + size_of(in->message) + size_of(in->job_id) + size_of(in->type) +
+                  size_of(in->tenant) + size_of(in->event);
+    struct span_item *s = ad_malloc(sizeof(*s) + text);
+    char *at = s->text;
     memcpy(s->trace_id, in->trace->trace_id, sizeof(s->trace_id));
     snprintf(s->span_id, sizeof(s->span_id), "%s", in->span);
     snprintf(s->parent_id, sizeof(s->parent_id), "%s", in->parent != NULL ? in->parent : "");
@@ -102,16 +114,16 @@ void ad_tracer_span(const struct ad_span_info *in)
     s->error = in->error;
     s->attempt = in->attempt;
     s->http_status = in->http_status;
-    s->name = ad_strdup(in->name);
-    s->message = ad_strdup_opt(in->message);
-    s->job_id = ad_strdup_opt(in->job_id);
-    s->type = ad_strdup_opt(in->type);
-    s->tenant = ad_strdup_opt(in->tenant);
-    s->event = ad_strdup_opt(in->event);
+    s->name = put(&at, in->name != NULL ? in->name : "span");
+    s->message = put(&at, in->message);
+    s->job_id = put(&at, in->job_id);
+    s->type = put(&at, in->type);
+    s->tenant = put(&at, in->tenant);
+    s->event = put(&at, in->event);
     if (ad_pool_submit(&tr.pool, &s->item) != 0) {
         atomic_fetch_sub(&tr.queued, 1);
         ad_metrics_trace_spans(AD_METRICS_SPANS_DROPPED, 1);
-        item_free(s);
+        free(s);
     }
 }
 
@@ -145,23 +157,21 @@ void ad_tracer_attempt(const struct ad_job *j, int64_t ended_at, const char *out
 
 /* ---- export ---- */
 
-static json_t *str_attr(const char *key, const char *v)
+static void str_attr(struct ad_buf *b, const char *key, const char *v)
 {
-    return json_pack("{s:s, s:{s:s}}", "key", key, "value", "stringValue", v);
+    AD_BUF_LIT(b, ",{\"key\":");
+    ad_json_str(b, key);
+    AD_BUF_LIT(b, ",\"value\":{\"stringValue\":");
+    ad_json_str(b, v);
+    AD_BUF_LIT(b, "}}");
 }
 
-static json_t *int_attr(const char *key, long long v)
+/* OTLP's JSON writes 64-bit integers as strings. */
+static void int_attr(struct ad_buf *b, const char *key, long long v)
 {
-    char n[24];
-    snprintf(n, sizeof(n), "%lld", v);
-    return json_pack("{s:s, s:{s:s}}", "key", key, "value", "intValue", n);
-}
-
-static json_t *nanos(int64_t ms)
-{
-    char n[32];
-    snprintf(n, sizeof(n), "%lld000000", (long long)ms);
-    return json_string(n);
+    AD_BUF_LIT(b, ",{\"key\":");
+    ad_json_str(b, key);
+    ad_buf_printf(b, ",\"value\":{\"intValue\":\"%lld\"}}", v);
 }
 
 static const char *operation_of(enum ad_span_kind k)
@@ -169,32 +179,38 @@ static const char *operation_of(enum ad_span_kind k)
     return k == AD_SPAN_PRODUCER ? "send" : k == AD_SPAN_CONSUMER ? "process" : NULL;
 }
 
-static json_t *span_json(const struct span_item *s)
+/* Append s as an OTLP JSON Span: ids in hex, times as decimal strings of nanoseconds, the kind as a number. */
+static void span_json(struct ad_buf *b, const struct span_item *s)
 {
-    json_t *attrs = json_array();
-    json_array_append_new(attrs, str_attr("messaging.system", "acceptd"));
-    if (operation_of(s->kind) != NULL)
-        json_array_append_new(attrs, str_attr("messaging.operation.type", operation_of(s->kind)));
-    if (s->type != NULL)
-        json_array_append_new(attrs, str_attr("messaging.destination.name", s->type));
-    if (s->job_id != NULL)
-        json_array_append_new(attrs, str_attr("messaging.message.id", s->job_id));
-    if (s->tenant != NULL)
-        json_array_append_new(attrs, str_attr("acceptd.tenant", s->tenant));
-    if (s->attempt > 0)
-        json_array_append_new(attrs, int_attr("acceptd.attempt", s->attempt));
-    if (s->event != NULL)
-        json_array_append_new(attrs, str_attr("acceptd.webhook.event", s->event));
-    if (s->http_status > 0)
-        json_array_append_new(attrs, int_attr("http.response.status_code", s->http_status));
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:o}", "traceId", s->trace_id, "spanId", s->span_id, "name",
-                          s->name, "kind", (int)s->kind, "startTimeUnixNano", nanos(s->start_ms), "endTimeUnixNano",
-                          nanos(s->end_ms), "attributes", attrs);
+    ad_buf_printf(b, "{\"traceId\":\"%s\",\"spanId\":\"%s\"", s->trace_id, s->span_id);
     if (s->parent_id[0] != '\0')
-        json_object_set_new(o, "parentSpanId", json_string(s->parent_id));
-    if (s->error)
-        json_object_set_new(o, "status", json_pack("{s:i, s:s}", "code", 2, "message", s->message ? s->message : ""));
-    return o;
+        ad_buf_printf(b, ",\"parentSpanId\":\"%s\"", s->parent_id);
+    AD_JSON_KEY(b, "name");
+    ad_json_str(b, s->name);
+    ad_buf_printf(b, ",\"kind\":%d,\"startTimeUnixNano\":\"%lld000000\",\"endTimeUnixNano\":\"%lld000000\"",
+                  (int)s->kind, (long long)s->start_ms, (long long)s->end_ms);
+    AD_BUF_LIT(b, ",\"attributes\":[{\"key\":\"messaging.system\",\"value\":{\"stringValue\":\"acceptd\"}}");
+    if (operation_of(s->kind) != NULL)
+        str_attr(b, "messaging.operation.type", operation_of(s->kind));
+    if (s->type != NULL)
+        str_attr(b, "messaging.destination.name", s->type);
+    if (s->job_id != NULL)
+        str_attr(b, "messaging.message.id", s->job_id);
+    if (s->tenant != NULL)
+        str_attr(b, "acceptd.tenant", s->tenant);
+    if (s->attempt > 0)
+        int_attr(b, "acceptd.attempt", s->attempt);
+    if (s->event != NULL)
+        str_attr(b, "acceptd.webhook.event", s->event);
+    if (s->http_status > 0)
+        int_attr(b, "http.response.status_code", s->http_status);
+    AD_BUF_LIT(b, "]");
+    if (s->error) {
+        AD_BUF_LIT(b, ",\"status\":{\"code\":2,\"message\":");
+        ad_json_str(b, s->message != NULL ? s->message : "");
+        AD_BUF_LIT(b, "}");
+    }
+    AD_BUF_LIT(b, "}");
 }
 
 static size_t discard(char *p, size_t size, size_t n, void *ud)
@@ -202,35 +218,47 @@ static size_t discard(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-/* Post the n spans of chain to the collector; frees them. */
-static void export_batch(CURL *easy, struct ad_pool_item *chain, size_t n, long timeout_ms)
+/* Drop the n spans of chain, counted. */
+static void drop_batch(struct ad_pool_item *chain, size_t n)
 {
-    json_t *spans = json_array();
     for (struct ad_pool_item *it = chain, *next; it != NULL; it = next) {
         next = it->next;
-        struct span_item *s = (struct span_item *)it;
-        json_array_append_new(spans, span_json(s));
-        item_free(s);
+        free(it);
     }
     atomic_fetch_sub(&tr.queued, n);
-    json_t *req = json_pack("{s:[{s:{s:[o, o]}, s:[{s:{s:s, s:s}, s:o}]}]}", "resourceSpans", "resource", "attributes",
-                            str_attr("service.name", "acceptd"), str_attr("service.version", AD_VERSION), "scopeSpans",
-                            "scope", "name", "acceptd", "version", AD_VERSION, "spans", spans);
-    char *body = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    ad_metrics_trace_spans(AD_METRICS_SPANS_DROPPED, n);
+}
+
+/* Post the n spans of chain to the collector; frees them. Returns 0, or -1 when the collector failed it. */
+static int export_batch(CURL *easy, struct ad_buf *b, struct ad_pool_item *chain, size_t n, long timeout_ms)
+{
+    b->len = 0;
+    AD_BUF_LIT(b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\",\"value\":"
+                  "{\"stringValue\":\"acceptd\"}},{\"key\":\"service.version\",\"value\":{\"stringValue\":"
+                  "\"" AD_VERSION "\"}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"acceptd\",\"version\":"
+                  "\"" AD_VERSION "\"},\"spans\":[");
+    for (struct ad_pool_item *it = chain, *next; it != NULL; it = next) {
+        next = it->next;
+        if (it != chain)
+            AD_BUF_LIT(b, ",");
+        span_json(b, (struct span_item *)it);
+        free(it);
+    }
+    AD_BUF_LIT(b, "]}]}]}");
+    atomic_fetch_sub(&tr.queued, n);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, b->data);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b->len);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
     CURLcode rc = curl_easy_perform(easy);
     long status = 0;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-    free(body);
     if (rc == CURLE_OK && status >= 200 && status < 300) {
         ad_metrics_trace_spans(AD_METRICS_SPANS_EXPORTED, n);
-        return;
+        return 0;
     }
     ad_metrics_trace_spans(AD_METRICS_SPANS_DROPPED, n);
     ad_metrics_trace_spans(AD_METRICS_SPANS_EXPORT_FAILED, 1);
+    return -1;
 }
 
 static void export_main(struct ad_pool *p, void *state)
@@ -246,13 +274,27 @@ static void export_main(struct ad_pool *p, void *state)
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "acceptd/" AD_VERSION);
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    /* After a failed export the collector is given AD_TRACER_RETRY_MS, doubling to AD_TRACER_RETRY_MAX_MS, during
+     * which batches are dropped unencoded: a dead collector costs one failed request per interval. */
+    int64_t down_until = 0, retry_ms = AD_TRACER_RETRY_MS;
     while (!ad_pool_closing(p)) {
         ad_pool_wait(p, AD_TRACER_BATCH, ad_mono_ns() + (int64_t)AD_TRACER_FLUSH_MS * 1000000);
         size_t n;
         struct ad_pool_item *chain = ad_pool_take(p, AD_TRACER_BATCH, &n);
-        if (chain != NULL)
-            export_batch(easy, chain, n, ad_pool_stopping(p) ? 1000L : AD_TRACER_TIMEOUT_MS);
+        if (chain == NULL)
+            continue;
+        if (ad_mono_ms() < down_until && !ad_pool_stopping(p)) {
+            drop_batch(chain, n);
+        } else if (export_batch(easy, &b, chain, n, ad_pool_stopping(p) ? 1000L : AD_TRACER_TIMEOUT_MS) != 0) {
+            down_until = ad_mono_ms() + retry_ms;
+            retry_ms = retry_ms * 2 > AD_TRACER_RETRY_MAX_MS ? AD_TRACER_RETRY_MAX_MS : retry_ms * 2;
+        } else {
+            retry_ms = AD_TRACER_RETRY_MS;
+        }
     }
+    ad_buf_free(&b);
     curl_slist_free_all(h);
     curl_easy_cleanup(easy);
 }
