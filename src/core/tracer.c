@@ -4,8 +4,8 @@
  * The encoding is OTLP/HTTP's JSON (the OTLP specification's "JSON Protobuf Encoding"), written with the project's
  * JSON writer (common/json.h) straight into one buffer per batch: trace and span ids as lowercase hex (not base64,
  * as OTLP's JSON asks), 64-bit integers as decimal strings, enums as numbers. (Built as jansson trees it cost more
- * CPU than the submit it describes.) Protobuf through protobuf-c would need OpenTelemetry's .proto files at build time, which Debian does
- * not package; JSON needs nothing new and every collector takes it (docs/tracing.md).
+ * CPU than the submit it describes.) Protobuf through protobuf-c would need OpenTelemetry's .proto files at build time,
+ * which Debian does not package; JSON needs nothing new and every collector takes it (docs/tracing.md).
  *
  * The queue is the pool's own FIFO: one item per span, allocated by the thread that emits it and freed by the
  * export thread, and a count that bounds it. A dead collector costs a failed connect per batch; a slow one, at
@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One finished span, with its strings after it in the same allocation (one malloc per span on the emitting
  * thread, one free on the export thread). */
@@ -101,8 +102,8 @@ void ad_tracer_span(const struct ad_span_info *in)
         ad_metrics_trace_spans(AD_METRICS_SPANS_DROPPED, 1);
         return;
     }
-    size_t text = size_of(in->name != NULL ? in->name : "span") + size_of(in->message) + size_of(in->job_id) + size_of(in->type) +
-                  size_of(in->tenant) + size_of(in->event);
+    size_t text = size_of(in->name != NULL ? in->name : "span") + size_of(in->message) + size_of(in->job_id) +
+                  size_of(in->type) + size_of(in->tenant) + size_of(in->event);
     struct span_item *s = ad_malloc(sizeof(*s) + text);
     char *at = s->text;
     memcpy(s->trace_id, in->trace->trace_id, sizeof(s->trace_id));
@@ -278,9 +279,17 @@ static void export_main(struct ad_pool *p, void *state)
     ad_buf_init(&b, SIZE_MAX);
     /* After a failed export the collector is given AD_TRACER_RETRY_MS, doubling to AD_TRACER_RETRY_MAX_MS, during
      * which batches are dropped unencoded: a dead collector costs one failed request per interval. */
-    int64_t down_until = 0, retry_ms = AD_TRACER_RETRY_MS;
+    int64_t down_until = 0, retry_ms = AD_TRACER_RETRY_MS, sent = ad_mono_ms();
     while (!ad_pool_closing(p)) {
-        ad_pool_wait(p, AD_TRACER_BATCH, ad_mono_ns() + (int64_t)AD_TRACER_FLUSH_MS * 1000000);
+        /* Polled, not woken: ad_pool_wait would wake this thread at every span queued (a context switch per
+         * span, on the emitter's core too), where a look every AD_TRACER_POLL_MS costs nothing. */
+        if (atomic_load(&tr.queued) < AD_TRACER_BATCH && ad_mono_ms() - sent < AD_TRACER_FLUSH_MS &&
+            !ad_pool_stopping(p)) {
+            struct timespec nap = {0, AD_TRACER_POLL_MS * 1000000L};
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        sent = ad_mono_ms();
         size_t n;
         struct ad_pool_item *chain = ad_pool_take(p, AD_TRACER_BATCH, &n);
         if (chain == NULL)

@@ -6,8 +6,8 @@
  * queued in memory, or dropped and counted when the queue holds AD_TRACER_QUEUE_MAX spans, and never waits.
  * One thread of a core/pool.h pool takes the queue in batches and posts them with libcurl; a collector that
  * fails or does not answer within AD_TRACER_TIMEOUT_MS loses that batch, and the batches of the next
- * AD_TRACER_RETRY_MS (doubling while it keeps failing, to AD_TRACER_RETRY_MAX_MS), counted in /metrics. What this file does
- * not do: read or write a traceparent (common/trace.h), or keep anything in the store.
+ * AD_TRACER_RETRY_MS (doubling while it keeps failing, to AD_TRACER_RETRY_MAX_MS), counted in /metrics. What this file
+ * does not do: read or write a traceparent (common/trace.h), or keep anything in the store.
  */
 #ifndef AD_TRACER_H
 #define AD_TRACER_H
@@ -21,7 +21,8 @@
 
 #define AD_TRACER_QUEUE_MAX 8192
 #define AD_TRACER_BATCH 512
-#define AD_TRACER_FLUSH_MS 500
+#define AD_TRACER_FLUSH_MS 500 /* a batch goes when it has AD_TRACER_BATCH spans or is this old */
+#define AD_TRACER_POLL_MS 50   /* how often the export thread looks */
 #define AD_TRACER_TIMEOUT_MS 5000
 #define AD_TRACER_RETRY_MS 1000 /* after a failed export, batches are dropped unsent for this long, doubling */
 #define AD_TRACER_RETRY_MAX_MS 30000
