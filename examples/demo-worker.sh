@@ -17,6 +17,8 @@ seconds=${seconds:-3}
 [ "$seconds" -le 60 ] || seconds=60
 
 echo "demo-worker: job $ACCEPTD_JOB_ID attempt $ACCEPTD_JOB_ATTEMPT, sleeping $seconds s" >&2
+# The job's trace (docs/tracing.md): a traced tool started here continues it from TRACEPARENT and TRACESTATE.
+[ -z "${TRACEPARENT:-}" ] || echo "demo-worker: in trace $TRACEPARENT" >&2
 i=0
 while [ "$i" -lt "$seconds" ]; do
     echo "::progress $((i * 100 / seconds)) $((seconds - i)) s to go"

@@ -9,6 +9,9 @@
  *   5 webhook URLs (the host and port the SSRF guard checks)
  *   6 progress lines printed by a worker's command
  *   7 status, priority and webhook event names
+ *   8 traceparent headers: what parses writes back as version 00 of the same ids, and parses again alike
+ *   9 tracestate headers: cleaning keeps at most 32 members in 512 bytes and changes nothing cleaned;
+ *     acceptd's entry goes at the left
  * A violated property aborts, which libFuzzer reports as a crash.
  */
 #include <errno.h>
@@ -21,6 +24,7 @@
 
 #include "job/job.h"
 #include "webhook/ssrf.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "webhook/webhook.h"
 #include "worker/worker.h"
@@ -121,6 +125,41 @@ static void names(const char *s)
         check(strcmp(ad_webhook_event_name(ev), s) == 0);
 }
 
+static void traceparent(const char *s)
+{
+    struct ad_trace_ctx t, again;
+    if (ad_traceparent_parse(s, &t) != 0)
+        return;
+    char out[AD_TRACEPARENT_LEN + 1];
+    ad_traceparent_format(&t, out);
+    check(strlen(out) == AD_TRACEPARENT_LEN && memcmp(out + 2, s + 2, 51) == 0);
+    check(ad_traceparent_parse(out, &again) == 0 && memcmp(&t, &again, sizeof(t)) == 0);
+}
+
+static size_t members(const char *ts)
+{
+    size_t n = 1;
+    for (const char *p = ts; *p != '\0'; p++)
+        n += *p == ',';
+    return n;
+}
+
+static void tracestate(const char *s)
+{
+    char *c = ad_tracestate_clean(s);
+    if (c != NULL) {
+        check(strlen(c) <= AD_TRACESTATE_MAX && members(c) <= AD_TRACESTATE_MEMBERS);
+        char *again = ad_tracestate_clean(c);
+        check(again != NULL && strcmp(again, c) == 0);
+        free(again);
+    }
+    char *p = ad_tracestate_push(c, AD_TRACESTATE_KEY, "00f067aa0ba902b7");
+    check(p != NULL && strncmp(p, AD_TRACESTATE_KEY "=00f067aa0ba902b7", 24) == 0);
+    check(strlen(p) <= AD_TRACESTATE_MAX && members(p) <= AD_TRACESTATE_MEMBERS);
+    free(p);
+    free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -130,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *s = malloc(len + 1);
     memcpy(s, data + 1, len);
     s[len] = '\0';
-    switch (data[0] % 8) {
+    switch (data[0] % 10) {
     case 0:
         rfc3339(s);
         break;
@@ -154,6 +193,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 6:
         progress(s, len);
+        break;
+    case 8:
+        traceparent(s);
+        break;
+    case 9:
+        tracestate(s);
         break;
     default:
         names(s);

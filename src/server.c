@@ -27,6 +27,7 @@
 #include "http/listen.h"
 #include "webhook/webhook.h"
 #include "core/loop.h"
+#include "core/tracer.h"
 #include "core/writer.h"
 
 #include <errno.h>
@@ -90,6 +91,10 @@ int ad_server_run(struct ad_config *cfg)
 
     struct ad_loop *loop = ad_loop_new();
 
+    if (ad_tracer_start(cfg, err, sizeof(err)) != 0) {
+        ad_error("cannot start the trace export: %s", err);
+        return 1;
+    }
     if (ad_writer_start(ad_hub.store, loop, err, sizeof(err)) != 0) {
         ad_error("cannot start the writer: %s", err);
         return 1;
@@ -166,6 +171,7 @@ int ad_server_run(struct ad_config *cfg)
     ad_cluster_stop();
     ad_reader_stop();
     ad_writer_stop();
+    ad_tracer_stop();
     struct ad_writer_stats ws;
     ad_writer_stats(&ws);
     ad_info("writer: %llu operations in %llu batches; %.1f ms applying, %.1f ms committing", (unsigned long long)ws.ops,

@@ -115,6 +115,14 @@ function card(label, value, sub) {
 // A daemon without API keys serves loopback clients with none (GET /healthz says "auth": "none"): the dashboard
 // then opens at once and sends no Authorization header.
 let keyless = false;
+// tracing.viewerUrl (GET /healthz "traceViewer"): a trace viewer's URL with {traceId}, or null.
+let traceViewer = null;
+
+/** A job's trace id: a link to the trace viewer when one is configured. */
+function traceLink(traceId) {
+    if (!traceViewer) return h('span', { class: 'mono' }, traceId);
+    return h('a', { href: traceViewer.replaceAll('{traceId}', traceId), class: 'mono', rel: 'noopener noreferrer', target: '_blank' }, traceId);
+}
 
 function authorization() {
     return keyless ? {} : { authorization: `Bearer ${sessionStorage.getItem(KEY) ?? ''}` };
@@ -632,6 +640,7 @@ async function jobView(root, signal, id) {
                 h('dt', {}, 'Updated'), h('dd', {}, fmtTime(j.lastUpdatedAt)),
                 h('dt', {}, 'Finished'), h('dd', {}, fmtTime(j.finishedAt)),
                 j.runAt ? [h('dt', {}, 'Runs at'), h('dd', {}, fmtTime(j.runAt))] : null,
+                j.traceId ? [h('dt', {}, 'Trace'), h('dd', { id: 'job-trace' }, traceLink(j.traceId))] : null,
                 j.retryOf ? [h('dt', {}, 'Retry of'), h('dd', {}, h('a', { href: `#/jobs/${encodeURIComponent(j.retryOf)}`, class: 'mono' }, j.retryOf))] : null,
                 j.expiresAt ? [h('dt', {}, 'Expires'), h('dd', {}, fmtTime(j.expiresAt))] : null));
         const blocks = [h('section', { 'aria-labelledby': 'h-payload' }, h('h2', { id: 'h-payload' }, 'Payload'), h('pre', { tabindex: '0' }, json(j.payload)))];
@@ -915,6 +924,7 @@ function start() {
     window.addEventListener('hashchange', route);
     fetch('/healthz', { credentials: 'omit', cache: 'no-store' }).then((r) => r.json()).catch(() => ({})).then((hz) => {
         keyless = hz.auth === 'none';
+        traceViewer = /^https?:\/\//.test(hz.traceViewer ?? '') ? hz.traceViewer : null;
         if (keyless) {
             $('who').textContent = 'no API keys configured: open to loopback clients, as tenant default';
             route();

@@ -665,6 +665,18 @@ int ad_api_healthz(struct ad_request *r)
 {
     static const char open[] = "{\"status\":\"ok\",\"auth\":\"none\"}";
     static const char keyed[] = "{\"status\":\"ok\",\"auth\":\"bearer\"}";
+    if (ad_hub.cfg->tracing.viewer_url != NULL) { /* the dashboard links a job's trace id there (docs/tracing.md) */
+        struct ad_buf b;
+        ad_buf_init(&b, SIZE_MAX);
+        ad_buf_str(&b, ad_hub.open_mode ? "{\"status\":\"ok\",\"auth\":\"none\""
+                                        : "{\"status\":\"ok\",\"auth\":\"bearer\"");
+        AD_JSON_KEY(&b, "traceViewer");
+        ad_json_str(&b, ad_hub.cfg->tracing.viewer_url);
+        AD_BUF_LIT(&b, "}");
+        int rc = ad_http_json(r, 200, b.data, b.len);
+        ad_buf_free(&b);
+        return rc;
+    }
     return ad_hub.open_mode ? ad_http_json(r, 200, open, sizeof(open) - 1)
                             : ad_http_json(r, 200, keyed, sizeof(keyed) - 1);
 }

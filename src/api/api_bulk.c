@@ -24,6 +24,7 @@ struct batch_ctx {
     ad_err *refused; /* and the error it was refused with */
     char **inflight; /* the idempotency key (tenant '\n' key) the item claimed, or NULL */
     int minimal;
+    char trace_parent[AD_SPAN_ID_HEX + 1]; /* the submitter's span, the parent of every job's (api_trace.c) */
 };
 
 static void batch_ctx_free(struct batch_ctx *ctx)
@@ -112,6 +113,11 @@ static void batch_done(struct ad_op *o)
 {
     struct ad_batch_op *op = (struct ad_batch_op *)o;
     struct batch_ctx *ctx = op->ctx;
+    for (size_t i = 0; o->err == AD_E_OK && i < op->n; i++) {
+        struct ad_entry *e = op->change[i] >= 0 ? ad_op_published(o, (size_t)op->change[i]) : NULL;
+        if (e != NULL && !op->items[i]->replayed && !op->items[i]->deduplicated)
+            ad_api_trace_submitted(e->job, "POST /v1/jobs:batch", ctx->trace_parent, e->job->created_at);
+    }
     if (ad_pending_take(ctx->pend) != NULL) {
         /* The batch as a whole failed (the store): nothing of it was stored, which one problem says best. */
         if (o->err != AD_E_OK)
@@ -169,6 +175,7 @@ static struct ad_submit_op *batch_item(struct ad_request *r, struct batch_ctx *c
         return NULL;
     }
     ad_buf_free(&p.v.b);
+    memcpy(ctx->trace_parent, p.trace_parent, sizeof(ctx->trace_parent));
     if (keys[i] != NULL) {
         ctx->inflight[i] = ad_asprintf("%s\n%s", r->tenant, keys[i]);
         if (ad_api_inflight_claim(ctx->inflight[i]) != 0) {

@@ -13,6 +13,7 @@
 #include "http/http.h"
 #include "common/timer.h"
 #include "common/metrics.h"
+#include "common/trace.h"
 #include "core/core.h"
 #include "core/writer.h"
 #include "hub/hub.h"
@@ -140,11 +141,20 @@ struct ad_api_submit_parsed {
     ad_err err;           /* AD_E_OK, AD_E_VALIDATION_FAILED (v says why) or AD_E_UNKNOWN_TYPE */
     struct ad_verr v;
     int debounce; /* debounceSeconds came with the uniqueKey: the job's runAt is now + that (ad_submit_op) */
+    char trace_parent[AD_SPAN_ID_HEX + 1]; /* the submitter's span (api_trace.c), "" when none */
 };
 /* Parse body (not consumed) as a submit of r's tenant and route. keyed: an idempotency key comes with it, so
  * the fingerprint is taken, over the method, fp_path and the canonical body. */
 void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const char *fp_path, int64_t now,
                          struct ad_api_submit_parsed *p);
+/* Trace context (api_trace.c, docs/tracing.md). The job's from r's traceparent and tracestate headers, its
+ * submitter's span id into parent ("" when none). */
+void ad_api_trace_begin(struct ad_request *r, struct ad_job *job, char parent[AD_SPAN_ID_HEX + 1]);
+/* The spans of the submit (route names it) and the enqueue of j, just stored; parent: the submitter's span. */
+void ad_api_trace_submitted(const struct ad_job *j, const char *route, const char *parent, int64_t start_ms);
+/* Append ,"traceparent","tracestate" of the lease j holds to b when j has a trace context: the attempt's span
+ * as the parent, acceptd's entry at the left of the tracestate. */
+void ad_api_trace_lease(struct ad_buf *b, const struct ad_job *j);
 /* The problem of a submit that failed to parse, appended to b (a batch's item) or, with b NULL, sent as r's
  * answer; frees p. */
 int ad_api_submit_parse_fail(struct ad_request *r, struct ad_api_submit_parsed *p, struct ad_buf *b);

@@ -129,6 +129,7 @@ struct submit_ctx {
     char *inflight;
     int wait; /* Prefer: wait=N to honour after the commit, or -1 */
     int respond_async;
+    char trace_parent[AD_SPAN_ID_HEX + 1]; /* the submitter's span (api_trace.c) */
 };
 
 /* A submit with Prefer: wait=N, held until its job is final or N seconds pass. */
@@ -237,6 +238,8 @@ static void submit_done(struct ad_op *op)
             e != NULL && !s->replayed && !s->deduplicated && e->job->status == AD_RUNNING && e->job->attempt == 1;
         ad_api_leases_handoff_done(s->handoff_ctx, handed ? e : NULL);
     }
+    if (e != NULL && !s->replayed && !s->deduplicated)
+        ad_api_trace_submitted(e->job, "POST /v1/jobs", ctx->trace_parent, e->job->created_at);
     if (ad_pending_take(ctx->pend) != NULL) {
         struct ad_request *r = ctx->r;
         int how = (s->replayed ? AD_API_REPLAYED : 0) | (s->deduplicated ? AD_API_DEDUPLICATED : 0);
@@ -461,8 +464,11 @@ void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const ch
         free(canon);
     }
     p->err = unknown_type ? AD_E_UNKNOWN_TYPE : p->v.n != 0 ? AD_E_VALIDATION_FAILED : AD_E_OK;
-    if (p->err == AD_E_OK)
+    p->trace_parent[0] = '\0';
+    if (p->err == AD_E_OK) {
         ad_core_job_prepare(job, r->tenant, r->route, now);
+        ad_api_trace_begin(r, job, p->trace_parent);
+    }
     p->job = job;
 }
 
@@ -529,6 +535,7 @@ int ad_api_submit(struct ad_request *r)
     ad_http_prefer(req, &ctx->respond_async, &ctx->wait);
     ctx->wait = ctx->wait > 0 ? ad_api_wait_cap(ctx->wait) : -1;
     ctx->r = r;
+    memcpy(ctx->trace_parent, p.trace_parent, sizeof(ctx->trace_parent));
     ctx->pend = ad_pending_new(req, ctx, NULL);
     struct ad_submit_op *s = ad_submit_op_new();
     s->job = job;

@@ -147,6 +147,7 @@ static void append_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     ad_json_str(b, e->job->lease_id);
     AD_JSON_KEY(b, "leaseExpiresAt");
     ad_json_time(b, e->job->lease_expires_at);
+    ad_api_trace_lease(b, e->job);
     AD_BUF_LIT(b, "}");
 }
 
@@ -169,6 +170,7 @@ static void lean_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     ad_json_str(b, j->lease_id);
     AD_JSON_KEY(b, "leaseExpiresAt");
     ad_json_time(b, j->lease_expires_at);
+    ad_api_trace_lease(b, j);
     AD_BUF_LIT(b, "}");
 }
 

@@ -42,6 +42,7 @@ static struct hist webhook_hist = {"acceptd_webhook_delivery_duration_seconds",
 
 static uint64_t leases_granted, leases_expired, leases_handed_off, rate_limited; /* event loop thread */
 static uint64_t store_errors;                                                    /* atomic */
+static uint64_t trace_spans[AD_METRICS_SPANS__COUNT];                            /* atomic */
 static uint64_t webhook_outcomes[AD_METRICS_WH__COUNT];                          /* atomic */
 static const char *const webhook_outcome_names[AD_METRICS_WH__COUNT] = {"delivered", "retrying", "dead"};
 
@@ -152,6 +153,11 @@ void ad_metrics_commit(size_t n, double seconds)
 {
     hist_observe(&batch_hist, (double)n, 1);
     hist_observe(&commit_hist, seconds, 1);
+}
+
+void ad_metrics_trace_spans(enum ad_metrics_spans what, size_t n)
+{
+    __atomic_add_fetch(&trace_spans[what], (uint64_t)n, __ATOMIC_RELAXED);
 }
 
 void ad_metrics_store_error(void)
@@ -321,4 +327,11 @@ void ad_metrics_render(struct ad_buf *b, const char *version, const char *commit
     counter(b, "acceptd_rate_limited_total", "Requests refused with 429 for their key's rate limit.", rate_limited);
     counter(b, "acceptd_store_errors_total", "Store operations that failed for a reason of the store's own.",
             load(&store_errors));
+    counter(b, "acceptd_trace_spans_exported_total", "Spans the trace collector accepted (docs/tracing.md).",
+            load(&trace_spans[AD_METRICS_SPANS_EXPORTED]));
+    counter(b, "acceptd_trace_spans_dropped_total",
+            "Spans lost: the export queue was full, or the collector failed or did not answer in time.",
+            load(&trace_spans[AD_METRICS_SPANS_DROPPED]));
+    counter(b, "acceptd_trace_exports_failed_total", "Export requests the collector failed or did not answer.",
+            load(&trace_spans[AD_METRICS_SPANS_EXPORT_FAILED]));
 }

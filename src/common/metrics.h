@@ -50,6 +50,14 @@ int ad_metrics_jobs_take_changed(void);
 void ad_metrics_commit(size_t n, double seconds);
 /* A store operation failed for a reason of the store's own (not a refused request). */
 void ad_metrics_store_error(void);
+/* Trace export (core/tracer.h): n spans the collector took, n spans lost, or one export request that failed. */
+enum ad_metrics_spans {
+    AD_METRICS_SPANS_EXPORTED,
+    AD_METRICS_SPANS_DROPPED,
+    AD_METRICS_SPANS_EXPORT_FAILED,
+    AD_METRICS_SPANS__COUNT
+};
+void ad_metrics_trace_spans(enum ad_metrics_spans what, size_t n);
 
 /* A gauge whose value the caller reads at scrape time. */
 struct ad_metrics_gauge {

@@ -1,6 +1,6 @@
 /*
  * config.c - acceptd's configuration file: the schema (keys, types, routes, listen, limits, webhooks, sse,
- * tls, log, artifacts, store) and its loading.
+ * tls, log, artifacts, store, tracing) and its loading.
  *
  * Each mapping the format allows has one table of its keys (name, kind, where the value goes), walked by the
  * mapper in yamlmap.c, which refuses unknown and repeated keys and names the file and line of every error.
@@ -581,6 +581,73 @@ static const struct field tls_fields[] = {
     {NULL},
 };
 
+static int http_url(const char *s)
+{
+    return s != NULL && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0) && strlen(s) > 8 &&
+           ad_ymap_clean_text(s, strlen(s)) && strchr(s, ' ') == NULL;
+}
+
+static int tracing_endpoint(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    const char *s = ad_ymap_scalar(v);
+    if (!http_url(s))
+        return ad_ymap_fail(p, v, "tracing.otlpEndpoint: expected the collector's http:// or https:// URL, got '%.64s'",
+                            s ? s : "(not a scalar)");
+    ad_ymap_replace_str(&((struct ad_tracing_conf *)obj)->otlp_endpoint, s);
+    return 0;
+}
+
+static int tracing_viewer(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    const char *s = ad_ymap_scalar(v);
+    if (!http_url(s) || strstr(s, "{traceId}") == NULL || strpbrk(s, "\"<>") != NULL)
+        return ad_ymap_fail(p, v, "tracing.viewerUrl: expected an http:// or https:// URL with {traceId} in it");
+    ad_ymap_replace_str(&((struct ad_tracing_conf *)obj)->viewer_url, s);
+    return 0;
+}
+
+static int tracing_ratio(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    const char *s = ad_ymap_scalar(v);
+    char *end = NULL;
+    double r = s != NULL && *s != '\0' ? strtod(s, &end) : -1;
+    if (end == NULL || *end != '\0' || !(r >= 0 && r <= 1))
+        return ad_ymap_fail(p, v, "tracing.sampleRatio: expected a number from 0 to 1, got '%.64s'",
+                            s ? s : "(not a scalar)");
+    ((struct ad_tracing_conf *)obj)->sample_ratio = r;
+    return 0;
+}
+
+/* headers: a mapping of header names to values, sent with every export (an API key); values are secrets, never
+ * quoted in errors. */
+static int tracing_headers(struct ad_ymap *p, yaml_node_t *v, void *obj)
+{
+    struct ad_tracing_conf *t = obj;
+    if (v->type != YAML_MAPPING_NODE)
+        return ad_ymap_fail(p, v, "tracing.headers: expected a mapping of header names to values");
+    ad_ymap_free_strs(&t->headers, &t->nheaders);
+    for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = ad_ymap_node(p, pr->key), *val = ad_ymap_node(p, pr->value);
+        const char *name = ad_ymap_scalar(k), *value = ad_ymap_scalar(val);
+        int ok = name != NULL && *name != '\0' && value != NULL && ad_ymap_clean_text(value, strlen(value));
+        for (const char *c = name; ok && *c != '\0'; c++)
+            ok = *c > 0x20 && *c < 0x7f && strchr("()<>@,;:\\\"/[]?={}", *c) == NULL;
+        if (!ok)
+            return ad_ymap_fail(p, k, "tracing.headers: expected header names (tokens) with printable values");
+        t->headers = ad_realloc(t->headers, (t->nheaders + 1) * sizeof(*t->headers));
+        t->headers[t->nheaders++] = ad_asprintf("%s: %s", name, value);
+    }
+    return 0;
+}
+
+static const struct field tracing_fields[] = {
+    {"otlpEndpoint", F_FN, 0, 0, 0, NULL, tracing_endpoint},
+    {"headers", F_FN, 0, 0, 0, NULL, tracing_headers},
+    {"sampleRatio", F_FN, 0, 0, 0, NULL, tracing_ratio},
+    {"viewerUrl", F_FN, 0, 0, 0, NULL, tracing_viewer},
+    {NULL},
+};
+
 static int top_signing_key(struct ad_ymap *p, yaml_node_t *v, void *obj)
 {
     /* A secret: errors describe it, never quote it. */
@@ -628,6 +695,7 @@ static const struct field top_fields[] = {
     {"log", F_MAP, offsetof(struct ad_config, log), 0, 0, log_fields, NULL},
     {"artifacts", F_MAP, offsetof(struct ad_config, artifacts), 0, 0, artifacts_fields, NULL},
     {"signingKey", F_FN, 0, 0, 0, NULL, top_signing_key},
+    {"tracing", F_MAP, offsetof(struct ad_config, tracing), 0, 0, tracing_fields, NULL},
     {NULL},
 };
 
@@ -726,5 +794,8 @@ void ad_config_free(struct ad_config *cfg)
     free(cfg->tls.cert);
     free(cfg->tls.key);
     free(cfg->signing_key);
+    free(cfg->tracing.otlp_endpoint);
+    ad_ymap_free_strs(&cfg->tracing.headers, &cfg->tracing.nheaders);
+    free(cfg->tracing.viewer_url);
     memset(cfg, 0, sizeof *cfg);
 }

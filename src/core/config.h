@@ -106,6 +106,15 @@ struct ad_artifacts_conf {
     int64_t gc_interval_ms;  /* how often the collector removes the files no job references: default 60s */
 };
 
+/* tracing: the export of spans over OTLP/HTTP (docs/tracing.md). Trace context is kept and handed on without it. */
+struct ad_tracing_conf {
+    char *otlp_endpoint; /* the collector's full http(s)://.../v1/traces URL; NULL = no export */
+    char **headers;      /* "Name: value" lines sent with each export */
+    size_t nheaders;
+    double sample_ratio; /* share of traces exported, 0 to 1: default 1 */
+    char *viewer_url;    /* a trace viewer's URL with {traceId} in it, for the dashboard's link; NULL = none */
+};
+
 /* tls: HTTPS (HTTP/1.1 and HTTP/2 by ALPN) instead of plain HTTP on the listener. */
 struct ad_tls_conf {
     char *cert; /* PEM certificate chain file; NULL = no TLS */
@@ -149,6 +158,7 @@ struct ad_config {
     struct ad_log_conf log;
     struct ad_artifacts_conf artifacts;
     char *signing_key; /* HMAC key of signed URLs (at least 32 chars); NULL = a random key kept in the data dir */
+    struct ad_tracing_conf tracing;
 };
 
 /* Fill cfg with the defaults above. Strings are heap copies owned by cfg. */

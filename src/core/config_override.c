@@ -21,6 +21,7 @@ void ad_config_defaults(struct ad_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->listen_host = ad_strdup("127.0.0.1");
     cfg->listen_port = 8080;
+    cfg->tracing.sample_ratio = 1;
     cfg->data_dir = ad_strdup("./data");
     int64_t day = 86400 * 1000;
     cfg->retention = (struct ad_retention){30 * day, 30 * day, 30 * day, 30 * day};

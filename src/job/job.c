@@ -143,7 +143,9 @@ void ad_job_set(char **field, const char *v)
     X(worker)                                                                                                          \
     X(artifact)                                                                                                        \
     X(unique_key)                                                                                                      \
-    X(group)
+    X(group)                                                                                                           \
+    X(traceparent)                                                                                                     \
+    X(tracestate)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -239,6 +241,13 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     if (j->unique_key != NULL) {
         AD_JSON_KEY(b, "uniqueKey");
         ad_json_str(b, j->unique_key);
+    }
+    /* The trace id of the job's traceparent ("00-" then 32 hex digits): a checked value, written as it is. */
+    if (j->traceparent != NULL && strlen(j->traceparent) > 35) {
+        AD_JSON_KEY(b, "traceId");
+        AD_BUF_LIT(b, "\"");
+        ad_buf_append(b, j->traceparent + 3, 32);
+        AD_BUF_LIT(b, "\"");
     }
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",

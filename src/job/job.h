@@ -71,6 +71,10 @@ struct ad_job {
                      without one form one group */
     int64_t turn; /* the job's round among its type's groups at its priority, assigned by the store on insert from
                      the queue as it is then (store_int.h); the lease order is priority, turn, cseq */
+    /* The job's trace context (docs/tracing.md), set at submit and never changed, or NULL: a version 00 traceparent
+     * whose parent id is acceptd's span of the submit, and the submitter's tracestate as cleaned (common/trace.h). */
+    char *traceparent;
+    char *tracestate;
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

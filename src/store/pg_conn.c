@@ -347,6 +347,8 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->group =
         PQgetisnull(r, row, COL_grp) || PQgetlength(r, row, COL_grp) == 0 ? NULL : ad_pg_col_TEXT(r, row, COL_grp);
     j->turn = ad_pg_col_INT64(r, row, COL_turn);
+    j->traceparent = ad_pg_col_TEXT(r, row, COL_traceparent);
+    j->tracestate = ad_pg_col_TEXT(r, row, COL_tracestate);
     return j;
 }
 

@@ -187,6 +187,12 @@ static const char *const migrations[] = {
     ("CREATE TABLE IF NOT EXISTS queue_groups (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
      " window_start bigint NOT NULL, grp text COLLATE \"C\" NOT NULL, window_count int NOT NULL,"
      " PRIMARY KEY (tenant, type, window_start, grp));"),
+    /* 16 (SQLite's 19): a job's trace context, kept from its submit, and a delivery's, copied from its job
+     * (docs/tracing.md); NULL when the submit had none. */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS traceparent text COLLATE \"C\";"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS tracestate text COLLATE \"C\";"
+     "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS traceparent text COLLATE \"C\";"
+     "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS tracestate text COLLATE \"C\";"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -213,7 +219,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     /* The due queued jobs of some groups of a queue: jobs_group, seeking each priority and group. */
     [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE tenant = $1 AND type = $2 AND priority = ANY('{0,1,2}'::int[])"
                         " AND grp = ANY($4::text[]) AND status = 0 AND (run_at IS NULL OR run_at <= $3)",
-    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$34)",
+    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$36)",
     [ST_UPDATE] =
         "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
@@ -282,7 +288,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                         " AND ($2::int = 0 OR disabled_at IS NULL) ORDER BY created_at, ord",
     [ST_WEBHOOK_DELETE] = "DELETE FROM webhooks WHERE id = $1 AND tenant = $2 AND url IS NOT NULL",
     [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (seq, " AD_DELIVERY_COLS ")"
-                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
     [ST_DELIVERY_UPDATE] = "UPDATE deliveries SET state = $2, attempts = $3, next_at = $4, last_at = $5,"
                            " last_status = $6, last_error = $7 WHERE seq = $1",
     [ST_DELIVERY_GET] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE id = $1 AND tenant = $2",

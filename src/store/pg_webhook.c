@@ -158,6 +158,8 @@ ad_err ad_pg_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
     ad_pg_param_TIME(&p, d->last_at);
     ad_pg_param_INT(&p, d->last_status);
     ad_pg_param_TEXT(&p, d->last_error);
+    ad_pg_param_TEXT(&p, d->traceparent);
+    ad_pg_param_TEXT(&p, d->tracestate);
     e = ad_pg_auto_end(c, own, ad_pg_send_write(c, ST_DELIVERY_INSERT, &p, CHECK_NONE, "insert delivery"));
     if (e == AD_E_OK)
         d->seq = seq;

@@ -278,6 +278,12 @@ static const char *const migrations[] = {
     ("CREATE TABLE queue_groups (tenant TEXT NOT NULL, type TEXT NOT NULL, window_start INTEGER NOT NULL,"
      " grp TEXT NOT NULL, window_count INTEGER NOT NULL, PRIMARY KEY (tenant, type, window_start, grp))"
      " WITHOUT ROWID;"),
+    /* 19 (PostgreSQL's 16): a job's trace context, kept from its submit, and a delivery's, copied from its job
+     * (docs/tracing.md); NULL when the submit had none. */
+    ("ALTER TABLE jobs ADD COLUMN traceparent TEXT;"
+     "ALTER TABLE jobs ADD COLUMN tracestate TEXT;"
+     "ALTER TABLE deliveries ADD COLUMN traceparent TEXT;"
+     "ALTER TABLE deliveries ADD COLUMN tracestate TEXT;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -378,7 +384,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
                         " AND (?2 = 0 OR disabled_at IS NULL) ORDER BY created_at, rowid",
     [ST_WEBHOOK_DELETE] = "DELETE FROM webhooks WHERE id = ?1 AND tenant = ?2 AND url IS NOT NULL",
     [ST_DELIVERY_INSERT] = "INSERT INTO deliveries (" AD_DELIVERY_COLS ")"
-                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     [ST_DELIVERY_UPDATE] = "UPDATE deliveries SET state = ?2, attempts = ?3, next_at = ?4, last_at = ?5,"
                            " last_status = ?6, last_error = ?7 WHERE seq = ?1",
     [ST_DELIVERY_GET] = "SELECT seq, " AD_DELIVERY_COLS " FROM deliveries WHERE id = ?1 AND tenant = ?2",

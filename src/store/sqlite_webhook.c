@@ -156,6 +156,8 @@ ad_err ad_sq_delivery_insert(struct ad_conn *c, struct ad_delivery *d)
     ad_sq_bind_TIME(st, 13, d->last_at);
     sqlite3_bind_int(st, 14, d->last_status);
     ad_sq_bind_TEXT(st, 15, d->last_error);
+    ad_sq_bind_TEXT(st, 16, d->traceparent);
+    ad_sq_bind_TEXT(st, 17, d->tracestate);
     e = ad_sq_run(c, st, "insert delivery");
     if (e == AD_E_OK)
         d->seq = sqlite3_last_insert_rowid(c->db);

@@ -239,6 +239,8 @@ void ad_delivery_free(struct ad_delivery *d)
     free(d->job_id);
     free(d->body);
     free(d->last_error);
+    free(d->traceparent);
+    free(d->tracestate);
     free(d);
 }
 

@@ -141,6 +141,8 @@ struct ad_delivery {
     int64_t last_at; /* 0 = never attempted */
     int last_status; /* HTTP status of the last attempt, 0 = none (no answer) */
     char *last_error;
+    char *traceparent; /* the job's trace context (job.h), sent with each attempt (docs/tracing.md), or NULL */
+    char *tracestate;
 };
 
 struct ad_delivery_list {

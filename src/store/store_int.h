@@ -82,12 +82,14 @@
     XX(next_at, TIME, 12)                                                                                              \
     XX(last_at, TIME, 13)                                                                                              \
     XX(last_status, INT, 14)                                                                                           \
-    XX(last_error, TEXT, 15)
+    XX(last_error, TEXT, 15)                                                                                           \
+    XX(traceparent, TEXT, 16)                                                                                          \
+    XX(tracestate, TEXT, 17)
 #define AD_WEBHOOK_COLS                                                                                                \
     "id, tenant, url, events, secret, prev_secret, prev_until, created_at, disabled_at, disabled_reason"
 #define AD_DELIVERY_COLS                                                                                               \
     "id, tenant, webhook_id, url, event_id, event_type, job_id, body, created_at, state, attempts, next_at,"           \
-    " last_at, last_status, last_error"
+    " last_at, last_status, last_error, traceparent, tracestate"
 
 /* The one row a lookup by key read into l: on AD_E_OK *out takes its first item (the caller frees it), and an empty
  * l is AD_E_NOT_FOUND; any other e is returned as it is, *out NULL. l is freed either way. */

@@ -466,12 +466,15 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         ad_pg_param_TIME(&p, started); /* $33 */
-    else
+    else {
         ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
+        ad_pg_param_TEXT(&p, job->traceparent);                     /* $34 */
+        ad_pg_param_TEXT(&p, job->tracestate);                      /* $35 */
+    }
     int64_t turn = 0; /* pg_turn.c: one past the group's last insert in the transaction, when that is known */
     int given = insert && ad_pg_turn_next(c, job, seq, &turn);
     if (given)
-        ad_pg_param_INT64(&p, turn); /* $34 */
+        ad_pg_param_INT64(&p, turn); /* $36 */
     else if (!insert)
         ad_pg_turns_forget(c, job->tenant, job->type);
     e = ad_pg_send_write(c, given ? ST_INSERT_TURN : id, &p, insert ? (given ? CHECK_NONE : CHECK_TURN) : CHECK_ROW,

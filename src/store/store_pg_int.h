@@ -23,7 +23,9 @@ enum pg_col {
     COL_created_seq,
     COL_started_seq,
     COL_grp,
-    COL_turn
+    COL_turn,
+    COL_traceparent,
+    COL_tracestate
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -41,7 +43,9 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET(name, kind, n, fixed) PG_COL_SET_##fixed(name, n)
 #define PG_COL_SET_0(name, n) #name " = $" #n ", "
 #define PG_COL_SET_1(name, n)
-#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+#define PG_SELECT_JOB                                                                                                  \
+    "SELECT " AD_JOB_COLUMNS(                                                                                          \
+        PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -54,9 +58,9 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert; the turn, last, is
- * PG_TURN_EXPR (ST_INSERT) or $34 (ST_INSERT_TURN, pg_turn.c). */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
-#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, "
+ * PG_TURN_EXPR (ST_INSERT) or $36 (ST_INSERT_TURN, pg_turn.c). */
+#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, traceparent, tracestate, turn"
+#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, $34, $35, "
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"

@@ -107,6 +107,8 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     const unsigned char *g = sqlite3_column_text(st, COL_grp);
     j->group = g != NULL && *g != '\0' ? ad_strdup((const char *)g) : NULL;
     j->turn = sqlite3_column_int64(st, COL_turn);
+    j->traceparent = ad_sq_read_TEXT(st, COL_traceparent);
+    j->tracestate = ad_sq_read_TEXT(st, COL_tracestate);
     return j;
 }
 
@@ -232,6 +234,10 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
         rc = sqlite3_bind_int64(st, SQ_TTKEY_PARAM_N, ad_sq_key(job->tenant, job->type));
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = ad_sq_bind_TEXT(st, SQ_GRP_PARAM_N, job->group != NULL ? job->group : "");
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_TRACE_PARAM_N, job->traceparent);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_TRACE_PARAM_N + 1, job->tracestate);
     if (rc == SQLITE_OK && id == ST_UPDATE)
         rc = sqlite3_bind_int64(st, SQ_CSEQ_PARAM_N, job->cseq);
     if (rc == SQLITE_OK && id == ST_UPDATE)

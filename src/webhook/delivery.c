@@ -18,6 +18,8 @@
 #include "webhook/webhook_int.h"
 #include "core/core.h"
 #include "common/metrics.h"
+#include "common/trace.h"
+#include "core/tracer.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -57,7 +59,11 @@ struct flight {
     size_t answer_bytes; /* of headers and body read so far */
     int64_t started_ms;  /* monotonic */
     int64_t headers_by;  /* monotonic ms by which the headers must be complete */
-    char cut[160];       /* why we ended the transfer ourselves; "" = we did not */
+    /* The attempt's span (docs/tracing.md), a child of its job's submit, when the job has a trace context. */
+    struct ad_trace_ctx span;
+    int traced;
+    int64_t started_wall; /* ms since the epoch: the span's start */
+    char cut[160];        /* why we ended the transfer ourselves; "" = we did not */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -344,6 +350,24 @@ static struct curl_slist *signed_headers(const struct ad_delivery *d, const stru
     return h;
 }
 
+/* The trace context headers of an attempt of d: its job's trace, with this attempt's span as the parent. Sets
+ * f->span and f->traced. */
+static struct curl_slist *trace_headers(struct flight *f, const struct ad_delivery *d, struct curl_slist *h)
+{
+    f->traced = ad_traceparent_parse(d->traceparent, &f->span) == 0;
+    if (!f->traced)
+        return h;
+    ad_trace_new_span_id(f->span.span_id);
+    char tp[AD_TRACEPARENT_LEN + 1], line[AD_TRACESTATE_MAX + 32];
+    ad_traceparent_format(&f->span, tp);
+    snprintf(line, sizeof(line), "traceparent: %s", tp);
+    h = curl_slist_append(h, line);
+    char *ts = ad_tracestate_push(d->tracestate, AD_TRACESTATE_KEY, f->span.span_id);
+    snprintf(line, sizeof(line), "tracestate: %s", ts);
+    free(ts);
+    return curl_slist_append(h, line);
+}
+
 /* End a transfer: its easy handle is kept for the next one when there is room. */
 static void flight_free(struct flight *f)
 {
@@ -498,8 +522,37 @@ static void start(struct scan_state *ss, int64_t seq)
     f->is_callback = s->is_callback;
     f->retry_after = -1;
     f->dial.guard = &ad_wh_setup.guard;
-    f->headers = signed_headers(d, s, ss->now / 1000);
+    f->headers = trace_headers(f, d, signed_headers(d, s, ss->now / 1000));
+    f->started_wall = ad_now_ms();
     transfer_start(f, host, port, addrs);
+}
+
+/* The span of an attempt that ended with status (0: no answer) and error (NULL: none), when its job is traced. */
+static void trace_attempt(const struct flight *f, long status, const char *error)
+{
+    if (!f->traced)
+        return;
+    struct ad_trace_ctx job;
+    ad_traceparent_parse(f->d->traceparent, &job);
+    int failed = error != NULL || status < 200 || status > 299;
+    char message[64];
+    snprintf(message, sizeof(message), "HTTP %ld", status);
+    struct ad_span_info s = {
+        .trace = &f->span,
+        .kind = AD_SPAN_CLIENT,
+        .name = "POST",
+        .span = f->span.span_id,
+        .parent = job.span_id,
+        .start_ms = f->started_wall,
+        .end_ms = ad_now_ms(),
+        .error = failed,
+        .message = error != NULL ? error : message,
+        .job_id = f->d->job_id,
+        .tenant = f->d->tenant,
+        .event = f->d->event_type,
+        .http_status = (int)status,
+    };
+    ad_tracer_span(&s);
 }
 
 /* A transfer ended (or we ended it: f->cut says why): judge it and free it. */
@@ -536,6 +589,7 @@ static void finish(struct flight *f, CURLcode rc)
     /* A 2xx that took more than half the headers timeout counts against the endpoint like a failure. */
     ad_wh_slots_judge(f->h, status >= 200 && status <= 299 &&
                                 ms * 2 <= (int64_t)eng.cfg->webhooks.headers_timeout_seconds * 1000);
+    trace_attempt(f, status, error);
     flight_free(f);
     ad_wh_settle(d, is_callback, status, retry_after, error, (double)ms / 1e3);
 }

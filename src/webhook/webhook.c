@@ -166,6 +166,8 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
         .created_at = j->updated_at,
         .state = AD_DLV_PENDING,
         .next_at = j->updated_at + ad_wh_setup.conf->retry_schedule_ms[0],
+        .traceparent = j->traceparent,
+        .tracestate = j->tracestate,
     };
     ad_err e = ad_wh_setup.st->delivery_insert(c, &d);
     free(id);

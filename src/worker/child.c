@@ -195,13 +195,19 @@ int ad_worker_task_spawn(struct ad_worker *w, struct ad_task *t)
         errno = e;
         return -1;
     }
-    char **envp = ad_calloc(w->nenv + 6, sizeof(char *));
+    char **envp = ad_calloc(w->nenv + 8, sizeof(char *));
     memcpy(envp, w->envp, w->nenv * sizeof(char *));
     envp[w->nenv] = ad_asprintf("ACCEPTD_JOB_ID=%s", t->id);
     envp[w->nenv + 1] = ad_asprintf("ACCEPTD_JOB_TYPE=%s", t->type);
     envp[w->nenv + 2] = ad_asprintf("ACCEPTD_JOB_ATTEMPT=%d", t->attempt);
     envp[w->nenv + 3] = ad_asprintf("ACCEPTD_URL=%s", w->client.base);
     envp[w->nenv + 4] = ad_asprintf("ACCEPTD_RESULT_FILE=%s/" AD_WORKER_RESULT_NAME, t->dir);
+    /* The lease's trace context (docs/tracing.md), as OpenTelemetry's environment carriers name it. */
+    size_t nenv = w->nenv + 5;
+    if (t->traceparent != NULL)
+        envp[nenv++] = ad_asprintf("TRACEPARENT=%s", t->traceparent);
+    if (t->traceparent != NULL && t->tracestate != NULL)
+        envp[nenv++] = ad_asprintf("TRACESTATE=%s", t->tracestate);
 
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -226,7 +232,7 @@ int ad_worker_task_spawn(struct ad_worker *w, struct ad_task *t)
     int rc = posix_spawn(&pid, w->exe, &fa, &at, w->o.command, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    for (size_t i = w->nenv; i < w->nenv + 5; i++)
+    for (size_t i = w->nenv; i < nenv; i++)
         free(envp[i]);
     free(envp);
     close(in[0]);
@@ -308,8 +314,9 @@ extern char **environ;
 
 static int env_ours(const char *e)
 {
-    static const char *const names[] = {"ACCEPTD_KEY=",      "ACCEPTD_URL=",         "ACCEPTD_JOB_ID=",
-                                        "ACCEPTD_JOB_TYPE=", "ACCEPTD_JOB_ATTEMPT=", "ACCEPTD_RESULT_FILE="};
+    static const char *const names[] = {
+        "ACCEPTD_KEY=",         "ACCEPTD_URL=",         "ACCEPTD_JOB_ID=", "ACCEPTD_JOB_TYPE=",
+        "ACCEPTD_JOB_ATTEMPT=", "ACCEPTD_RESULT_FILE=", "TRACEPARENT=",    "TRACESTATE="};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strncmp(e, names[i], strlen(names[i])) == 0)
             return 1;

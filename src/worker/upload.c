@@ -126,6 +126,8 @@ static void upload_send(struct ad_worker *w, struct ad_task *t)
     ad_buf_init(&c->resp, AD_WORKER_RESPONSE_MAX);
     struct curl_slist *h = ad_client_header_add(NULL, "Content-Type: %s", t->up_type);
     h = ad_client_header_add(h, "Lease-Id: %s", t->lease_id);
+    if (t->traceparent != NULL)
+        h = ad_client_header_add(h, "traceparent: %s", t->traceparent);
     if (t->up_off > 0) /* absent: a fresh upload */
         h = ad_client_header_add(h, "Upload-Offset: %llu", (unsigned long long)t->up_off);
     h = curl_slist_append(h, t->part_start + t->part_len == t->up_size ? "Upload-Complete: ?1" : "Upload-Complete: ?0");

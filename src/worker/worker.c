@@ -15,6 +15,7 @@
  */
 #include "worker/worker_int.h"
 #include "common/signals.h"
+#include "common/trace.h"
 #include "common/version.h"
 
 #include <errno.h>
@@ -63,6 +64,8 @@ static struct ad_call *call_start(struct ad_worker *w, enum ad_call_kind kind, s
     ad_buf_init(&c->resp,
                 kind == AD_CALL_LEASE || (t != NULL && t->asks_next) ? LEASE_RESPONSE_MAX : AD_WORKER_RESPONSE_MAX);
     c->headers = ad_client_headers(&w->client, curl_slist_append(NULL, "Content-Type: application/json"));
+    if (t != NULL && t->traceparent != NULL)
+        c->headers = ad_client_header_add(c->headers, "traceparent: %s", t->traceparent);
     long timeout = kind == AD_CALL_LEASE ? (w->o.lease_wait * 1000L + REQUEST_TIMEOUT_MS) : REQUEST_TIMEOUT_MS;
     c->easy = ad_client_easy(&w->client, path, c->headers, &c->resp, c->errbuf, timeout);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body);
@@ -103,6 +106,8 @@ static void task_free(struct ad_worker *w, struct ad_task *t)
     free(t->payload);
     free(t->message);
     free(t->report_body);
+    free(t->traceparent);
+    free(t->tracestate);
     free(t);
 }
 
@@ -231,7 +236,7 @@ static void task_finished(struct ad_worker *w, struct ad_task *t)
     ad_worker_task_report(w, t, AD_CALL_COMPLETE, body);
 }
 
-static void task_start(struct ad_worker *w, json_t *job, const char *lease_id)
+static void task_start(struct ad_worker *w, json_t *lease, json_t *job, const char *lease_id)
 {
     const char *id = json_string_value(json_object_get(job, "id"));
     const char *type = json_string_value(json_object_get(job, "type"));
@@ -245,6 +250,13 @@ static void task_start(struct ad_worker *w, json_t *job, const char *lease_id)
     t->type = ad_strdup(type != NULL ? type : "");
     t->lease_id = ad_strdup(lease_id);
     t->attempt = (int)json_integer_value(json_object_get(job, "attempt"));
+    struct ad_trace_ctx tc;
+    const char *tp = json_string_value(json_object_get(lease, "traceparent"));
+    const char *ts = json_string_value(json_object_get(lease, "tracestate"));
+    if (ad_traceparent_parse(tp, &tc) == 0) {
+        t->traceparent = ad_strdup(tp);
+        t->tracestate = ts != NULL ? ad_tracestate_clean(ts) : NULL;
+    }
     t->started = ad_mono_ms();
     t->lease_until = t->started + (int64_t)w->o.lease_seconds * 1000;
     t->hb_due = t->started + interval_ms(w);
@@ -292,7 +304,7 @@ static size_t start_leased(struct ad_worker *w, json_t *leases)
 {
     for (size_t i = 0; i < json_array_size(leases); i++) {
         json_t *l = json_array_get(leases, i);
-        task_start(w, json_object_get(l, "job"), json_string_value(json_object_get(l, "leaseId")));
+        task_start(w, l, json_object_get(l, "job"), json_string_value(json_object_get(l, "leaseId")));
     }
     return json_array_size(leases);
 }

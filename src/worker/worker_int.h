@@ -106,6 +106,10 @@ struct ad_task {
     int up_resumes;
     struct ad_call *up;
     int64_t up_due, up_backoff;
+    /* The lease's trace context (docs/tracing.md): the command's TRACEPARENT and TRACESTATE, and the traceparent
+     * of this job's calls; NULL when the lease had none (or not a valid one). */
+    char *traceparent;
+    char *tracestate;
 };
 
 struct ad_worker {

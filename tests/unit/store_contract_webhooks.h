@@ -218,6 +218,8 @@ static void sc_test_deliveries(void **state)
     struct ad_delivery d1 = sc_delivery("dlv_1", "whk_1", T0 + 20);
     struct ad_delivery d2 = sc_delivery("dlv_2", "whk_2", T0 + 10);
     struct ad_delivery d3 = sc_delivery("dlv_3", "whk_2", T0 + 30);
+    d1.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    d1.tracestate = "congo=t61rcWkgMzE";
     assert_int_equal(ops->delivery_insert(f->c, &d1), AD_E_OK);
     assert_int_equal(ops->delivery_insert(f->c, &d2), AD_E_OK);
     assert_int_equal(ops->delivery_insert(f->c, &d3), AD_E_OK);
@@ -242,6 +244,12 @@ static void sc_test_deliveries(void **state)
     assert_int_equal(got->last_at, 0);
     assert_int_equal(got->last_status, 0);
     assert_null(got->last_error);
+    assert_string_equal(got->traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    assert_string_equal(got->tracestate, "congo=t61rcWkgMzE");
+    ad_delivery_free(got);
+    assert_int_equal(ops->delivery_get(f->c, "t1", "dlv_2", 0, &got), AD_E_OK);
+    assert_null(got->traceparent);
+    assert_null(got->tracestate);
     ad_delivery_free(got);
 
     /* The due queue: soonest first, with the endpoint; a limit; endpoints left out. */

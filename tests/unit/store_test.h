@@ -70,6 +70,8 @@ static inline struct ad_job *new_full_job(void)
     ad_job_set(&j->worker, "w1");
     j->tombstoned = 1;
     ad_job_set(&j->unique_key, "report-7 'q' \"x\" caf\xc3\xa9");
+    ad_job_set(&j->traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    ad_job_set(&j->tracestate, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
     return j;
 }
 
@@ -87,6 +89,8 @@ static inline void assert_job_minimal(const struct ad_job *g)
     assert_null(g->resource);
     assert_null(g->lease_id);
     assert_null(g->worker);
+    assert_null(g->traceparent);
+    assert_null(g->tracestate);
     assert_int_equal(g->created_at, 0);
     assert_int_equal(g->started_at, 0);
     assert_int_equal(g->finished_at, 0);
@@ -119,6 +123,9 @@ static inline void assert_job_equal(const struct ad_job *got, const struct ad_jo
 #define ST_CHECK_TIME(name) ST_CHECK_INT(name)
 #define ST_CHECK(name, kind, n, fixed) ST_CHECK_##kind(name)
     AD_JOB_COLUMNS(ST_CHECK)
+    /* The columns kept beside the list (store_int.h), set on insert only. */
+    ST_CHECK_TEXT(traceparent)
+    ST_CHECK_TEXT(tracestate)
 #undef ST_CHECK
 #undef ST_CHECK_TIME
 #undef ST_CHECK_PROG

@@ -683,6 +683,39 @@ static void test_webhooks(void **state)
     assert_null(strstr(err, "c2VjcmV0LXZhbHVl"));
 }
 
+static void test_tracing(void **state)
+{
+    struct ad_config cfg;
+    char err[256] = "";
+    assert_int_equal(load(&cfg, "", err, sizeof err), 0);
+    assert_null(cfg.tracing.otlp_endpoint);
+    assert_true(cfg.tracing.sample_ratio == 1);
+    ad_config_free(&cfg);
+    assert_int_equal(load(&cfg,
+                          "tracing:\n  otlpEndpoint: http://127.0.0.1:4318/v1/traces\n  sampleRatio: 0.25\n"
+                          "  headers: { x-api-key: s3cret, X-Other: \"a b\" }\n"
+                          "  viewerUrl: http://127.0.0.1:16686/trace/{traceId}\n",
+                          err, sizeof err),
+                     0);
+    assert_string_equal(cfg.tracing.otlp_endpoint, "http://127.0.0.1:4318/v1/traces");
+    assert_true(cfg.tracing.sample_ratio == 0.25);
+    assert_int_equal(cfg.tracing.nheaders, 2);
+    assert_string_equal(cfg.tracing.headers[0], "x-api-key: s3cret");
+    assert_string_equal(cfg.tracing.headers[1], "X-Other: a b");
+    assert_string_equal(cfg.tracing.viewer_url, "http://127.0.0.1:16686/trace/{traceId}");
+    ad_config_free(&cfg);
+    expect_error("tracing: { otlpEndpoint: 127.0.0.1:4318 }\n", "tracing.otlpEndpoint: expected");
+    expect_error("tracing: { otlpEndpoint: ftp://x/v1/traces }\n", "tracing.otlpEndpoint: expected");
+    expect_error("tracing: { sampleRatio: 1.5 }\n", "tracing.sampleRatio: expected a number from 0 to 1");
+    expect_error("tracing: { sampleRatio: -0.1 }\n", "tracing.sampleRatio");
+    expect_error("tracing: { sampleRatio: half }\n", "tracing.sampleRatio");
+    expect_error("tracing: { sampleRatio: nan }\n", "tracing.sampleRatio");
+    expect_error("tracing: { viewerUrl: http://x/trace }\n", "tracing.viewerUrl: expected");
+    expect_error("tracing: { headers: [a] }\n", "tracing.headers: expected a mapping");
+    expect_error("tracing: { headers: { \"bad name\": x } }\n", "tracing.headers: expected header names");
+    expect_error("tracing: { sampling: 1 }\n", "unknown key 'sampling' in tracing");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -702,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_listen_in_file),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_webhooks),
+        cmocka_unit_test(test_tracing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -432,6 +432,25 @@ static void test_render_unique_key(void **state)
     ad_job_free(d);
 }
 
+/* traceId, the trace of the job's traceparent, is shown only when the job has one; a copy keeps the context. */
+static void test_render_trace_id(void **state)
+{
+    (void)state;
+    struct ad_job *j = sample_job(AD_RUNNING);
+    json_t *doc = render_parse(j);
+    assert_null(json_object_get(doc, "traceId"));
+    json_decref(doc);
+    ad_job_set(&j->traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    ad_job_set(&j->tracestate, "congo=t61rcWkgMzE");
+    struct ad_job *d = ad_job_dup(j);
+    ad_job_free(j);
+    assert_string_equal(d->tracestate, "congo=t61rcWkgMzE");
+    doc = render_parse(d);
+    expect_str(doc, "traceId", "4bf92f3577b34da6a3ce929d0e0e4736");
+    json_decref(doc);
+    ad_job_free(d);
+}
+
 static void test_render_result_and_error_by_status(void **state)
 {
     (void)state;
@@ -745,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_render_every_field),
         cmocka_unit_test(test_render_nulls_and_defaults),
         cmocka_unit_test(test_render_unique_key),
+        cmocka_unit_test(test_render_trace_id),
         cmocka_unit_test(test_render_result_and_error_by_status),
         cmocka_unit_test(test_render_result_location),
         cmocka_unit_test(test_render_escapes_strings),
