@@ -538,6 +538,8 @@ static const char *job_waiting(const struct ad_job *j)
 {
     if (j->status != AD_QUEUED || (j->run_at != 0 && j->run_at > ad_now_ms()))
         return NULL;
+    if (j->deps > 0)
+        return "dependencies";
     return ad_wait_name(ad_queues_waiting(j->tenant, j->type, j->group));
 }
 

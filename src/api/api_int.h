@@ -38,6 +38,10 @@ void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail);
 /* Close v's list for a problem: the detail (written to detail) and the extra members, or NULL when none; v still
  * owns them (ad_buf_free(&v->b) afterwards). */
 const char *ad_verr_finish(struct ad_verr *v, char *detail, size_t len);
+/* The problem of a submit the writer refused with AD_E_DEPENDENCY_UNKNOWN (an id in dependsOn is no job of the
+ * tenant): as ad_verr_finish, over v, which this fills (ad_buf_free(&v->b) afterwards). */
+struct ad_submit_op;
+const char *ad_api_dep_unknown(const struct ad_submit_op *s, struct ad_verr *v, char *detail, size_t len);
 /* Send 422 validation-failed with every collected error and free v. */
 int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 

@@ -6,6 +6,7 @@
  * answers with once it succeeded is named to the writer (ad_op_changed), which publishes it after the commit.
  */
 #include "core/core.h"
+#include "core/deps.h"
 #include "core/queues.h"
 #include "job/event.h"
 
@@ -288,6 +289,11 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     return append_event(c, j, j->seq, ad_event_name(k));
 }
 
+ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev)
+{
+    return log_event(c, j, prev, st->job_update(c, j));
+}
+
 /*
  * The time of a change to j: never before its last change. An operation's now is read when it is made, before
  * it waits for the write lock, so in a cluster an operation made a moment earlier on another node can be
@@ -383,13 +389,20 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_OK)
             return e;
     }
+    char *failed = NULL;
+    if (s->job->depends_on != NULL && (e = ad_deps_check(c, s->job, &s->dep_bad, &failed)) != AD_E_OK)
+        return e;
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
     e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
+    if (e == AD_E_OK && s->job->depends_on != NULL)
+        e = ad_deps_link(c, s->job, failed, now);
+    free(failed);
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
     int admitted = 0;
-    if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)
+    if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at && s->job->status == AD_QUEUED &&
+        s->job->deps == 0)
         e = ad_queue_take_one(c, s->job->tenant, s->job->type, s->job->group, s->job->created_at, &admitted);
     if (e == AD_E_OK && admitted)
         e = lease_job(c, s->job, s->handoff_ms, s->handoff_worker, s->job->created_at);
@@ -501,6 +514,8 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, x->job, &prev, st->job_update(c, x->job));
     if (e == AD_E_OK)
         ad_op_changed(op, &x->job);
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 
@@ -739,7 +754,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     /* A repeat leases nothing again: the jobs the first one leased stay leased until their leases run out, and a
      * worker that repeats its report over and over must not take the queue with it. */
     if (x->next == NULL || x->replayed)
-        return e;
+        return x->replayed ? e : ad_deps_settle(op, c, x->job, x->now);
     /* Leased at the report's time: the job it ended finished when the next one started. A failed lease after
      * the report has written fails the batch, but only the store itself fails a lease. The jobs leased are
      * changes of the report (the writer knows only it): published after its own job. */
@@ -748,6 +763,9 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     for (size_t i = 0; e == AD_E_OK && x->shown == NULL && i < x->next->leased.n; i++)
         if (strcmp(x->next->leased.items[i]->id, x->job->id) == 0)
             x->shown = ad_job_dup(x->job);
+    /* The jobs waiting for it come after the leases, which the answer finds from change 1 on. */
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 
@@ -815,6 +833,8 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
     if (e == AD_E_OK)
         ad_op_changed(op, &x->job);
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 

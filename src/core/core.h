@@ -14,6 +14,11 @@
 #include "job/job.h"
 #include "core/writer.h"
 
+struct ad_event_prev;
+/* Write j (changed from prev, which this releases) with its event and webhook deliveries, as every operation does:
+ * for core/deps.c. Writer thread. */
+ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev);
+
 /* Set once at start; read-only afterwards (shared by both threads). */
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store);
 /* The store's operations, as ad_core_init was given them (for the operations of core/bulk.c). */
@@ -57,6 +62,7 @@ struct ad_submit_op {
     void *handoff_ctx;
     int debounce;     /* with job->unique_key: a queued job of the key takes job's payload and runAt */
     int deduplicated; /* out: job is the live job of job->unique_key, not a new one */
+    int dep_bad;      /* out, on AD_E_DEPENDENCY_UNKNOWN: the index in dependsOn of the id that is no job (deps.h) */
 };
 
 /* Submit many prepared jobs in one operation (POST /v1/jobs:batch), so that they are applied in one transaction

@@ -71,6 +71,12 @@ struct ad_job {
                      without one form one group */
     int64_t turn; /* the job's round among its type's groups at its priority, assigned by the store on insert from
                      the queue as it is then (store_int.h); the lease order is priority, turn, cseq */
+    /* Dependencies (core/deps.h): the ids the submit named in dependsOn, as a compact JSON array, or NULL; how many
+     * of them have not ended yet (a queued job with deps > 0 is never leased: "waitingFor": "dependencies"); and
+     * whether the job runs even when one of them failed or was cancelled (onDependencyFailure "run"). */
+    char *depends_on;
+    int deps;
+    int dep_run;
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

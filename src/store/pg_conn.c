@@ -345,6 +345,9 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->group =
         PQgetisnull(r, row, COL_grp) || PQgetlength(r, row, COL_grp) == 0 ? NULL : ad_pg_col_TEXT(r, row, COL_grp);
     j->turn = ad_pg_col_INT64(r, row, COL_turn);
+    j->deps = ad_pg_col_INT(r, row, COL_deps);
+    j->depends_on = ad_pg_col_TEXT(r, row, COL_depends_on);
+    j->dep_run = ad_pg_col_INT(r, row, COL_dep_run);
     return j;
 }
 

@@ -187,6 +187,14 @@ static const char *const migrations[] = {
     ("CREATE TABLE IF NOT EXISTS queue_groups (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
      " window_start bigint NOT NULL, grp text COLLATE \"C\" NOT NULL, window_count int NOT NULL,"
      " PRIMARY KEY (tenant, type, window_start, grp));"),
+    /* 15 (SQLite's 18): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
+     * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
+     * of a job takes (deletes, returning them) to find the jobs waiting for it. */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS deps int NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS depends_on text;"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dep_run int NOT NULL DEFAULT 0;"
+     "CREATE TABLE IF NOT EXISTS job_deps (dep_id text COLLATE \"C\" NOT NULL, job_id text COLLATE \"C\" NOT NULL,"
+     " PRIMARY KEY (dep_id, job_id));"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -208,8 +216,8 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_SPACE_CLEAR] = "TRUNCATE acceptd_space",
     [ST_SPACE_PROBE] = "INSERT INTO acceptd_space (n) VALUES (1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
-    [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM
+                                                                ", started_seq = $33, deps = $34 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -223,10 +231,11 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_CHANGES_ALL] = PG_SELECT_JOB "WHERE seq > $1 ORDER BY seq LIMIT $2",
     /* SKIP LOCKED: rows another transaction has locked are someone else's to lease. */
     /* Per type (each type's turns are its own), one type after another; several are merged in C (ad_lease_merge). */
-    [ST_LEASABLE] = "SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS t (type, i), LATERAL (" PG_SELECT_JOB
-                    "WHERE status = 0 AND tenant = $1 AND type = t.type AND (run_at IS NULL OR run_at <= $3)"
-                    " ORDER BY priority DESC, turn, cseq LIMIT $4 FOR UPDATE SKIP LOCKED) j"
-                    " ORDER BY t.i, j.priority DESC, j.turn, j.cseq",
+    [ST_LEASABLE] =
+        "SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS t (type, i), LATERAL (" PG_SELECT_JOB
+        "WHERE status = 0 AND tenant = $1 AND type = t.type AND (run_at IS NULL OR run_at <= $3) AND deps = 0"
+        " ORDER BY priority DESC, turn, cseq LIMIT $4 FOR UPDATE SKIP LOCKED) j"
+        " ORDER BY t.i, j.priority DESC, j.turn, j.cseq",
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
                                    " ORDER BY run_at, cseq LIMIT $3",
@@ -323,10 +332,12 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
      * walk stops once $4 are found. */
     [ST_LEASABLE_EXCEPT] =
         "SELECT j.* FROM (SELECT cseq, grp, priority, turn FROM jobs WHERE status = 0 AND tenant = $1"
-        " AND type = $2 AND (run_at IS NULL OR run_at <= $3) ORDER BY priority DESC, turn, cseq"
+        " AND type = $2 AND (run_at IS NULL OR run_at <= $3) AND deps = 0 ORDER BY priority DESC, turn, cseq"
         " LIMIT $6) w, LATERAL (" PG_SELECT_JOB "WHERE cseq = w.cseq AND status = 0"
         " FOR UPDATE SKIP LOCKED) j WHERE w.grp <> ALL($5::text[])"
         " ORDER BY w.priority DESC, w.turn, w.cseq LIMIT $4",
+    [ST_DEP_ADD] = "INSERT INTO job_deps (dep_id, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+    [ST_DEP_TAKE] = "DELETE FROM job_deps WHERE dep_id = $1 RETURNING job_id",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

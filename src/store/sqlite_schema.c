@@ -278,6 +278,14 @@ static const char *const migrations[] = {
     ("CREATE TABLE queue_groups (tenant TEXT NOT NULL, type TEXT NOT NULL, window_start INTEGER NOT NULL,"
      " grp TEXT NOT NULL, window_count INTEGER NOT NULL, PRIMARY KEY (tenant, type, window_start, grp))"
      " WITHOUT ROWID;"),
+    /* 18 (PostgreSQL's 15): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
+     * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
+     * of a job reads (and deletes) to find the jobs waiting for it. */
+    ("ALTER TABLE jobs ADD COLUMN deps INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
+     "ALTER TABLE jobs ADD COLUMN dep_run INTEGER NOT NULL DEFAULT 0;"
+     "CREATE TABLE job_deps (dep_id TEXT NOT NULL, job_id TEXT NOT NULL, PRIMARY KEY (dep_id, job_id))"
+     " WITHOUT ROWID;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -295,9 +303,9 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
     [ST_INSERT] = "INSERT INTO jobs (" SQ_INSERT_COLS ") VALUES (" SQ_INSERT_PARAMS ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
-    [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM
-                                                      " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", deps = " SQ_DEPS_PARAM
+                                                                ", started_seq = " SQ_STARTED_PARAM
+                                                                " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_ANY(""),
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_STATUS_HEAD SQ_LIST_TAIL,
@@ -316,7 +324,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_LIST_FEW_LAST] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_F_TYPE SQ_LIST_TAIL,
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tkey = ?4 AND tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
-    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
+    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2 AND deps = 0"
                                   " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, turn, cseq LIMIT ?4",
     [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     /* Two ordered branches, merged: a row value (run_at, cseq) > (?1, ?2) would seek on run_at alone and step
@@ -417,6 +425,9 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
                       " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, type, window_start, grp)"
                       " DO UPDATE SET window_count = window_count + excluded.window_count",
     [ST_GROUP_FORGET] = "DELETE FROM queue_groups WHERE tenant = ?1 AND type = ?2 AND window_start < ?3",
+    [ST_DEP_ADD] = "INSERT OR IGNORE INTO job_deps (dep_id, job_id) VALUES (?1, ?2)",
+    [ST_DEP_LIST] = "SELECT job_id FROM job_deps WHERE dep_id = ?1",
+    [ST_DEP_DELETE] = "DELETE FROM job_deps WHERE dep_id = ?1",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

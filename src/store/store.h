@@ -441,6 +441,12 @@ struct ad_store_ops {
     void (*feed_close)(struct ad_feed *f);
 
     void (*close)(struct ad_store *s);
+
+    /* Dependencies (core/deps.c), writer thread in its transaction: an edge from job_id to a job it depends on, and
+     * the jobs waiting for dep_id (dep_take: their ids, heap, into *ids, *n of them, the caller frees each and the
+     * array), whose edges it deletes: a job ends once, so its edges are read once. */
+    ad_err (*dep_add)(struct ad_conn *c, const char *job_id, const char *dep_id);
+    ad_err (*dep_take)(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
 };
 
 struct ad_store {

@@ -420,7 +420,7 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job, int insert)
             pl->n--;
             break;
         }
-    if (job->status != AD_QUEUED || strcmp(job->tenant, pl->tenant) != 0 ||
+    if (job->status != AD_QUEUED || job->deps > 0 || strcmp(job->tenant, pl->tenant) != 0 ||
         (job->run_at != 0 && job->run_at > pl->horizon))
         return;
     size_t t = 0;
@@ -465,6 +465,11 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
         ad_pg_param_TIME(&p, started); /* $33 */
     else
         ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
+    ad_pg_param_INT(&p, job->deps);                                 /* $34 */
+    if (insert) {
+        ad_pg_param_TEXT(&p, job->depends_on); /* $35 */
+        ad_pg_param_INT(&p, job->dep_run);     /* $36 */
+    }
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
@@ -1161,6 +1166,8 @@ static const struct ad_store_ops pg_ops = {
     .feed_wait = ad_pg_feed_wait,
     .feed_close = ad_pg_feed_close,
     .close = pg_close,
+    .dep_add = ad_pg_dep_add,
+    .dep_take = ad_pg_dep_take,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

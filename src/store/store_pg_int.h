@@ -22,7 +22,10 @@ enum pg_col {
     COL_created_seq,
     COL_started_seq,
     COL_grp,
-    COL_turn
+    COL_turn,
+    COL_deps,
+    COL_depends_on,
+    COL_dep_run
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -40,7 +43,9 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET(name, kind, n, fixed) PG_COL_SET_##fixed(name, n)
 #define PG_COL_SET_0(name, n) #name " = $" #n ", "
 #define PG_COL_SET_1(name, n)
-#define PG_SELECT_JOB "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+#define PG_SELECT_JOB                                                                                                  \
+    "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on, dep_run"  \
+                                          " FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -53,9 +58,10 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
+#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn, deps, depends_on, dep_run"
 #define PG_INSERT_PARAMS                                                                                               \
-    AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR
+    AD_JOB_COLUMNS(PG_COL_PARAM)                                                                                       \
+    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR ", $34, $35, $36"
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -148,6 +154,8 @@ enum pg_stmt {
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
     ST_LEASABLE_EXCEPT,
+    ST_DEP_ADD,
+    ST_DEP_TAKE,
     ST__COUNT
 };
 
@@ -278,6 +286,10 @@ ad_err ad_pg_fetch_rows(struct ad_conn *c, enum pg_stmt id, const struct pg_para
 /* One sweep statement with (before, limit), in the open batch or a transaction of its own; *done_out rows. */
 ad_err ad_pg_sweep_alone(struct ad_conn *c, enum pg_stmt id, int64_t before, int limit, int *done_out,
                          const char *what);
+
+/* ---- pg_deps.c: the edges of dependencies (ops->dep_add, dep_take) ---- */
+ad_err ad_pg_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id);
+ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
 
 /* ---- pg_conn.c: the connection and its pipeline ---- */
 

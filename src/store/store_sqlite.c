@@ -107,6 +107,9 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     const unsigned char *g = sqlite3_column_text(st, COL_grp);
     j->group = g != NULL && *g != '\0' ? ad_strdup((const char *)g) : NULL;
     j->turn = sqlite3_column_int64(st, COL_turn);
+    j->deps = sqlite3_column_int(st, COL_deps);
+    j->depends_on = ad_sq_read_TEXT(st, COL_depends_on);
+    j->dep_run = sqlite3_column_int(st, COL_dep_run);
     return j;
 }
 
@@ -232,6 +235,12 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
         rc = sqlite3_bind_int64(st, SQ_TTKEY_PARAM_N, ad_sq_key(job->tenant, job->type));
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = ad_sq_bind_TEXT(st, SQ_GRP_PARAM_N, job->group != NULL ? job->group : "");
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int(st, SQ_DEPS_PARAM_N, job->deps);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_DEPS_PARAM_N + 1, job->depends_on);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = sqlite3_bind_int(st, SQ_DEPS_PARAM_N + 2, job->dep_run);
     if (rc == SQLITE_OK && id == ST_UPDATE)
         rc = sqlite3_bind_int64(st, SQ_CSEQ_PARAM_N, job->cseq);
     if (rc == SQLITE_OK && id == ST_UPDATE)
@@ -432,6 +441,48 @@ static ad_err sq_job_leasable_except(struct ad_conn *c, const char *tenant, cons
         return AD_E_OK;
     ad_job_list_free(out);
     return ad_sq_fail(c, rc, "leasable jobs");
+}
+
+/* ---- dependencies ---- */
+
+static ad_err sq_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id)
+{
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, ST_DEP_ADD) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    ad_sq_bind_TEXT(st, 2, job_id);
+    return ad_sq_run(c, st, "add dependency");
+}
+
+static void read_id_slot(sqlite3_stmt *st, void *slot)
+{
+    *(char **)slot = ad_sq_read_TEXT(st, 0);
+}
+
+static ad_err sq_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, ST_DEP_LIST) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    e = ad_sq_fetch_rows(c, st, ids, n, sizeof(**ids), read_id_slot, "list dependents");
+    if (e == AD_E_OK && *n > 0 && (st = ad_sq_stmt(c, ST_DEP_DELETE)) != NULL) {
+        ad_sq_bind_TEXT(st, 1, dep_id);
+        e = ad_sq_run(c, st, "delete dependency edges");
+    }
+    if (e != AD_E_OK) {
+        for (size_t i = 0; i < *n; i++)
+            free((*ids)[i]);
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return e;
 }
 
 static ad_err sq_job_running(struct ad_conn *c, struct ad_job_list *out)
@@ -870,6 +921,8 @@ static const struct ad_store_ops sq_ops = {
     .delivery_claim = ad_sq_delivery_claim,
     .delivery_release = ad_sq_delivery_release,
     .close = sq_close,
+    .dep_add = sq_dep_add,
+    .dep_take = sq_dep_take,
 };
 
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)

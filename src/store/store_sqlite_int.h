@@ -22,7 +22,10 @@ enum sq_col {
     COL_created_seq,
     COL_started_seq,
     COL_grp,
-    COL_turn
+    COL_turn,
+    COL_deps,
+    COL_depends_on,
+    COL_dep_run
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -46,6 +49,8 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define SQ_TTKEY_PARAM_N 36
 #define SQ_GRP_PARAM "?37" /* an insert's grp: the job's group, "" for none */
 #define SQ_GRP_PARAM_N 37
+#define SQ_DEPS_PARAM "?38" /* the job's count of unfinished dependencies (an insert's and an update's) */
+#define SQ_DEPS_PARAM_N 38
 /*
  * An insert's turn (job.h): one past the last turn of its group's due queued jobs at its priority, or for a group
  * with none the turn of the next job to lease at that priority, read only then (as PG_TURN_EXPR; jobs_group and
@@ -56,12 +61,15 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " AND tenant = ?2 AND type = ?3 AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn DESC LIMIT 1),"                \
     " (SELECT turn FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"         \
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
-#define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
+#define SQ_SELECT_JOB                                                                                                  \
+    "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on,"          \
+                                          " dep_run FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
-#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn"
+#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run"
 #define SQ_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
-    SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR
+    SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR          \
+                 ", " SQ_DEPS_PARAM ", ?39, ?40"
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1
@@ -174,6 +182,9 @@ enum sq_stmt {
     ST_GROUP_WINDOW,
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
+    ST_DEP_ADD,
+    ST_DEP_LIST,
+    ST_DEP_DELETE,
     ST__COUNT
 };
 
