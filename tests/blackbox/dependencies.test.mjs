@@ -181,3 +181,32 @@ describe('dependencies', () => {
         await noLease(w, 'report.export');
     });
 });
+
+describe('dependencies across a kill -9', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    it('the count and edges are durable: after a restart the last dependency still releases the job, once', async () => {
+        const { c, w } = tenant(d);
+        const a = (await submit(c, { type: 'report.export' })).json;
+        const b = (await submit(c, { type: 'report.export' })).json;
+        const j = (await submit(c, { type: 'email.send', dependsOn: [a.id, b.id] })).json;
+        const la = await leaseOne(w, 'report.export', { expectId: a.id });
+        await complete(w, a.id, la.leaseId);
+        await d.kill9();
+        await d.restart();
+        assert.equal((await getJob(c, j.id)).waitingFor, 'dependencies', 'b has not ended');
+        await noLease(w, 'email.send');
+        const lb = await leaseOne(w, 'report.export', { expectId: b.id });
+        // The completion's 202 means its commit, which released j with it: kill -9 right after it changes nothing.
+        await complete(w, b.id, lb.leaseId);
+        await d.kill9();
+        await d.restart();
+        const lj = await leaseOne(w, 'email.send', { expectId: j.id });
+        await complete(w, j.id, lj.leaseId);
+        await noLease(w, ['email.send', 'report.export']);
+    });
+});
