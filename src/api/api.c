@@ -77,6 +77,10 @@ static const struct ad_route_def routes[] = {
     {"DELETE", "/v1/operations/{id}", ad_api_op_delete, CLIENT},
     {"POST", "/v1/operations/{id}:cancel", ad_api_op_cancel, CLIENT},
     {"POST", "/v1/operations/{id}:wait", ad_api_op_wait, ALL | SIGNED},
+    {"POST", "/v1/batches", ad_api_batch_create, CLIENT},
+    {"GET", "/v1/batches/{id}", ad_api_batch_get, ALL},
+    {"GET", "/v1/batches/{id}/jobs", ad_api_batch_jobs, ALL},
+    {"POST", "/v1/batches/{id}:cancel", ad_api_batch_cancel, CLIENT},
 };
 
 static int peer_is_loopback(h2o_req_t *req)

@@ -246,6 +246,11 @@ void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j);
 int ad_api_openapi(struct ad_request *r);
 
 /* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
+/* Batches (api_batches.c). */
+int ad_api_batch_create(struct ad_request *r);
+int ad_api_batch_get(struct ad_request *r);
+int ad_api_batch_jobs(struct ad_request *r);
+int ad_api_batch_cancel(struct ad_request *r);
 int ad_api_webhook_create(struct ad_request *r);
 int ad_api_webhook_list(struct ad_request *r);
 int ad_api_webhook_get(struct ad_request *r);

@@ -6,6 +6,7 @@
  * answers with once it succeeded is named to the writer (ad_op_changed), which publishes it after the commit.
  */
 #include "core/core.h"
+#include "core/batches.h"
 #include "core/deps.h"
 #include "core/queues.h"
 #include "job/event.h"
@@ -281,6 +282,9 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     /* The change's webhook deliveries go into the outbox in the same transaction (ad_core_set_webhooks). */
     if (write == AD_E_OK && webhooks != NULL)
         write = webhooks->outbox(c, prev->status, prev->progress, j);
+    /* A batch's counts move with its jobs, in the same transaction (core/batches.h). */
+    if (write == AD_E_OK && j->batch_id != NULL && prev->status != AD_STATUS__COUNT && prev->status != j->status)
+        write = ad_batch_moved(c, j, prev->status);
     enum ad_event_kind k = ad_event_kind_of(prev, j);
     int creation = prev->status == AD_STATUS__COUNT;
     ad_event_prev_free(prev);
@@ -292,6 +296,13 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
 ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev)
 {
     return log_event(c, j, prev, st->job_update(c, j));
+}
+
+ad_err ad_core_job_insert(struct ad_conn *c, struct ad_job *j)
+{
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, NULL);
+    return log_event(c, j, &prev, st->job_insert(c, j));
 }
 
 /*

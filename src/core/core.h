@@ -18,6 +18,8 @@ struct ad_event_prev;
 /* Write j (changed from prev, which this releases) with its event and webhook deliveries, as every operation does:
  * for core/deps.c. Writer thread. */
 ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev);
+/* Insert the new job j with its creation's webhook deliveries: for core/batches.c. Writer thread. */
+ad_err ad_core_job_insert(struct ad_conn *c, struct ad_job *j);
 
 /* Set once at start; read-only afterwards (shared by both threads). */
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store);

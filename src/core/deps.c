@@ -6,9 +6,12 @@
  * down chains with a work list, not recursion: a job cancelled because its dependency failed is itself a failed
  * dependency of the jobs waiting for it. A dependent that is no longer waiting (cancelled by a client meanwhile,
  * or already cancelled through another of its dependencies) is passed over. The count on the job is what the
- * lease queries read; the edges are only the way from a dependency to its dependents.
+ * lease queries read; the edges are only the way from a dependency to its dependents. A batch is a dependency
+ * like a job (fan-in): it ends in the write of its last job's end (batches.c), which notes it here
+ * (ad_deps_ended), and the operation's settle takes it from there.
  */
 #include "core/deps.h"
+#include "core/batches.h"
 #include "core/core.h"
 #include "job/event.h"
 
@@ -21,9 +24,28 @@ static int failed_status(enum ad_status s)
     return s == AD_FAILED || s == AD_CANCELLED;
 }
 
-ad_err ad_deps_check(struct ad_conn *c, struct ad_job *job, int *bad, char **failed)
+/* The status of dependency id of tenant, a job's or (bat_...) a batch's (AD_RUNNING while it runs). */
+static ad_err dep_status(struct ad_conn *c, const char *tenant, const char *id, enum ad_status *out)
 {
     const struct ad_store_ops *st = ad_core_store_ops();
+    if (strncmp(id, "bat_", 4) == 0) {
+        struct ad_batch *b = NULL;
+        ad_err e = st->batch_get(c, tenant, id, &b);
+        if (e == AD_E_OK)
+            *out = ad_batch_status(b);
+        ad_batch_free(b);
+        return e;
+    }
+    struct ad_job *d = NULL;
+    ad_err e = st->job_get(c, tenant, id, &d);
+    if (e == AD_E_OK)
+        *out = d->status;
+    ad_job_free(d);
+    return e;
+}
+
+ad_err ad_deps_check(struct ad_conn *c, struct ad_job *job, int *bad, char **failed)
+{
     *bad = -1;
     *failed = NULL;
     job->deps = 0;
@@ -31,17 +53,16 @@ ad_err ad_deps_check(struct ad_conn *c, struct ad_job *job, int *bad, char **fai
     ad_err e = json_is_array(ids) ? AD_E_OK : AD_E_INTERNAL;
     for (size_t i = 0; e == AD_E_OK && i < json_array_size(ids); i++) {
         const char *id = json_string_value(json_array_get(ids, i));
-        struct ad_job *d = NULL;
-        e = id != NULL ? st->job_get(c, job->tenant, id, &d) : AD_E_NOT_FOUND;
+        enum ad_status ds = AD_QUEUED;
+        e = id != NULL ? dep_status(c, job->tenant, id, &ds) : AD_E_NOT_FOUND;
         if (e == AD_E_NOT_FOUND) {
             *bad = (int)i;
             e = AD_E_DEPENDENCY_UNKNOWN;
-        } else if (e == AD_E_OK && !ad_status_terminal(d->status)) {
+        } else if (e == AD_E_OK && !ad_status_terminal(ds)) {
             job->deps++;
-        } else if (e == AD_E_OK && failed_status(d->status) && *failed == NULL) {
+        } else if (e == AD_E_OK && failed_status(ds) && *failed == NULL) {
             *failed = ad_strdup(id);
         }
-        ad_job_free(d);
     }
     json_decref(ids);
     if (e != AD_E_OK) {
@@ -85,11 +106,10 @@ ad_err ad_deps_link(struct ad_conn *c, struct ad_job *job, const char *failed, i
     ad_err e = AD_E_OK;
     for (size_t i = 0; e == AD_E_OK && i < json_array_size(ids); i++) {
         const char *id = json_string_value(json_array_get(ids, i));
-        struct ad_job *d = NULL;
-        e = st->job_get(c, job->tenant, id, &d);
-        if (e == AD_E_OK && !ad_status_terminal(d->status))
+        enum ad_status ds = AD_QUEUED;
+        e = dep_status(c, job->tenant, id, &ds);
+        if (e == AD_E_OK && !ad_status_terminal(ds))
             e = st->dep_add(c, job->id, id);
-        ad_job_free(d);
     }
     json_decref(ids);
     if (e == AD_E_OK && failed != NULL && !job->dep_run)
@@ -113,6 +133,24 @@ static void ended_push(struct ended *w, const char *id, int failed)
     }
     w->id[w->n] = ad_strdup(id);
     w->failed[w->n++] = failed;
+}
+
+/* The batches that ended in the writes since the last settle (writer thread only). */
+static struct ended pending;
+
+void ad_deps_ended(const char *batch_id, int failed)
+{
+    ended_push(&pending, batch_id, failed);
+}
+
+/* Move what ended meanwhile onto w. */
+static void take_pending(struct ended *w)
+{
+    while (pending.n > 0) {
+        pending.n--;
+        ended_push(w, pending.id[pending.n], pending.failed[pending.n]);
+        free(pending.id[pending.n]);
+    }
 }
 
 /* One dependent, waiting for dep, which ended (failed or not). */
@@ -150,11 +188,11 @@ static ad_err settle_one(struct ad_op *op, struct ad_conn *c, const char *id, co
 
 ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *ended, int64_t now)
 {
-    if (ended == NULL || !ad_status_terminal(ended->status))
-        return AD_E_OK;
     const struct ad_store_ops *st = ad_core_store_ops();
     struct ended w = {0};
-    ended_push(&w, ended->id, failed_status(ended->status));
+    if (ended != NULL && ad_status_terminal(ended->status))
+        ended_push(&w, ended->id, failed_status(ended->status));
+    take_pending(&w);
     ad_err e = AD_E_OK;
     while (e == AD_E_OK && w.n > 0) {
         char *dep = w.id[--w.n];
@@ -169,6 +207,7 @@ ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *
         }
         free(ids);
         free(dep);
+        take_pending(&w);
     }
     while (w.n > 0)
         free(w.id[--w.n]);

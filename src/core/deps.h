@@ -18,7 +18,8 @@
 /* At most this many ids in a dependsOn. */
 #define AD_DEPS_MAX 100
 
-/* Before job (a new job with depends_on set) is inserted: every id it names must be a job of its tenant, else
+/* Before job (a new job with depends_on set) is inserted: every id it names must be a job or a batch
+ * (core/batches.h, fan-in) of its tenant, else
  * AD_E_DEPENDENCY_UNKNOWN with *bad the index of the first one that is not. Sets job->deps to how many have not
  * ended, and *failed (heap, the caller frees) to the first that ended failed or cancelled, or NULL. Writes
  * nothing. */
@@ -30,5 +31,8 @@ ad_err ad_deps_link(struct ad_conn *c, struct ad_job *job, const char *failed, i
  * failure where they run anyway) or are cancelled, and so on down their own dependents. Each job changed is
  * named to op (ad_op_changed_own) after those op named already. Nothing when ended is not final. */
 ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *ended, int64_t now);
+/* A batch ended in the change being written (core/batches.c), failed (failed or cancelled) or not: its dependents
+ * are settled by the next ad_deps_settle of the operation (ended may be NULL there). Writer thread. */
+void ad_deps_ended(const char *batch_id, int failed);
 
 #endif

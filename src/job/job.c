@@ -144,7 +144,8 @@ void ad_job_set(char **field, const char *v)
     X(artifact)                                                                                                        \
     X(unique_key)                                                                                                      \
     X(group)                                                                                                           \
-    X(depends_on)
+    X(depends_on)                                                                                                      \
+    X(batch_id)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -241,6 +242,10 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     if (j->unique_key != NULL) {
         AD_JSON_KEY(b, "uniqueKey");
         ad_json_str(b, j->unique_key);
+    }
+    if (j->batch_id != NULL) {
+        AD_JSON_KEY(b, "batchId");
+        ad_json_str(b, j->batch_id);
     }
     if (j->depends_on != NULL) {
         AD_JSON_KEY(b, "dependsOn");

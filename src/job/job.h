@@ -77,6 +77,7 @@ struct ad_job {
     char *depends_on;
     int deps;
     int dep_run;
+    char *batch_id; /* the batch the job was created in (core/batches.h), or NULL */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

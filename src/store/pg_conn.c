@@ -348,6 +348,7 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->deps = ad_pg_col_INT(r, row, COL_deps);
     j->depends_on = ad_pg_col_TEXT(r, row, COL_depends_on);
     j->dep_run = ad_pg_col_INT(r, row, COL_dep_run);
+    j->batch_id = ad_pg_col_TEXT(r, row, COL_batch_id);
     return j;
 }
 

@@ -189,12 +189,19 @@ static const char *const migrations[] = {
      " PRIMARY KEY (tenant, type, window_start, grp));"),
     /* 15 (SQLite's 18): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
      * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
-     * of a job takes (deletes, returning them) to find the jobs waiting for it. */
+     * of a job takes (deletes, returning them) to find the jobs waiting for it; batches (core/batches.c): a row
+     * each with its jobs counted by status, and the jobs of a batch by creation. */
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS deps int NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS depends_on text;"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dep_run int NOT NULL DEFAULT 0;"
      "CREATE TABLE IF NOT EXISTS job_deps (dep_id text COLLATE \"C\" NOT NULL, job_id text COLLATE \"C\" NOT NULL,"
-     " PRIMARY KEY (dep_id, job_id));"),
+     " PRIMARY KEY (dep_id, job_id));"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_id text COLLATE \"C\";"
+     "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
+     "CREATE TABLE IF NOT EXISTS batches (id text COLLATE \"C\" PRIMARY KEY, tenant text COLLATE \"C\" NOT NULL,"
+     " total int NOT NULL, n_queued int NOT NULL, n_running int NOT NULL, n_succeeded int NOT NULL,"
+     " n_failed int NOT NULL, n_cancelled int NOT NULL, n_partial int NOT NULL, callback_url text,"
+     " created_at bigint NOT NULL, finished_at bigint);"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -338,6 +345,16 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
         " ORDER BY w.priority DESC, w.turn, w.cseq LIMIT $4",
     [ST_DEP_ADD] = "INSERT INTO job_deps (dep_id, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
     [ST_DEP_TAKE] = "DELETE FROM job_deps WHERE dep_id = $1 RETURNING job_id",
+    [ST_BATCH_INSERT] =
+        "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
+        " n_partial, callback_url, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+        " $10, $11, $12)",
+    [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = $2, n_running = $3, n_succeeded = $4, n_failed = $5,"
+                        " n_cancelled = $6, n_partial = $7, finished_at = $8 WHERE id = $1",
+    [ST_BATCH_GET] = "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
+                     " callback_url, created_at, finished_at FROM batches WHERE id = $1 AND ($2::text IS NULL OR"
+                     " tenant = $2)",
+    [ST_BATCH_JOBS] = PG_SELECT_JOB "WHERE batch_id = $1 AND tenant = $2 AND cseq < $3 ORDER BY cseq DESC LIMIT $4",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

@@ -280,12 +280,19 @@ static const char *const migrations[] = {
      " WITHOUT ROWID;"),
     /* 18 (PostgreSQL's 15): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
      * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
-     * of a job reads (and deletes) to find the jobs waiting for it. */
+     * of a job reads (and deletes) to find the jobs waiting for it; batches (core/batches.c): a row each with its
+     * jobs counted by status, and the jobs of a batch by creation. */
     ("ALTER TABLE jobs ADD COLUMN deps INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
      "ALTER TABLE jobs ADD COLUMN dep_run INTEGER NOT NULL DEFAULT 0;"
      "CREATE TABLE job_deps (dep_id TEXT NOT NULL, job_id TEXT NOT NULL, PRIMARY KEY (dep_id, job_id))"
-     " WITHOUT ROWID;"),
+     " WITHOUT ROWID;"
+     "ALTER TABLE jobs ADD COLUMN batch_id TEXT;"
+     "CREATE INDEX jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
+     "CREATE TABLE batches (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, total INTEGER NOT NULL,"
+     " n_queued INTEGER NOT NULL, n_running INTEGER NOT NULL, n_succeeded INTEGER NOT NULL,"
+     " n_failed INTEGER NOT NULL, n_cancelled INTEGER NOT NULL, n_partial INTEGER NOT NULL, callback_url TEXT,"
+     " created_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -428,6 +435,16 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_DEP_ADD] = "INSERT OR IGNORE INTO job_deps (dep_id, job_id) VALUES (?1, ?2)",
     [ST_DEP_LIST] = "SELECT job_id FROM job_deps WHERE dep_id = ?1",
     [ST_DEP_DELETE] = "DELETE FROM job_deps WHERE dep_id = ?1",
+    [ST_BATCH_INSERT] =
+        "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
+        " n_partial, callback_url, created_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+        " ?10, ?11, ?12)",
+    [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = ?4, n_running = ?5, n_succeeded = ?6, n_failed = ?7,"
+                        " n_cancelled = ?8, n_partial = ?9, finished_at = ?12 WHERE id = ?1",
+    [ST_BATCH_GET] =
+        "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
+        " callback_url, created_at, finished_at FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_BATCH_JOBS] = SQ_SELECT_JOB "WHERE batch_id = ?1 AND tenant = ?2 AND cseq < ?3 ORDER BY cseq DESC LIMIT ?4",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

@@ -469,6 +469,7 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     if (insert) {
         ad_pg_param_TEXT(&p, job->depends_on); /* $35 */
         ad_pg_param_INT(&p, job->dep_run);     /* $36 */
+        ad_pg_param_TEXT(&p, job->batch_id);   /* $37 */
     }
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
@@ -779,6 +780,17 @@ static ad_err pg_job_leasable_except(struct ad_conn *c, const char *tenant, cons
     ad_err e = fetch_jobs(c, ST_LEASABLE_EXCEPT, &p, out, "leasable jobs");
     free(arr);
     return e;
+}
+
+static ad_err pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                            struct ad_job_list *out)
+{
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, batch_id);
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_INT64(&p, before > 0 ? before : INT64_MAX);
+    ad_pg_param_INT(&p, limit);
+    return fetch_jobs(c, ST_BATCH_JOBS, &p, out, "batch jobs");
 }
 
 static ad_err pg_job_running(struct ad_conn *c, struct ad_job_list *out)
@@ -1168,6 +1180,10 @@ static const struct ad_store_ops pg_ops = {
     .close = pg_close,
     .dep_add = ad_pg_dep_add,
     .dep_take = ad_pg_dep_take,
+    .batch_insert = ad_pg_batch_insert,
+    .batch_update = ad_pg_batch_update,
+    .batch_get = ad_pg_batch_get,
+    .batch_jobs = pg_batch_jobs,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

@@ -25,7 +25,8 @@ enum pg_col {
     COL_turn,
     COL_deps,
     COL_depends_on,
-    COL_dep_run
+    COL_dep_run,
+    COL_batch_id
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -45,7 +46,7 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET_1(name, n)
 #define PG_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on, dep_run"  \
-                                          " FROM jobs "
+                                          ", batch_id FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -58,10 +59,11 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn, deps, depends_on, dep_run"
+#define PG_INSERT_COLS                                                                                                 \
+    AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn, deps, depends_on, dep_run, batch_id"
 #define PG_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(PG_COL_PARAM)                                                                                       \
-    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR ", $34, $35, $36"
+    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR ", $34, $35, $36, $37"
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -156,6 +158,10 @@ enum pg_stmt {
     ST_LEASABLE_EXCEPT,
     ST_DEP_ADD,
     ST_DEP_TAKE,
+    ST_BATCH_INSERT,
+    ST_BATCH_UPDATE,
+    ST_BATCH_GET,
+    ST_BATCH_JOBS,
     ST__COUNT
 };
 
@@ -257,7 +263,7 @@ struct pg_prefetch {
 
 /* ---- parameters and rows ---- */
 
-#define PG_MAX_PARAMS 36
+#define PG_MAX_PARAMS 40
 
 /* Parameters in text format; numbers are formatted into num. NULL values are SQL NULLs. */
 struct pg_params {
@@ -290,6 +296,9 @@ ad_err ad_pg_sweep_alone(struct ad_conn *c, enum pg_stmt id, int64_t before, int
 /* ---- pg_deps.c: the edges of dependencies (ops->dep_add, dep_take) ---- */
 ad_err ad_pg_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id);
 ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
+ad_err ad_pg_batch_insert(struct ad_conn *c, const struct ad_batch *b);
+ad_err ad_pg_batch_update(struct ad_conn *c, const struct ad_batch *b);
+ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
 
 /* ---- pg_conn.c: the connection and its pipeline ---- */
 

@@ -25,7 +25,8 @@ enum sq_col {
     COL_turn,
     COL_deps,
     COL_depends_on,
-    COL_dep_run
+    COL_dep_run,
+    COL_batch_id
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -63,13 +64,16 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on,"          \
-                                          " dep_run FROM jobs "
+                                          " dep_run, batch_id FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
-#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run"
+#define SQ_INSERT_COLS                                                                                                 \
+    AD_JOB_COLUMNS(SQ_COL_NAME)                                                                                        \
+    "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run,"                                             \
+    " batch_id"
 #define SQ_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
     SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR          \
-                 ", " SQ_DEPS_PARAM ", ?39, ?40"
+                 ", " SQ_DEPS_PARAM ", ?39, ?40, ?41"
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1
@@ -185,6 +189,10 @@ enum sq_stmt {
     ST_DEP_ADD,
     ST_DEP_LIST,
     ST_DEP_DELETE,
+    ST_BATCH_INSERT,
+    ST_BATCH_UPDATE,
+    ST_BATCH_GET,
+    ST_BATCH_JOBS,
     ST__COUNT
 };
 
