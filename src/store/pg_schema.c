@@ -192,15 +192,17 @@ static const char *const migrations[] = {
      * of a job takes (deletes, returning them) to find the jobs waiting for it; batches (core/batches.c): a row
      * each with its jobs counted by status, and the jobs of a batch by creation. */
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS deps int NOT NULL DEFAULT 0;"
-     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS depends_on text;"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS depends_on text COLLATE \"C\";"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dep_run int NOT NULL DEFAULT 0;"
      "CREATE TABLE IF NOT EXISTS job_deps (dep_id text COLLATE \"C\" NOT NULL, job_id text COLLATE \"C\" NOT NULL,"
      " PRIMARY KEY (dep_id, job_id));"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_id text COLLATE \"C\";"
+     "ALTER TABLE jobs ALTER COLUMN depends_on TYPE text COLLATE \"C\","
+     " ALTER COLUMN batch_id TYPE text COLLATE \"C\";"
      "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
      "CREATE TABLE IF NOT EXISTS batches (id text COLLATE \"C\" PRIMARY KEY, tenant text COLLATE \"C\" NOT NULL,"
      " total int NOT NULL, n_queued int NOT NULL, n_running int NOT NULL, n_succeeded int NOT NULL,"
-     " n_failed int NOT NULL, n_cancelled int NOT NULL, n_partial int NOT NULL, callback_url text,"
+     " n_failed int NOT NULL, n_cancelled int NOT NULL, n_partial int NOT NULL, callback_url text COLLATE \"C\","
      " created_at bigint NOT NULL, finished_at bigint);"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
