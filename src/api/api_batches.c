@@ -7,7 +7,7 @@
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
  * A batch is read from its row (one row, whatever its size); it is not cached, so its ETag is that of the body
  * read. Another tenant's batch is not found. An item may not carry what makes a submit answer another job than a
- * new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own.
+ * new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own: the batch's callbackUrl hears of its end.
  */
 #include "api/api_int.h"
 #include "common/json.h"
@@ -84,7 +84,10 @@ static void create_done(struct ad_op *op)
     if (op->err != AD_E_OK) {
         ad_err e = op->err;
         ad_op_free(op);
-        ad_api_fail(r, e);
+        if (e == AD_E_CALLBACK_SECRET_MISSING)
+            ad_http_problem(r->req, e, AD_API_CALLBACK_SECRET_HOWTO, NULL);
+        else
+            ad_api_fail(r, e);
         return;
     }
     struct ad_buf b;
@@ -108,8 +111,11 @@ int ad_api_batch_create(struct ad_request *r)
         ad_verr_add(&v, "", "the body must be a JSON object");
     else if (!json_is_array(jobs) || json_array_size(jobs) < 1 || json_array_size(jobs) > AD_BATCH_MAX)
         ad_verr_add(&v, "/jobs", "jobs must be an array of 1 to 1000 submit bodies");
-    else if (json_object_get(body, "callbackUrl") != NULL)
-        ad_verr_add(&v, "/callbackUrl", "this version sends no batch webhooks: follow the batch by polling it");
+    json_t *cb = json_is_object(body) ? json_object_get(body, "callbackUrl") : NULL;
+    const char *cb_url = cb != NULL && !json_is_null(cb) ? ad_api_text(cb, 0, SIZE_MAX) : NULL;
+    char why[300];
+    if (cb != NULL && !json_is_null(cb) && ad_api_webhook_url_invalid(cb_url, why, sizeof(why)))
+        ad_verr_add(&v, "/callbackUrl", why);
     size_t n = v.n == 0 ? json_array_size(jobs) : 0;
     int64_t now = ad_now_ms();
     struct ad_batch_create_op *x = ad_batch_create_op_new(n);
@@ -132,6 +138,7 @@ int ad_api_batch_create(struct ad_request *r)
         else
             ad_job_free(p.job);
     }
+    char *callback = v.n == 0 && cb_url != NULL ? ad_strdup(cb_url) : NULL;
     json_decref(body);
     if (v.n != 0) {
         ad_op_free(&x->op);
@@ -142,6 +149,7 @@ int ad_api_batch_create(struct ad_request *r)
     x->batch->id = ad_new_id("bat_");
     x->batch->tenant = ad_strdup(r->tenant != NULL ? r->tenant : "default");
     x->batch->created_at = now;
+    x->batch->callback_url = callback;
     x->ctx = ad_api_write_begin(r);
     x->op.done = create_done;
     x->op.weight = n;

@@ -76,12 +76,16 @@ ad_err ad_batch_moved(struct ad_conn *c, const struct ad_job *j, enum ad_status 
     if (b->n[from] > 0)
         b->n[from]--;
     b->n[j->status]++;
+    e = AD_E_OK;
     if (b->finished_at == 0 && ad_batch_status(b) != AD_RUNNING) {
+        /* The batch ends here, once: its event goes into the outbox in this transaction. */
         b->finished_at = j->updated_at;
         enum ad_status s = ad_batch_status(b);
         ad_deps_ended(b->id, s == AD_FAILED || s == AD_CANCELLED);
+        e = ad_core_batch_outbox(c, b, s);
     }
-    e = st->batch_update(c, b);
+    if (e == AD_E_OK)
+        e = st->batch_update(c, b);
     ad_batch_free(b);
     return e;
 }
@@ -91,7 +95,7 @@ static ad_err create_apply(struct ad_op *op, struct ad_conn *c)
     struct ad_batch_create_op *x = (struct ad_batch_create_op *)op;
     const struct ad_store_ops *st = ad_core_store_ops();
     char **failed = ad_calloc(x->n, sizeof(*failed));
-    ad_err e = AD_E_OK;
+    ad_err e = x->batch->callback_url != NULL ? ad_core_callback_ready(c, x->batch->tenant) : AD_E_OK;
     for (size_t i = 0; e == AD_E_OK && i < x->n; i++) {
         if (x->jobs[i]->depends_on == NULL)
             continue;

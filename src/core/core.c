@@ -298,6 +298,16 @@ ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_pr
     return log_event(c, j, prev, st->job_update(c, j));
 }
 
+ad_err ad_core_callback_ready(struct ad_conn *c, const char *tenant)
+{
+    return callback_ready(c, tenant);
+}
+
+ad_err ad_core_batch_outbox(struct ad_conn *c, const struct ad_batch *b, enum ad_status s)
+{
+    return webhooks != NULL && webhooks->batch_outbox != NULL ? webhooks->batch_outbox(c, b, s) : AD_E_OK;
+}
+
 ad_err ad_core_job_insert(struct ad_conn *c, struct ad_job *j)
 {
     struct ad_event_prev prev;

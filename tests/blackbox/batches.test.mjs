@@ -6,7 +6,8 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
-import { assertProblem, complete, expectStatus, fail, getJob, hget, lease, leaseOne, listAll, show } from './lib/jobs.mjs';
+import { assertProblem, complete, expectStatus, fail, getJob, hget, lease, leaseOne, listAll, show, sleep } from './lib/jobs.mjs';
+import { createEndpoint, startReceiver, verifyDelivery, webhookConfig, WEBHOOK_VERSION } from './lib/webhooks.mjs';
 
 const create = async (c, jobs) => expectStatus(await c.post('/v1/batches', { jobs }), 202);
 const getBatch = async (c, id) => expectStatus(await c.get(`/v1/batches/${id}`), 200);
@@ -183,5 +184,55 @@ describe('batches across a kill -9', () => {
         await complete(w, dep.id, lr.leaseId);
         await noLease(w, ['email.send', 'report.export']);
         assert.equal((await getBatch(c, b.id)).json.finishedAt, end.finishedAt, 'the batch ended once');
+    });
+});
+
+describe('batch webhooks', () => {
+    let d, rx;
+    before(async () => {
+        rx = await startReceiver();
+        d = await startDaemon({ config: webhookConfig() });
+    });
+    after(async () => {
+        await d?.stop();
+        await rx?.close();
+    });
+    const at = (p) => rx.requests.filter((q) => q.path === p);
+
+    it('one signed event per batch, to its callbackUrl and the endpoints that list it, across a kill -9', async () => {
+        const { c, w, name } = tenant(d);
+        const hook = await createEndpoint(c, `${rx.url}/hook-${name}`, ['batch.succeeded', 'batch.partialSuccess', 'batch.failed', 'batch.cancelled']);
+        const jobsOnly = await createEndpoint(c, `${rx.url}/jobs-${name}`);
+        assert.deepEqual(jobsOnly.events.filter((e) => e.startsWith('batch.')), [], 'batch events are opt-in');
+        assertProblem(await c.post('/v1/batches', { jobs: [{ type: 'report.export' }], callbackUrl: `${rx.url}/cb-${name}` }), 422, 'callback-secret-missing');
+        const secret = expectStatus(await c.post('/v1/webhooks/callback:rotate', {}), 200).json.secret;
+        const res = expectStatus(await c.post('/v1/batches', { jobs: [{ type: 'report.export' }, { type: 'report.export' }], callbackUrl: `${rx.url}/cb-${name}` }), 202);
+        const id = res.json.id;
+        await runAll(w, 'report.export', 1, () => 'ok');
+        const l = await leaseOne(w, 'report.export');
+        await complete(w, l.job.id, l.leaseId);
+        // Killed right after the last completion: the event was stored with it, and is sent after the restart.
+        await d.kill9();
+        await d.restart();
+        await rx.waitFor(() => at(`/cb-${name}`).length >= 1 && at(`/hook-${name}`).length >= 1, { what: 'batch events' });
+        await sleep(500);
+        // One event each (a delivery in flight at the kill may be sent again after the restart: the same event, which
+        // its Idempotency-Key lets the receiver drop).
+        const cb = at(`/cb-${name}`);
+        const hk = at(`/hook-${name}`);
+        assert.equal(new Set(cb.map((q) => q.headers['webhook-id'])).size, 1, 'exactly one event to the callbackUrl');
+        assert.equal(new Set(hk.map((q) => q.headers['webhook-id'])).size, 1, 'exactly one event to the endpoint');
+        const e1 = verifyDelivery(cb[0], secret);
+        const e2 = verifyDelivery(hk[0], hook.secret);
+        for (const [ev, q] of [[e1, cb[0]], [e2, hk[0]]]) {
+            assert.equal(ev.type, 'batch.succeeded');
+            assert.equal(ev.version, WEBHOOK_VERSION);
+            assert.deepEqual(Object.keys(ev.data), ['batch']);
+            assert.equal(new URL(ev.data.batch).pathname, `/v1/batches/${id}`, 'made before the restart: the old port');
+            assert.equal(q.headers['idempotency-key'], ev.id);
+            assert.match(ev.id, /^evt_/);
+        }
+        assert.equal(e1.id, e2.id, 'one event, every destination');
+        assert.ok(at(`/jobs-${name}`).every((q) => !JSON.parse(q.body).type.startsWith('batch.')), 'the default filter has no batch events');
     });
 });
