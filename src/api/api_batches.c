@@ -3,6 +3,9 @@
  * ETag, 304 and Retry-After while it runs), GET /v1/batches/{id}/jobs (paged like /v1/jobs) and POST
  * /v1/batches/{id}:cancel.
  *
+ * GET /v1/operations/{batch id} is the batch's AIP-151 view (api_operations.c hands it here): the batch as a
+ * google.longrunning.Operation, its counts in the metadata, done once it ended.
+ *
  * A create is all or nothing: every item is validated as a POST /v1/jobs body first, and one invalid item refuses
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
  * A batch is read from its row (one row, whatever its size); it is not cached, so its ETag is that of the body
@@ -194,6 +197,51 @@ static void send_batch(struct ad_request *r, const struct ad_batch *batch)
     ad_api_send_buf(r, 200, &b);
 }
 
+/* The batch as a google.longrunning.Operation in proto3 JSON (as api_operations.c renders a job): metadata a Struct
+ * with its counts, response a Value with them once it ended succeeded or partialSuccess, error a google.rpc.Status
+ * once it ended failed (UNKNOWN) or cancelled (CANCELLED). */
+static void render_operation(struct ad_buf *b, const struct ad_batch *batch)
+{
+    enum ad_status s = ad_batch_status(batch);
+    AD_BUF_LIT(b, "{\"name\":\"operations/");
+    ad_json_chars(b, batch->id);
+    AD_BUF_LIT(b, "\",\"metadata\":{\"@type\":\"type.googleapis.com/google.protobuf.Struct\",\"value\":");
+    ad_batch_render(batch, b);
+    AD_BUF_LIT(b, "},\"done\":");
+    ad_json_bool(b, s != AD_RUNNING);
+    if (s == AD_SUCCEEDED || s == AD_PARTIAL) {
+        AD_BUF_LIT(b, ",\"response\":{\"@type\":\"type.googleapis.com/google.protobuf.Value\",\"value\":{\"status\":");
+        ad_json_str(b, ad_status_name(s));
+        AD_BUF_LIT(b, "}}");
+    } else if (s == AD_FAILED) {
+        AD_BUF_LIT(b, ",\"error\":{\"code\":2,\"message\":\"no job of the batch succeeded\",\"details\":[]}");
+    } else if (s == AD_CANCELLED) {
+        AD_BUF_LIT(b, ",\"error\":{\"code\":1,\"message\":\"the batch was cancelled\",\"details\":[]}");
+    }
+    AD_BUF_LIT(b, "}");
+}
+
+/* The operation view of the batch, with its own strong ETag (304 on If-None-Match). */
+static void send_operation(struct ad_request *r, const struct ad_batch *batch)
+{
+    struct ad_buf b;
+    ad_buf_init(&b, SIZE_MAX);
+    render_operation(&b, batch);
+    char etag[25];
+    ad_etag(b.data, b.len, etag);
+    char *et = h2o_mem_alloc_pool(&r->req->pool, sizeof(etag));
+    memcpy(et, etag, sizeof(etag));
+    h2o_add_header(&r->req->pool, &r->req->res.headers, H2O_TOKEN_ETAG, NULL, et, 24);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
+    const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
+    if (inm != NULL && (strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL)) {
+        ad_buf_free(&b);
+        ad_http_empty(r->req, 304);
+        return;
+    }
+    ad_api_send_buf(r, 200, &b);
+}
+
 static void send_jobs(struct ad_request *r, struct ad_batches_op *x)
 {
     struct ad_job_list *l = &x->jobs;
@@ -225,8 +273,12 @@ static void send_jobs(struct ad_request *r, struct ad_batches_op *x)
 
 static void answer(struct ad_request *r, struct ad_batches_op *x)
 {
-    if (x->op.err == AD_E_NOT_FOUND)
+    if (x->op.err == AD_E_NOT_FOUND && x->view)
+        ad_http_problemf(r->req, AD_E_NOT_FOUND, "no operation operations/%s", x->id);
+    else if (x->op.err == AD_E_NOT_FOUND)
         ad_http_problem(r->req, AD_E_NOT_FOUND, "this tenant has no batch with this id", NULL);
+    else if (x->op.err == AD_E_OK && x->view)
+        send_operation(r, x->batch);
     else if (x->op.err != AD_E_OK)
         ad_api_fail(r, x->op.err);
     else if (x->action == AD_BATCH_JOBS)
@@ -265,6 +317,13 @@ static int read_batch(struct ad_request *r, struct ad_batches_op *x)
 int ad_api_batch_get(struct ad_request *r)
 {
     return read_batch(r, batches_op(r, AD_BATCH_GET));
+}
+
+int ad_api_batch_operation(struct ad_request *r)
+{
+    struct ad_batches_op *x = batches_op(r, AD_BATCH_GET);
+    x->view = 1;
+    return read_batch(r, x);
 }
 
 int ad_api_batch_jobs(struct ad_request *r)

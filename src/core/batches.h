@@ -53,6 +53,7 @@ struct ad_batches_op {
     struct ad_batch *batch;
     struct ad_job_list jobs;
     void *ctx;
+    int view; /* the caller's: answered as the AIP-151 view */
 };
 struct ad_batches_op *ad_batches_op_new(void);
 

@@ -5,9 +5,40 @@
 
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import protobuf from 'protobufjs';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, fail, getJob, hget, lease, leaseOne, listAll, show, sleep } from './lib/jobs.mjs';
 import { createEndpoint, startReceiver, verifyDelivery, webhookConfig, WEBHOOK_VERSION } from './lib/webhooks.mjs';
+
+// google/longrunning/operations.proto (google-proto-files), for the AIP-151 view of a batch.
+const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'node_modules', 'google-proto-files');
+const root = new protobuf.Root();
+root.resolvePath = (origin, target) => path.join(PROTO_DIR, target);
+root.loadSync(['google/longrunning/operations.proto', 'google/protobuf/struct.proto'], { keepCase: false });
+root.resolveAll();
+
+/** Assert op is the proto3 JSON of a google.longrunning.Operation: its keys are the message's fields, the Anys
+ * resolve to well-known types carrying "value", error is a google.rpc.Status, and one result at most. */
+function assertOperation(op) {
+    const t = root.lookupType('google.longrunning.Operation');
+    const names = new Set(t.fieldsArray.flatMap((f) => [f.name, f.options?.json_name].filter(Boolean)));
+    for (const k of Object.keys(op)) assert.ok(names.has(k), `Operation has no field ${k}`);
+    assert.equal(typeof op.name, 'string');
+    assert.equal(typeof op.done, 'boolean');
+    for (const any of [op.metadata, op.response].filter(Boolean)) {
+        const inner = root.lookupType(any['@type'].slice(any['@type'].lastIndexOf('/') + 1));
+        assert.ok(['google.protobuf.Struct', 'google.protobuf.Value'].includes(inner.fullName.slice(1)));
+        assert.deepEqual(Object.keys(any).sort(), ['@type', 'value']);
+    }
+    assert.ok(!(op.response && op.error), 'result is a oneof');
+    if (op.error) {
+        const st = root.lookupType('google.rpc.Status');
+        for (const k of Object.keys(op.error)) assert.ok(st.fields[k], `Status has no field ${k}`);
+        assert.equal(typeof op.error.code, 'number');
+    }
+}
 
 const create = async (c, jobs) => expectStatus(await c.post('/v1/batches', { jobs }), 202);
 const getBatch = async (c, id) => expectStatus(await c.get(`/v1/batches/${id}`), 200);
@@ -158,6 +189,40 @@ describe('batches', () => {
         const now = await getJob(c, after.id);
         assert.equal(now.status, 'cancelled', JSON.stringify(now));
         assert.equal(now.error.dependency, bad.id);
+    });
+});
+
+describe('the AIP-151 view of a batch', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    it('GET /v1/operations/{batch id} is the batch as a google.longrunning.Operation, with its own ETag', async () => {
+        const { c, w } = tenant(d);
+        const { c: other } = tenant(d);
+        const b = (await create(c, [1, 2].map(() => ({ type: 'report.export' })))).json;
+        const r1 = expectStatus(await c.get(`/v1/operations/${b.id}`), 200);
+        assertOperation(r1.json);
+        assert.equal(r1.json.name, `operations/${b.id}`);
+        assert.equal(r1.json.done, false);
+        assert.equal(r1.json.metadata.value.total, 2);
+        assert.equal(r1.json.response, undefined);
+        assert.equal((await c.get(`/v1/operations/${b.id}`, { headers: { 'if-none-match': hget(r1, 'etag') } })).status, 304);
+        assertProblem(await other.get(`/v1/operations/${b.id}`), 404, 'not-found');
+        await runAll(w, 'report.export', 2, (i) => (i === 0 ? 'ok' : 'partial'));
+        const r2 = expectStatus(await c.get(`/v1/operations/${b.id}`, { headers: { 'if-none-match': hget(r1, 'etag') } }), 200);
+        assertOperation(r2.json);
+        assert.equal(r2.json.done, true);
+        assert.deepEqual(r2.json.response.value, { status: 'partialSuccess' });
+        assert.equal(r2.json.metadata.value.counts.partialSuccess, 1);
+        const bad = (await create(c, [{ type: 'report.export' }])).json;
+        expectStatus(await c.post(`/v1/batches/${bad.id}:cancel`, {}), 200);
+        const r3 = expectStatus(await c.get(`/v1/operations/${bad.id}`), 200).json;
+        assertOperation(r3);
+        assert.equal(r3.done, true);
+        assert.equal(r3.error.code, 1, 'CANCELLED');
     });
 });
 
