@@ -8,14 +8,20 @@
  *
  * A create is all or nothing: every item is validated as a POST /v1/jobs body first, and one invalid item refuses
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
- * A batch is read from its row (one row, whatever its size); it is not cached, so its ETag is that of the body
- * read. Another tenant's batch is not found. An item may not carry what makes a submit answer another job than a
- * new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own: the batch's callbackUrl hears of its end.
+ * A batch is read from its row (one row, whatever its size), and its answer (body and ETag) kept in a small
+ * direct-mapped cache on the event loop until a change of one of its jobs is published (ad_api_batches_changed,
+ * from the hub's event listener): every change of its counts is the change of a job of it. A read that began
+ * before such a change fills nothing (the slot's generation moved). In cluster mode nothing is cached: the event
+ * listener hears this node's own changes only once the follower has read them back, so a cached answer could
+ * outlive the commit that changed it. Another tenant's batch is not found. An item may not carry what makes a submit
+ * answer another job than a new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own: the batch's callbackUrl
+ * hears of its end.
  */
 #include "api/api_int.h"
 #include "common/json.h"
 #include "core/batches.h"
 #include "core/deps.h"
+#include "hub/cluster.h"
 #include "hub/hub.h"
 
 #include <stdio.h>
@@ -160,11 +166,51 @@ int ad_api_batch_create(struct ad_request *r)
     return 0;
 }
 
+/* ---- the cache of answers ---- */
+
+#define BATCH_CACHE_SLOTS 1024 /* a power of two */
+
+struct cached_batch {
+    char *id, *tenant;
+    char etag[25];
+    char *body;
+    size_t len;
+    int running;
+};
+static struct cached_batch cache[BATCH_CACHE_SLOTS];
+static uint64_t cache_gen[BATCH_CACHE_SLOTS];
+
+static size_t cache_slot(const char *id)
+{
+    size_t h = 5381;
+    for (const char *p = id; *p != '\0'; p++)
+        h = h * 33 + (unsigned char)*p;
+    return h & (BATCH_CACHE_SLOTS - 1);
+}
+
+static void cache_drop(size_t s)
+{
+    free(cache[s].id);
+    free(cache[s].tenant);
+    free(cache[s].body);
+    cache[s] = (struct cached_batch){0};
+}
+
+void ad_api_batches_changed(const struct ad_job *j)
+{
+    if (j->batch_id == NULL)
+        return;
+    size_t s = cache_slot(j->batch_id);
+    cache_gen[s]++;
+    cache_drop(s);
+}
+
 /* ---- reads and cancel ---- */
 
 struct batch_read {
     struct ad_api_read rd;
     struct ad_batches_op *x;
+    uint64_t gen; /* of the batch's cache slot when the read began */
 };
 
 static ad_err read_apply(struct ad_op *op, struct ad_conn *c)
@@ -174,27 +220,40 @@ static ad_err read_apply(struct ad_op *op, struct ad_conn *c)
     return br->x->op.err;
 }
 
-/* The batch as its representation, with its validators and cache headers; 304 when If-None-Match names it. */
-static void send_batch(struct ad_request *r, const struct ad_batch *batch)
+/* Answer a batch's cached answer c: its validators and cache headers, and 304 when If-None-Match names it. */
+static int send_cached(struct ad_request *r, const struct cached_batch *c)
+{
+    h2o_add_header(&r->req->pool, &r->req->res.headers, H2O_TOKEN_ETAG, NULL, c->etag, 24);
+    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
+    if (c->running)
+        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, BATCH_RETRY_AFTER);
+    const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
+    if (inm != NULL && (strcmp(inm, "*") == 0 || strstr(inm, c->etag) != NULL))
+        return ad_http_empty(r->req, 304);
+    char *body = h2o_mem_alloc_pool(&r->req->pool, c->len);
+    memcpy(body, c->body, c->len);
+    return ad_http_json(r, 200, body, c->len);
+}
+
+/* The batch as its representation, kept in the cache unless a change came since the read began (gen). */
+static void send_batch(struct ad_request *r, const struct ad_batch *batch, uint64_t gen)
 {
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_batch_render(batch, &b);
-    char etag[25];
-    ad_etag(b.data, b.len, etag);
-    char *et = h2o_mem_alloc_pool(&r->req->pool, sizeof(etag));
-    memcpy(et, etag, sizeof(etag));
-    h2o_add_header(&r->req->pool, &r->req->res.headers, H2O_TOKEN_ETAG, NULL, et, 24);
-    ad_http_header(r->req, H2O_TOKEN_CACHE_CONTROL, "no-cache");
-    if (ad_batch_status(batch) == AD_RUNNING)
-        ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, BATCH_RETRY_AFTER);
-    const char *inm = ad_http_get(r->req, H2O_TOKEN_IF_NONE_MATCH);
-    if (inm != NULL && (strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL)) {
-        ad_buf_free(&b);
-        ad_http_empty(r->req, 304);
+    struct cached_batch c = {.body = b.data, .len = b.len, .running = ad_batch_status(batch) == AD_RUNNING};
+    ad_etag(b.data, b.len, c.etag);
+    size_t s = cache_slot(batch->id);
+    if (cache_gen[s] == gen && !ad_cluster_enabled() && ad_json_end(&b) == 0) {
+        cache_drop(s);
+        c.id = ad_strdup(batch->id);
+        c.tenant = ad_strdup(batch->tenant);
+        cache[s] = c;
+        send_cached(r, &cache[s]);
         return;
     }
-    ad_api_send_buf(r, 200, &b);
+    send_cached(r, &c);
+    ad_buf_free(&b);
 }
 
 /* The batch as a google.longrunning.Operation in proto3 JSON (as api_operations.c renders a job): metadata a Struct
@@ -271,7 +330,7 @@ static void send_jobs(struct ad_request *r, struct ad_batches_op *x)
     ad_api_send_buf(r, 200, &b);
 }
 
-static void answer(struct ad_request *r, struct ad_batches_op *x)
+static void answer(struct ad_request *r, struct ad_batches_op *x, uint64_t gen)
 {
     if (x->op.err == AD_E_NOT_FOUND && x->view)
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no operation operations/%s", x->id);
@@ -284,14 +343,14 @@ static void answer(struct ad_request *r, struct ad_batches_op *x)
     else if (x->action == AD_BATCH_JOBS)
         send_jobs(r, x);
     else
-        send_batch(r, x->batch);
+        send_batch(r, x->batch, gen);
 }
 
 static void read_answer(struct ad_api_read *rd, struct ad_request *r)
 {
     struct batch_read *br = (struct batch_read *)rd;
     if (r != NULL)
-        answer(r, br->x);
+        answer(r, br->x, br->gen);
     ad_op_free(&br->x->op);
 }
 
@@ -309,6 +368,7 @@ static int read_batch(struct ad_request *r, struct ad_batches_op *x)
 {
     struct batch_read *br = ad_calloc(1, sizeof(*br));
     br->x = x;
+    br->gen = cache_gen[cache_slot(x->id)];
     br->rd.op.apply = read_apply;
     br->rd.answer = read_answer;
     return ad_api_read(r, &br->rd);
@@ -316,6 +376,10 @@ static int read_batch(struct ad_request *r, struct ad_batches_op *x)
 
 int ad_api_batch_get(struct ad_request *r)
 {
+    const struct cached_batch *c = &cache[cache_slot(r->id)];
+    const char *tenant = r->tenant != NULL ? r->tenant : "default";
+    if (c->id != NULL && strcmp(c->id, r->id) == 0 && strcmp(c->tenant, tenant) == 0)
+        return send_cached(r, c);
     return read_batch(r, batches_op(r, AD_BATCH_GET));
 }
 
@@ -345,7 +409,7 @@ static void cancel_done(struct ad_op *op)
     struct ad_batches_op *x = (struct ad_batches_op *)op;
     struct ad_request *r = ad_api_write_take(x->ctx);
     if (r != NULL)
-        answer(r, x);
+        answer(r, x, cache_gen[cache_slot(x->id)] - 1); /* never cached: its changes are not yet published */
     ad_op_free(op);
 }
 

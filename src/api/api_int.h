@@ -251,6 +251,8 @@ int ad_api_batch_create(struct ad_request *r);
 int ad_api_batch_get(struct ad_request *r);
 int ad_api_batch_jobs(struct ad_request *r);
 int ad_api_batch_cancel(struct ad_request *r);
+/* A job's change was published (the hub's event listener): the cached answer of its batch, if any, is stale. */
+void ad_api_batches_changed(const struct ad_job *j);
 /* GET /v1/operations/{id} of a batch (bat_...): its AIP-151 view. */
 int ad_api_batch_operation(struct ad_request *r);
 int ad_api_webhook_create(struct ad_request *r);
