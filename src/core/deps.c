@@ -135,7 +135,8 @@ static void ended_push(struct ended *w, const char *id, int failed)
     w->failed[w->n++] = failed;
 }
 
-/* The batches that ended in the writes since the last settle (writer thread only). */
+/* The batches that ended in the writes since the last settle (writer thread only), checked against their rows when
+ * taken (take_pending). */
 static struct ended pending;
 
 void ad_deps_ended(const char *batch_id, int failed)
@@ -143,14 +144,26 @@ void ad_deps_ended(const char *batch_id, int failed)
     ended_push(&pending, batch_id, failed);
 }
 
-/* Move what ended meanwhile onto w. */
-static void take_pending(struct ended *w)
+/* Move what ended meanwhile onto w: each batch as its row says it is now, so that an end whose write was undone
+ * since (its operation failed after it, and the transaction with it) settles nothing. */
+static ad_err take_pending(struct ad_conn *c, struct ended *w)
 {
+    const struct ad_store_ops *st = ad_core_store_ops();
+    ad_err e = AD_E_OK;
     while (pending.n > 0) {
         pending.n--;
-        ended_push(w, pending.id[pending.n], pending.failed[pending.n]);
+        struct ad_batch *b = NULL;
+        ad_err ge = e == AD_E_OK ? st->batch_get(c, NULL, pending.id[pending.n], &b) : AD_E_NOT_FOUND;
+        if (ge == AD_E_OK && ad_batch_status(b) != AD_RUNNING) {
+            enum ad_status s = ad_batch_status(b);
+            ended_push(w, b->id, s == AD_FAILED || s == AD_CANCELLED);
+        } else if (ge != AD_E_NOT_FOUND && ge != AD_E_OK) {
+            e = ge;
+        }
+        ad_batch_free(b);
         free(pending.id[pending.n]);
     }
+    return e;
 }
 
 /* One dependent, waiting for dep, which ended (failed or not). */
@@ -192,8 +205,7 @@ ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *
     struct ended w = {0};
     if (ended != NULL && ad_status_terminal(ended->status))
         ended_push(&w, ended->id, failed_status(ended->status));
-    take_pending(&w);
-    ad_err e = AD_E_OK;
+    ad_err e = take_pending(c, &w);
     while (e == AD_E_OK && w.n > 0) {
         char *dep = w.id[--w.n];
         int failed = w.failed[w.n];
@@ -207,7 +219,8 @@ ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *
         }
         free(ids);
         free(dep);
-        take_pending(&w);
+        if (e == AD_E_OK)
+            e = take_pending(c, &w);
     }
     while (w.n > 0)
         free(w.id[--w.n]);
