@@ -80,6 +80,7 @@ static const struct ad_route_def routes[] = {
     {"POST", "/v1/batches", ad_api_batch_create, CLIENT},
     {"GET", "/v1/batches/{id}", ad_api_batch_get, ALL},
     {"GET", "/v1/batches/{id}/jobs", ad_api_batch_jobs, ALL},
+    {"GET", "/v1/batches/{id}/events", ad_api_batch_events, ALL},
     {"POST", "/v1/batches/{id}:cancel", ad_api_batch_cancel, CLIENT},
 };
 
@@ -247,6 +248,7 @@ static int refuse_overload(h2o_req_t *req, int is_read)
 static void api_event(const struct ad_job *j, const char *body, size_t len)
 {
     ad_api_batches_changed(j);
+    ad_api_batch_events_changed(j);
     ad_api_events_notify(j, body, len);
 }
 

@@ -251,6 +251,10 @@ int ad_api_batch_create(struct ad_request *r);
 int ad_api_batch_get(struct ad_request *r);
 int ad_api_batch_jobs(struct ad_request *r);
 int ad_api_batch_cancel(struct ad_request *r);
+/* GET /v1/batches/{id}/events (api_batch_events.c), and a job's change heard (the hub's event listener): the streams
+ * of its batch read it again. */
+int ad_api_batch_events(struct ad_request *r);
+void ad_api_batch_events_changed(const struct ad_job *j);
 /* A job's change was published (the hub's event listener): the cached answer of its batch, if any, is stale. */
 void ad_api_batches_changed(const struct ad_job *j);
 /* GET /v1/operations/{id} of a batch (bat_...): its AIP-151 view. */

@@ -11,6 +11,7 @@ import protobuf from 'protobufjs';
 import { it, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
 import { assertProblem, complete, expectStatus, fail, getJob, hget, lease, leaseOne, listAll, show, sleep } from './lib/jobs.mjs';
 import { createEndpoint, startReceiver, verifyDelivery, webhookConfig, WEBHOOK_VERSION } from './lib/webhooks.mjs';
+import { openSse } from './lib/sse.mjs';
 
 // google/longrunning/operations.proto (google-proto-files), for the AIP-151 view of a batch.
 const PROTO_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'node_modules', 'google-proto-files');
@@ -189,6 +190,59 @@ describe('batches', () => {
         const now = await getJob(c, after.id);
         assert.equal(now.status, 'cancelled', JSON.stringify(now));
         assert.equal(now.error.dependency, bad.id);
+    });
+});
+
+describe('the event stream of a batch', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon({ config: standardConfig() });
+    });
+    after(() => d?.stop());
+
+    it('sends the state on every change of its jobs, resumes with the current state, ends with done', async () => {
+        const { c, w, keys } = tenant(d);
+        const { keys: otherKeys } = tenant(d);
+        const b = (await create(c, [1, 2].map(() => ({ type: 'report.export' })))).json;
+        const url = `${d.url}/v1/batches/${b.id}/events`;
+        const auth = { authorization: `Bearer ${keys.c}` };
+        const s1 = await openSse(url, { headers: auth });
+        assert.equal(s1.status, 200);
+        await s1.waitEvents(1);
+        assert.deepEqual([s1.events[0].event, s1.events[0].id], ['batch', '0']);
+        assert.equal(JSON.parse(s1.events[0].data).counts.queued, 2);
+        const l1 = await leaseOne(w, 'report.export');
+        await complete(w, l1.job.id, l1.leaseId);
+        await s1.waitFor((x) => x.events.some((e) => JSON.parse(e.data).counts.succeeded === 1), 10_000, 'the first job\'s end');
+        const last = s1.events[s1.events.length - 1];
+        assert.equal(last.id, '1', 'the id counts the jobs that ended');
+        s1.close();
+        // The second job ends while no stream is open; a resume gets the state as it is now, then done.
+        const l2 = await leaseOne(w, 'report.export');
+        await complete(w, l2.job.id, l2.leaseId);
+        const s2 = await openSse(url, { headers: { ...auth, 'last-event-id': '1' } });
+        await s2.waitEnd();
+        assert.deepEqual(s2.events.map((e) => [e.event, e.id]), [['done', '3']]);
+        assert.equal(JSON.parse(s2.events[0].data).status, 'succeeded');
+        const s3 = await openSse(url, { headers: { ...auth, 'last-event-id': '3' } });
+        assert.equal(s3.status, 204, 'past done: nothing more');
+        s3.close();
+        const s4 = await openSse(url, { headers: { authorization: `Bearer ${otherKeys.c}` } });
+        assert.equal(s4.status, 404);
+        s4.close();
+    });
+
+    it('a stream open while the last job ends gets done and ends', async () => {
+        const { c, w, keys } = tenant(d);
+        const b = (await create(c, [{ type: 'email.send', maxAttempts: 1 }])).json;
+        const s = await openSse(`${d.url}/v1/batches/${b.id}/events`, { headers: { authorization: `Bearer ${keys.c}` } });
+        await s.waitEvents(1);
+        const l = await leaseOne(w, 'email.send');
+        await fail(w, l.job.id, l.leaseId, { retryable: false });
+        await s.waitEnd();
+        const done = s.events[s.events.length - 1];
+        assert.deepEqual([done.event, done.id], ['done', '2']);
+        assert.equal(JSON.parse(done.data).status, 'failed');
     });
 });
 
