@@ -181,7 +181,7 @@ static ad_err settle_one(struct ad_op *op, struct ad_conn *c, const char *id, co
     }
     if (failed && !j->dep_run) {
         e = cancel_for(c, j, dep, now);
-        if (e == AD_E_OK)
+        if (e == AD_E_OK && j->dependents)
             ended_push(w, j->id, 1);
     } else {
         struct ad_event_prev prev;
@@ -203,7 +203,8 @@ ad_err ad_deps_settle(struct ad_op *op, struct ad_conn *c, const struct ad_job *
 {
     const struct ad_store_ops *st = ad_core_store_ops();
     struct ended w = {0};
-    if (ended != NULL && ad_status_terminal(ended->status))
+    /* A job no one named in dependsOn has no edges to take: the common end costs no read. */
+    if (ended != NULL && ad_status_terminal(ended->status) && ended->dependents)
         ended_push(&w, ended->id, failed_status(ended->status));
     ad_err e = take_pending(c, &w);
     while (e == AD_E_OK && w.n > 0) {

@@ -78,6 +78,7 @@ struct ad_job {
     int deps;
     int dep_run;
     char *batch_id; /* the batch the job was created in (core/batches.h), or NULL */
+    int dependents; /* 1 once a job has named this one in its dependsOn (store dep_add): its end settles them */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

@@ -349,6 +349,7 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->depends_on = ad_pg_col_TEXT(r, row, COL_depends_on);
     j->dep_run = ad_pg_col_INT(r, row, COL_dep_run);
     j->batch_id = ad_pg_col_TEXT(r, row, COL_batch_id);
+    j->dependents = ad_pg_col_INT(r, row, COL_dependents);
     return j;
 }
 

@@ -1,6 +1,7 @@
 /*
  * pg_deps.c - the PostgreSQL store's edges of dependencies (store.h dep_add, dep_take; core/deps.c decides what
- * they mean) and its batch rows (batch_insert, batch_update, batch_get; core/batches.c keeps their counts). An edge is
+ * they mean) and its batch rows (batch_insert, batch_update, batch_get, batch_jobs; core/batches.c keeps their
+ * counts). An edge is
  * a row (dep_id, job_id) keyed by dependency, so that the end of a job finds the jobs waiting for it in one index
  * range; taking them deletes them, returning the ids, in one statement. Both run in the writer's transaction, under the
  * cluster's write lock, so no two nodes take the same edges.
@@ -14,7 +15,13 @@ ad_err ad_pg_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id)
     struct pg_params p = {0};
     ad_pg_param_TEXT(&p, dep_id);
     ad_pg_param_TEXT(&p, job_id);
-    return ad_pg_write1(c, ST_DEP_ADD, &p, CHECK_NONE, "add dependency");
+    ad_err e = ad_pg_write1(c, ST_DEP_ADD, &p, CHECK_NONE, "add dependency");
+    struct pg_params m = {0};
+    ad_pg_param_TEXT(&m, dep_id);
+    if (e == AD_E_OK)
+        e = ad_pg_write1(c, ST_DEP_MARK, &m, CHECK_NONE, "mark a dependency");
+    ad_pg_prefetch_drop(c, dep_id); /* read ahead before the mark */
+    return e;
 }
 
 ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n)
@@ -90,4 +97,22 @@ ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, st
     PQclear(r);
     *out = b;
     return AD_E_OK;
+}
+
+static void read_job_slot(const PGresult *r, int row, void *slot)
+{
+    *(struct ad_job **)slot = ad_pg_read_job(r, row);
+}
+
+ad_err ad_pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                        struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    struct pg_params p = {0};
+    ad_pg_param_TEXT(&p, batch_id);
+    ad_pg_param_TEXT(&p, tenant);
+    ad_pg_param_INT64(&p, before > 0 ? before : INT64_MAX);
+    ad_pg_param_INT(&p, limit);
+    return ad_pg_fetch_rows(c, ST_BATCH_JOBS, &p, &out->items, &out->n, sizeof(*out->items), read_job_slot,
+                            "batch jobs");
 }

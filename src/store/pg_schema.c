@@ -197,6 +197,7 @@ static const char *const migrations[] = {
      "CREATE TABLE IF NOT EXISTS job_deps (dep_id text COLLATE \"C\" NOT NULL, job_id text COLLATE \"C\" NOT NULL,"
      " PRIMARY KEY (dep_id, job_id));"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_id text COLLATE \"C\";"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dependents int NOT NULL DEFAULT 0;"
      "ALTER TABLE jobs ALTER COLUMN depends_on TYPE text COLLATE \"C\","
      " ALTER COLUMN batch_id TYPE text COLLATE \"C\";"
      "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
@@ -347,6 +348,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
         " ORDER BY w.priority DESC, w.turn, w.cseq LIMIT $4",
     [ST_DEP_ADD] = "INSERT INTO job_deps (dep_id, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
     [ST_DEP_TAKE] = "DELETE FROM job_deps WHERE dep_id = $1 RETURNING job_id",
+    [ST_DEP_MARK] = "UPDATE jobs SET dependents = 1 WHERE id = $1 AND dependents = 0",
     [ST_BATCH_INSERT] =
         "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
         " n_partial, callback_url, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"

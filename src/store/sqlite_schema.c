@@ -288,6 +288,7 @@ static const char *const migrations[] = {
      "CREATE TABLE job_deps (dep_id TEXT NOT NULL, job_id TEXT NOT NULL, PRIMARY KEY (dep_id, job_id))"
      " WITHOUT ROWID;"
      "ALTER TABLE jobs ADD COLUMN batch_id TEXT;"
+     "ALTER TABLE jobs ADD COLUMN dependents INTEGER NOT NULL DEFAULT 0;"
      "CREATE INDEX jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
      "CREATE TABLE batches (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, total INTEGER NOT NULL,"
      " n_queued INTEGER NOT NULL, n_running INTEGER NOT NULL, n_succeeded INTEGER NOT NULL,"
@@ -435,6 +436,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_DEP_ADD] = "INSERT OR IGNORE INTO job_deps (dep_id, job_id) VALUES (?1, ?2)",
     [ST_DEP_LIST] = "SELECT job_id FROM job_deps WHERE dep_id = ?1",
     [ST_DEP_DELETE] = "DELETE FROM job_deps WHERE dep_id = ?1",
+    [ST_DEP_MARK] = "UPDATE jobs SET dependents = 1 WHERE id = ?1 AND dependents = 0",
     [ST_BATCH_INSERT] =
         "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
         " n_partial, callback_url, created_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"

@@ -452,7 +452,8 @@ struct ad_store_ops {
 
     void (*close)(struct ad_store *s);
 
-    /* Dependencies (core/deps.c), writer thread in its transaction: an edge from job_id to a job it depends on, and
+    /* Dependencies (core/deps.c), writer thread in its transaction: an edge from job_id to a job it depends on (which
+     * marks that job: its dependents becomes 1, read by every later job_get, and never reset by job_update), and
      * the jobs waiting for dep_id (dep_take: their ids, heap, into *ids, *n of them, the caller frees each and the
      * array), whose edges it deletes: a job ends once, so its edges are read once. */
     ad_err (*dep_add)(struct ad_conn *c, const char *job_id, const char *dep_id);

@@ -65,6 +65,11 @@ static void prefetch_drop(struct ad_conn *c, const char *id)
     }
 }
 
+void ad_pg_prefetch_drop(struct ad_conn *c, const char *id)
+{
+    prefetch_drop(c, id);
+}
+
 static void pool_drop(struct pg_pool *pl)
 {
     for (size_t i = 0; i < pl->n; i++)
@@ -782,17 +787,6 @@ static ad_err pg_job_leasable_except(struct ad_conn *c, const char *tenant, cons
     return e;
 }
 
-static ad_err pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
-                            struct ad_job_list *out)
-{
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, batch_id);
-    ad_pg_param_TEXT(&p, tenant);
-    ad_pg_param_INT64(&p, before > 0 ? before : INT64_MAX);
-    ad_pg_param_INT(&p, limit);
-    return fetch_jobs(c, ST_BATCH_JOBS, &p, out, "batch jobs");
-}
-
 static ad_err pg_job_running(struct ad_conn *c, struct ad_job_list *out)
 {
     struct pg_params p = {0};
@@ -1183,7 +1177,7 @@ static const struct ad_store_ops pg_ops = {
     .batch_insert = ad_pg_batch_insert,
     .batch_update = ad_pg_batch_update,
     .batch_get = ad_pg_batch_get,
-    .batch_jobs = pg_batch_jobs,
+    .batch_jobs = ad_pg_batch_jobs,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

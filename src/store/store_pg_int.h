@@ -26,7 +26,8 @@ enum pg_col {
     COL_deps,
     COL_depends_on,
     COL_dep_run,
-    COL_batch_id
+    COL_batch_id,
+    COL_dependents
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -46,7 +47,7 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET_1(name, n)
 #define PG_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on, dep_run"  \
-                                          ", batch_id FROM jobs "
+                                          ", batch_id, dependents FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -158,6 +159,7 @@ enum pg_stmt {
     ST_LEASABLE_EXCEPT,
     ST_DEP_ADD,
     ST_DEP_TAKE,
+    ST_DEP_MARK,
     ST_BATCH_INSERT,
     ST_BATCH_UPDATE,
     ST_BATCH_GET,
@@ -299,6 +301,10 @@ ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t
 ad_err ad_pg_batch_insert(struct ad_conn *c, const struct ad_batch *b);
 ad_err ad_pg_batch_update(struct ad_conn *c, const struct ad_batch *b);
 ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
+ad_err ad_pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                        struct ad_job_list *out);
+/* store_pg.c: forget the job id read ahead in the open batch (a write of its row that is not job_update's). */
+void ad_pg_prefetch_drop(struct ad_conn *c, const char *id);
 
 /* ---- pg_conn.c: the connection and its pipeline ---- */
 

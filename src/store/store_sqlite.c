@@ -111,6 +111,7 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     j->depends_on = ad_sq_read_TEXT(st, COL_depends_on);
     j->dep_run = sqlite3_column_int(st, COL_dep_run);
     j->batch_id = ad_sq_read_TEXT(st, COL_batch_id);
+    j->dependents = sqlite3_column_int(st, COL_dependents);
     return j;
 }
 
@@ -456,7 +457,13 @@ static ad_err sq_dep_add(struct ad_conn *c, const char *job_id, const char *dep_
         return e != AD_E_OK ? e : AD_E_INTERNAL;
     ad_sq_bind_TEXT(st, 1, dep_id);
     ad_sq_bind_TEXT(st, 2, job_id);
-    return ad_sq_run(c, st, "add dependency");
+    e = ad_sq_run(c, st, "add dependency");
+    if (e != AD_E_OK || (st = ad_sq_stmt(c, ST_DEP_MARK)) == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    e = ad_sq_run(c, st, "mark a dependency");
+    rows_forget(c, dep_id); /* the kept row has dependents 0 */
+    return e;
 }
 
 static void read_id_slot(sqlite3_stmt *st, void *slot)

@@ -26,7 +26,8 @@ enum sq_col {
     COL_deps,
     COL_depends_on,
     COL_dep_run,
-    COL_batch_id
+    COL_batch_id,
+    COL_dependents
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -64,7 +65,7 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, deps, depends_on,"          \
-                                          " dep_run, batch_id FROM jobs "
+                                          " dep_run, batch_id, dependents FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
 #define SQ_INSERT_COLS                                                                                                 \
     AD_JOB_COLUMNS(SQ_COL_NAME)                                                                                        \
@@ -189,6 +190,7 @@ enum sq_stmt {
     ST_DEP_ADD,
     ST_DEP_LIST,
     ST_DEP_DELETE,
+    ST_DEP_MARK,
     ST_BATCH_INSERT,
     ST_BATCH_UPDATE,
     ST_BATCH_GET,
