@@ -258,6 +258,7 @@ async function signIn(key) {
 
 const views = {
     overview: overviewView, jobs: jobsView, job: jobView, queues: queuesView, workers: workersView, webhooks: webhooksView,
+    batch: batchView,
 };
 
 function route() {
@@ -285,9 +286,10 @@ function route() {
     let name = parts[0] || 'overview';
     let arg = parts[1] ? decodeURIComponent(parts[1]) : null;
     if (name === 'jobs' && arg) name = 'job';
+    if (name === 'batches') name = arg ? 'batch' : 'overview';
     if (!views[name]) name = 'overview';
     for (const a of document.querySelectorAll('#nav a')) {
-        if (a.dataset.view === (name === 'job' ? 'jobs' : name)) a.setAttribute('aria-current', 'page');
+        if (a.dataset.view === (name === 'job' || name === 'batch' ? 'jobs' : name)) a.setAttribute('aria-current', 'page');
         else a.removeAttribute('aria-current');
     }
     const signal = viewAbort.signal;
@@ -572,6 +574,60 @@ async function jobsView(root, signal) {
     }, signal, { onOpen: () => setLive(true) });
 }
 
+// ---- one batch ----
+
+// A batch (POST /v1/batches): its counts and progress, polled with its ETag while it runs, its jobs, and cancel.
+async function batchView(root, signal, id) {
+    const h1 = heading(root, 'Batch');
+    h1.append(' ', h('span', { class: 'mono small' }, id));
+    const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+    const head = h('div', { class: 'job-head' });
+    const jobs = h('section', { 'aria-labelledby': 'h-batch-jobs' });
+    let batch = null;
+    let shownJobs = '';
+    const cancelBtn = h('button', { type: 'button', id: 'btn-batch-cancel', class: 'danger', onclick: async () => {
+        status.textContent = 'Cancel…';
+        try {
+            batch = await api('POST', `/v1/batches/${encodeURIComponent(id)}:cancel`, undefined, signal);
+            await render();
+            status.textContent = 'Cancel sent to every job not final.';
+        } catch (e) {
+            status.textContent = `Cancel failed: ${e.message}`;
+        }
+    } }, 'Cancel batch');
+    root.append(h('p', {}, h('a', { href: '#/jobs' }, '← All jobs')), head, h('div', { class: 'actions' }, cancelBtn), status, jobs);
+    const render = async () => {
+        const b = batch;
+        cancelBtn.disabled = b.status !== 'running';
+        const k = b.counts;
+        head.replaceChildren(h('dl', { class: 'facts' },
+            h('dt', {}, 'State'), h('dd', { id: 'batch-state' }, badge(b.status)),
+            h('dt', {}, 'Progress'), h('dd', { id: 'batch-progress' }, h('span', { class: 'prog' },
+                h('progress', { max: 100, value: b.progress, 'aria-label': `progress of ${b.id}`, class: 'bar' }),
+                h('span', { class: 'pct' }, `${b.progress}%`))),
+            h('dt', {}, 'Jobs'), h('dd', { id: 'batch-counts' }, `${b.total}: ${k.queued} queued, ${k.running} running, ` +
+                `${k.succeeded} succeeded, ${k.partialSuccess} partialSuccess, ${k.failed} failed, ${k.cancelled} cancelled`),
+            h('dt', {}, 'Created'), h('dd', {}, fmtTime(b.createdAt)),
+            h('dt', {}, 'Finished'), h('dd', {}, fmtTime(b.finishedAt))));
+        // The jobs are read again only when the counts moved.
+        const key = JSON.stringify(k);
+        if (key === shownJobs) return;
+        shownJobs = key;
+        const page = await api('GET', `/v1/batches/${encodeURIComponent(id)}/jobs?limit=100`, undefined, signal);
+        jobs.replaceChildren(h('h2', { id: 'h-batch-jobs' }, 'Jobs'),
+            table(`Jobs of the batch, newest first${page.nextPageToken ? ' (the first 100)' : ''}`, ['Job', 'Type', 'State', 'Progress', 'Created'],
+                page.items.map((j) => [h('a', { href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono' }, j.id), j.type,
+                    badge(j.status), progressBar(j), fmtTime(j.createdAt)])));
+    };
+    batch = await api('GET', `/v1/batches/${encodeURIComponent(id)}`, undefined, signal);
+    await render();
+    every(2000, async () => {
+        if (batch.status !== 'running') return;
+        batch = await api('GET', `/v1/batches/${encodeURIComponent(id)}`, undefined, signal);
+        await render();
+    }, signal);
+}
+
 // ---- one job ----
 
 async function jobView(root, signal, id) {
@@ -642,6 +698,7 @@ async function jobView(root, signal, id) {
                 j.runAt ? [h('dt', {}, 'Runs at'), h('dd', {}, fmtTime(j.runAt))] : null,
                 j.traceId ? [h('dt', {}, 'Trace'), h('dd', { id: 'job-trace' }, traceLink(j.traceId))] : null,
                 j.retryOf ? [h('dt', {}, 'Retry of'), h('dd', {}, h('a', { href: `#/jobs/${encodeURIComponent(j.retryOf)}`, class: 'mono' }, j.retryOf))] : null,
+                j.batchId ? [h('dt', {}, 'Batch'), h('dd', {}, h('a', { href: `#/batches/${encodeURIComponent(j.batchId)}`, class: 'mono' }, j.batchId))] : null,
                 j.expiresAt ? [h('dt', {}, 'Expires'), h('dd', {}, fmtTime(j.expiresAt))] : null));
         const blocks = [h('section', { 'aria-labelledby': 'h-payload' }, h('h2', { id: 'h-payload' }, 'Payload'), h('pre', { tabindex: '0' }, json(j.payload)))];
         if (j.error) blocks.push(h('section', { 'aria-labelledby': 'h-problem' }, h('h2', { id: 'h-problem' }, 'Problem'), h('pre', { tabindex: '0', class: 'problem' }, json(j.error))));

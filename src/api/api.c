@@ -77,6 +77,11 @@ static const struct ad_route_def routes[] = {
     {"DELETE", "/v1/operations/{id}", ad_api_op_delete, CLIENT},
     {"POST", "/v1/operations/{id}:cancel", ad_api_op_cancel, CLIENT},
     {"POST", "/v1/operations/{id}:wait", ad_api_op_wait, ALL | SIGNED},
+    {"POST", "/v1/batches", ad_api_batch_create, CLIENT},
+    {"GET", "/v1/batches/{id}", ad_api_batch_get, ALL},
+    {"GET", "/v1/batches/{id}/jobs", ad_api_batch_jobs, ALL},
+    {"GET", "/v1/batches/{id}/events", ad_api_batch_events, ALL},
+    {"POST", "/v1/batches/{id}:cancel", ad_api_batch_cancel, CLIENT},
 };
 
 static int peer_is_loopback(h2o_req_t *req)
@@ -240,9 +245,16 @@ static int refuse_overload(h2o_req_t *req, int is_read)
     return 0;
 }
 
+static void api_event(const struct ad_job *j, const char *body, size_t len)
+{
+    ad_api_batches_changed(j);
+    ad_api_batch_events_changed(j);
+    ad_api_events_notify(j, body, len);
+}
+
 static const struct ad_hub_listener api_listener = {
     .changed = ad_api_changes_notify,
-    .event = ad_api_events_notify,
+    .event = api_event,
     .work = ad_api_leases_kick,
 };
 
@@ -538,6 +550,8 @@ static const char *job_waiting(const struct ad_job *j)
 {
     if (j->status != AD_QUEUED || (j->run_at != 0 && j->run_at > ad_now_ms()))
         return NULL;
+    if (j->deps > 0)
+        return "dependencies";
     return ad_wait_name(ad_queues_waiting(j->tenant, j->type, j->group));
 }
 

@@ -80,7 +80,15 @@ static void batch_render_item(struct ad_buf *b, struct ad_batch_op *op, size_t i
     }
     if (ctx->problem[i] == NULL) {
         ad_err err = s != NULL && s->op.err != AD_E_OK ? s->op.err : AD_E_INTERNAL;
-        batch_problem(ctx, i, err, err == AD_E_CALLBACK_SECRET_MISSING ? AD_API_CALLBACK_SECRET_HOWTO : NULL, NULL);
+        if (err == AD_E_DEPENDENCY_UNKNOWN) {
+            struct ad_verr v;
+            char detail[300];
+            const char *extra = ad_api_dep_unknown(s, &v, detail, sizeof(detail));
+            batch_problem(ctx, i, err, detail, extra);
+            ad_buf_free(&v.b);
+        } else {
+            batch_problem(ctx, i, err, err == AD_E_CALLBACK_SECRET_MISSING ? AD_API_CALLBACK_SECRET_HOWTO : NULL, NULL);
+        }
     }
     AD_JSON_OPEN(b, "status");
     ad_json_int(b, ad_err_status(ctx->refused[i]));

@@ -39,6 +39,10 @@ void ad_verr_add(struct ad_verr *v, const char *pointer, const char *detail);
 /* Close v's list for a problem: the detail (written to detail) and the extra members, or NULL when none; v still
  * owns them (ad_buf_free(&v->b) afterwards). */
 const char *ad_verr_finish(struct ad_verr *v, char *detail, size_t len);
+/* The problem of a submit the writer refused with AD_E_DEPENDENCY_UNKNOWN (an id in dependsOn is no job of the
+ * tenant): as ad_verr_finish, over v, which this fills (ad_buf_free(&v->b) afterwards). */
+struct ad_submit_op;
+const char *ad_api_dep_unknown(const struct ad_submit_op *s, struct ad_verr *v, char *detail, size_t len);
 /* Send 422 validation-failed with every collected error and free v. */
 int ad_verr_send(struct ad_verr *v, struct ad_request *r);
 
@@ -252,6 +256,19 @@ void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j);
 int ad_api_openapi(struct ad_request *r);
 
 /* Webhook endpoints, the callback secret ("callback") and deliveries (api_webhooks.c). */
+/* Batches (api_batches.c). */
+int ad_api_batch_create(struct ad_request *r);
+int ad_api_batch_get(struct ad_request *r);
+int ad_api_batch_jobs(struct ad_request *r);
+int ad_api_batch_cancel(struct ad_request *r);
+/* GET /v1/batches/{id}/events (api_batch_events.c), and a job's change heard (the hub's event listener): the streams
+ * of its batch read it again. */
+int ad_api_batch_events(struct ad_request *r);
+void ad_api_batch_events_changed(const struct ad_job *j);
+/* A job's change was published (the hub's event listener): the cached answer of its batch, if any, is stale. */
+void ad_api_batches_changed(const struct ad_job *j);
+/* GET /v1/operations/{id} of a batch (bat_...): its AIP-151 view. */
+int ad_api_batch_operation(struct ad_request *r);
 int ad_api_webhook_create(struct ad_request *r);
 int ad_api_webhook_list(struct ad_request *r);
 int ad_api_webhook_get(struct ad_request *r);

@@ -9,6 +9,7 @@
  * change feed (api_collections.c).
  */
 #include "api/api_int.h"
+#include "core/deps.h"
 #include "common/json.h"
 
 #include <stdlib.h>
@@ -245,6 +246,12 @@ static void submit_done(struct ad_op *op)
         int how = (s->replayed ? AD_API_REPLAYED : 0) | (s->deduplicated ? AD_API_DEDUPLICATED : 0);
         if (op->err == AD_E_CALLBACK_SECRET_MISSING) {
             ad_http_problem(r->req, op->err, AD_API_CALLBACK_SECRET_HOWTO, NULL);
+        } else if (op->err == AD_E_DEPENDENCY_UNKNOWN) {
+            struct ad_verr v;
+            char detail[300];
+            const char *extra = ad_api_dep_unknown(s, &v, detail, sizeof(detail));
+            ad_http_problem(r->req, op->err, detail, extra);
+            ad_buf_free(&v.b);
         } else if (op->err != AD_E_OK) {
             ad_api_fail(r, op->err);
         } else if (ctx->respond_async) {
@@ -391,6 +398,52 @@ static void validate_submit(json_t *body, struct ad_job *job, struct ad_verr *v,
     validate_group(body, "group", job, v);
 }
 
+/* dependsOn and onDependencyFailure (CONTRACT §13, core/deps.h): 1 to AD_DEPS_MAX distinct ids, kept as the
+ * job's compact JSON array; whether they are jobs of the tenant is the writer's to check. */
+static void validate_deps(json_t *body, struct ad_job *job, struct ad_verr *v)
+{
+    json_t *f = json_object_get(body, "onDependencyFailure");
+    if (f != NULL && !json_is_null(f)) {
+        const char *how = ad_api_text(f, 0, SIZE_MAX);
+        if (how != NULL && strcmp(how, "run") == 0)
+            job->dep_run = 1;
+        else if (how == NULL || strcmp(how, "cancel") != 0)
+            ad_verr_add(v, "/onDependencyFailure", "onDependencyFailure must be \"cancel\" or \"run\"");
+    }
+    json_t *d = json_object_get(body, "dependsOn");
+    if (d == NULL || json_is_null(d))
+        return;
+    if (!json_is_array(d) || json_array_size(d) < 1 || json_array_size(d) > AD_DEPS_MAX) {
+        ad_verr_add(v, "/dependsOn", "dependsOn must be an array of 1 to 100 job ids");
+        return;
+    }
+    int ok = 1;
+    for (size_t i = 0; i < json_array_size(d); i++) {
+        char ptr[32];
+        snprintf(ptr, sizeof(ptr), "/dependsOn/%zu", i);
+        const char *id = ad_api_text(json_array_get(d, i), 1, 128);
+        int twice = 0;
+        for (size_t k = 0; id != NULL && k < i && !twice; k++)
+            twice = json_equal(json_array_get(d, k), json_array_get(d, i));
+        if (id == NULL)
+            ad_verr_add(v, ptr, "each id in dependsOn is a string of 1 to 128 characters");
+        else if (twice)
+            ad_verr_add(v, ptr, "this id is given twice in dependsOn");
+        ok = ok && id != NULL && !twice;
+    }
+    if (ok)
+        job->depends_on = dump_compact(d);
+}
+
+const char *ad_api_dep_unknown(const struct ad_submit_op *s, struct ad_verr *v, char *detail, size_t len)
+{
+    char ptr[32];
+    snprintf(ptr, sizeof(ptr), "/dependsOn/%d", s->dep_bad);
+    ad_verr_init(v);
+    ad_verr_add(v, ptr, "no job of this tenant has this id");
+    return ad_verr_finish(v, detail, len);
+}
+
 /* uniqueKey and debounceSeconds (CONTRACT §11): the key is the job's; debounceSeconds makes its runAt now + n and
  * sets *debounce, so that the writer moves a queued job of the key there too. */
 static void validate_unique(json_t *body, struct ad_job *job, int64_t now, struct ad_verr *v, int *debounce)
@@ -454,6 +507,7 @@ void ad_api_submit_parse(struct ad_request *r, json_t *body, int keyed, const ch
     } else {
         validate_submit(body, job, &p->v, &unknown_type);
         validate_unique(body, job, now, &p->v, &p->debounce);
+        validate_deps(body, job, &p->v);
         if (job->type != NULL && !unknown_type)
             validate_required(ad_config_type(ad_hub.cfg, job->type), json_object_get(body, "payload"), "/payload",
                               &p->v);
@@ -545,7 +599,7 @@ int ad_api_submit(struct ad_request *r)
     s->debounce = p.debounce;
     s->ctx = ctx;
     s->op.done = submit_done;
-    if (job->run_at <= now) {
+    if (job->run_at <= now && job->depends_on == NULL) {
         const char *worker;
         s->handoff_ctx = ad_api_leases_claim(r->tenant, job->type, &s->handoff_ms, &worker);
         s->handoff_worker = s->handoff_ctx != NULL && worker != NULL ? ad_strdup(worker) : NULL;

@@ -166,6 +166,10 @@ static void lean_lease(struct ad_buf *b, const struct ad_entry *e, int first)
     ad_json_raw(b, j->payload);
     AD_JSON_KEY(b, "attempt");
     ad_json_int(b, j->attempt);
+    if (j->depends_on != NULL) {
+        AD_JSON_KEY(b, "dependsOn");
+        ad_json_raw(b, j->depends_on);
+    }
     AD_JSON_KEY(b, "leaseId");
     ad_json_str(b, j->lease_id);
     AD_JSON_KEY(b, "leaseExpiresAt");

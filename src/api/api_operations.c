@@ -225,6 +225,8 @@ static int get_found(struct ad_request *r, ad_err err, struct ad_entry *e, void 
 
 int ad_api_op_get(struct ad_request *r)
 {
+    if (strncmp(r->id, "bat_", 4) == 0 && r->roles != AD_API_SIGNED)
+        return ad_api_batch_operation(r); /* a batch's view (api_batches.c) */
     return ad_api_lookup(r, r->id, get_found, NULL);
 }
 

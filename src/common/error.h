@@ -42,7 +42,8 @@
     XX(HEADERS_TOO_LARGE, "headers-too-large", 431, "Request header fields too large")                                 \
     XX(INTERNAL, "internal", 500, "Internal error")                                                                    \
     XX(UNAVAILABLE, "unavailable", 503, "Service unavailable")                                                         \
-    XX(STORAGE_FULL, "storage-full", 503, "Storage full")
+    XX(STORAGE_FULL, "storage-full", 503, "Storage full")                                                              \
+    XX(DEPENDENCY_UNKNOWN, "dependency-unknown", 422, "Unknown dependency")
 
 typedef enum ad_err {
 #define AD_ERR_ENUM(e, code, status, title) AD_E_##e,

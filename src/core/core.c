@@ -6,6 +6,8 @@
  * answers with once it succeeded is named to the writer (ad_op_changed), which publishes it after the commit.
  */
 #include "core/core.h"
+#include "core/batches.h"
+#include "core/deps.h"
 #include "core/queues.h"
 #include "core/tracer.h"
 #include "job/event.h"
@@ -281,12 +283,37 @@ static ad_err log_event(struct ad_conn *c, const struct ad_job *j, struct ad_eve
     /* The change's webhook deliveries go into the outbox in the same transaction (ad_core_set_webhooks). */
     if (write == AD_E_OK && webhooks != NULL)
         write = webhooks->outbox(c, prev->status, prev->progress, j);
+    /* A batch's counts move with its jobs, in the same transaction (core/batches.h). */
+    if (write == AD_E_OK && j->batch_id != NULL && prev->status != AD_STATUS__COUNT && prev->status != j->status)
+        write = ad_batch_moved(c, j, prev->status);
     enum ad_event_kind k = ad_event_kind_of(prev, j);
     int creation = prev->status == AD_STATUS__COUNT;
     ad_event_prev_free(prev);
     if (write != AD_E_OK || k == AD_EVK_NONE || k == AD_EVK_DONE || creation || j->started_seq == j->seq)
         return write;
     return append_event(c, j, j->seq, ad_event_name(k));
+}
+
+ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev)
+{
+    return log_event(c, j, prev, st->job_update(c, j));
+}
+
+ad_err ad_core_callback_ready(struct ad_conn *c, const char *tenant)
+{
+    return callback_ready(c, tenant);
+}
+
+ad_err ad_core_batch_outbox(struct ad_conn *c, const struct ad_batch *b, enum ad_status s)
+{
+    return webhooks != NULL && webhooks->batch_outbox != NULL ? webhooks->batch_outbox(c, b, s) : AD_E_OK;
+}
+
+ad_err ad_core_job_insert(struct ad_conn *c, struct ad_job *j)
+{
+    struct ad_event_prev prev;
+    ad_event_prev_take(&prev, NULL);
+    return log_event(c, j, &prev, st->job_insert(c, j));
 }
 
 /*
@@ -384,13 +411,20 @@ static ad_err submit_apply(struct ad_op *op, struct ad_conn *c)
         if (e != AD_E_OK)
             return e;
     }
+    char *failed = NULL;
+    if (s->job->depends_on != NULL && (e = ad_deps_check(c, s->job, &s->dep_bad, &failed)) != AD_E_OK)
+        return e;
     struct ad_event_prev prev;
     ad_event_prev_take(&prev, NULL);
     e = log_event(c, s->job, &prev, st->job_insert(c, s->job));
+    if (e == AD_E_OK && s->job->depends_on != NULL)
+        e = ad_deps_link(c, s->job, failed, now);
+    free(failed);
     if (e == AD_E_OK && s->idem_key != NULL)
         e = st->idem_put(c, s->job->tenant, s->idem_key, s->fingerprint, s->job->id, s->job->created_at);
     int admitted = 0;
-    if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at)
+    if (e == AD_E_OK && s->handoff_ms > 0 && s->job->run_at <= s->job->created_at && s->job->status == AD_QUEUED &&
+        s->job->deps == 0)
         e = ad_queue_take_one(c, s->job->tenant, s->job->type, s->job->group, s->job->created_at, &admitted);
     if (e == AD_E_OK && admitted)
         e = lease_job(c, s->job, s->handoff_ms, s->handoff_worker, s->job->created_at);
@@ -504,6 +538,8 @@ static ad_err cancel_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, x->job, &prev, st->job_update(c, x->job));
     if (e == AD_E_OK)
         ad_op_changed(op, &x->job);
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 
@@ -743,7 +779,7 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     /* A repeat leases nothing again: the jobs the first one leased stay leased until their leases run out, and a
      * worker that repeats its report over and over must not take the queue with it. */
     if (x->next == NULL || x->replayed)
-        return e;
+        return x->replayed ? e : ad_deps_settle(op, c, x->job, x->now);
     /* Leased at the report's time: the job it ended finished when the next one started. A failed lease after
      * the report has written fails the batch, but only the store itself fails a lease. The jobs leased are
      * changes of the report (the writer knows only it): published after its own job. */
@@ -752,6 +788,9 @@ static ad_err report_apply(struct ad_op *op, struct ad_conn *c)
     for (size_t i = 0; e == AD_E_OK && x->shown == NULL && i < x->next->leased.n; i++)
         if (strcmp(x->next->leased.items[i]->id, x->job->id) == 0)
             x->shown = ad_job_dup(x->job);
+    /* The jobs waiting for it come after the leases, which the answer finds from change 1 on. */
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 
@@ -820,6 +859,8 @@ static ad_err expire_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, j, &prev, e == AD_E_OK ? st->job_update(c, j) : e);
     if (e == AD_E_OK)
         ad_op_changed(op, &x->job);
+    if (e == AD_E_OK)
+        e = ad_deps_settle(op, c, x->job, x->now);
     return e;
 }
 

@@ -14,6 +14,16 @@
 #include "job/job.h"
 #include "core/writer.h"
 
+struct ad_event_prev;
+/* Write j (changed from prev, which this releases) with its event and webhook deliveries, as every operation does:
+ * for core/deps.c. Writer thread. */
+ad_err ad_core_job_write(struct ad_conn *c, struct ad_job *j, struct ad_event_prev *prev);
+/* For core/batches.c, writer thread: the webhook layer's callback_ready and batch_outbox (AD_E_OK without one). */
+ad_err ad_core_callback_ready(struct ad_conn *c, const char *tenant);
+ad_err ad_core_batch_outbox(struct ad_conn *c, const struct ad_batch *b, enum ad_status s);
+/* Insert the new job j with its creation's webhook deliveries: for core/batches.c. Writer thread. */
+ad_err ad_core_job_insert(struct ad_conn *c, struct ad_job *j);
+
 /* Set once at start; read-only afterwards (shared by both threads). */
 void ad_core_init(const struct ad_config *cfg, struct ad_store *store);
 /* The store's operations, as ad_core_init was given them (for the operations of core/bulk.c). */
@@ -28,6 +38,8 @@ struct ad_core_webhooks {
     /* AD_E_OK when tenant's callback secret may sign a job's callback (someone was shown it), else
      * AD_E_CALLBACK_SECRET_MISSING or the store's error. */
     ad_err (*callback_ready)(struct ad_conn *c, const char *tenant);
+    /* What the end of batch b (in final status s) also writes: its event's deliveries (core/batches.c). */
+    ad_err (*batch_outbox)(struct ad_conn *c, const struct ad_batch *b, enum ad_status s);
 };
 /* Set once at start, before the writer runs (w is not copied); NULL: no webhooks (a unit test of the core). */
 void ad_core_set_webhooks(const struct ad_core_webhooks *w);
@@ -57,6 +69,7 @@ struct ad_submit_op {
     void *handoff_ctx;
     int debounce;     /* with job->unique_key: a queued job of the key takes job's payload and runAt */
     int deduplicated; /* out: job is the live job of job->unique_key, not a new one */
+    int dep_bad;      /* out, on AD_E_DEPENDENCY_UNKNOWN: the index in dependsOn of the id that is no job (deps.h) */
 };
 
 /* Submit many prepared jobs in one operation (POST /v1/jobs:batch), so that they are applied in one transaction

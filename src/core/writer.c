@@ -93,6 +93,25 @@ void ad_op_changed(struct ad_op *op, struct ad_job **job)
     ch->published = NULL;
 }
 
+void ad_op_changed_own(struct ad_op *op, struct ad_job *job)
+{
+    struct ad_op_owned *o = ad_calloc(1, sizeof(*o));
+    o->job = job;
+    o->next = op->owned;
+    op->owned = o;
+    ad_op_changed(op, &o->job);
+}
+
+void ad_op_owned_free(struct ad_op_owned *o)
+{
+    while (o != NULL) {
+        struct ad_op_owned *next = o->next;
+        ad_job_free(o->job);
+        free(o);
+        o = next;
+    }
+}
+
 /* Hand the jobs op changed to the publish function (event loop thread), unless op failed; 1 when it published. */
 static int publish(struct ad_op *op)
 {

@@ -55,12 +55,21 @@ struct ad_op {
     size_t nchanged, more_cap;
     struct ad_op_change changed[AD_OP_CHANGES_INLINE];
     struct ad_op_change *more;
+    struct ad_op_owned *owned; /* the jobs named with ad_op_changed_own, freed by ad_op_free */
 };
+
+/* A job an op changed beyond those it holds itself (ad_op_changed_own). */
+struct ad_op_owned {
+    struct ad_job *job;
+    struct ad_op_owned *next;
+};
+void ad_op_owned_free(struct ad_op_owned *o);
 
 /* Free an op through its destroy function. */
 static inline void ad_op_free(struct ad_op *op)
 {
     free(op->more);
+    ad_op_owned_free(op->owned);
     op->destroy(op);
 }
 
@@ -76,6 +85,9 @@ static inline struct ad_op_change *ad_op_change_at(struct ad_op *op, size_t i)
  * stays the op's. A job the op answers with unchanged (a replayed report or submit) may be named too: the publish
  * keeps the version it already has. */
 void ad_op_changed(struct ad_op *op, struct ad_job **job);
+/* In apply (writer thread): as ad_op_changed for a job the op does not hold (a job a dependency's end changed,
+ * core/deps.c): the op takes job (heap) and keeps it until ad_op_free, unless the publish took it. */
+void ad_op_changed_own(struct ad_op *op, struct ad_job *job);
 
 /* In done() (event loop thread): what the publish function returned for the op's change i, in the order apply
  * named them; NULL when the op failed, i is past its changes, or no publish function is set. */

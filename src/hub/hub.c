@@ -434,8 +434,10 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
         else
             ad_hub_event(j, e->body, e->len);
         /* Newly queued, or queued still with its runAt moved (a debounced submit, core.c): the timer of the
-         * old runAt, if any, fires in vain. */
-        if (j->status == AD_QUEUED && (prev_status != AD_QUEUED || prev->run_at != j->run_at)) {
+         * old runAt, if any, fires in vain. A job waiting for dependencies (core/deps.h) is nobody's work until the
+         * change that ends its wait. */
+        if (j->status == AD_QUEUED && j->deps == 0 &&
+            (prev_status != AD_QUEUED || prev->run_at != j->run_at || prev->deps != 0)) {
             if (j->run_at > ad_now_ms())
                 runat_schedule(j);
             else

@@ -145,7 +145,9 @@ void ad_job_set(char **field, const char *v)
     X(unique_key)                                                                                                      \
     X(group)                                                                                                           \
     X(traceparent)                                                                                                     \
-    X(tracestate)
+    X(tracestate)                                                                                                      \
+    X(depends_on)                                                                                                      \
+    X(batch_id)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -212,7 +214,8 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
             ad_json_raw(b, view + 1);
         }
     }
-    if (j->status == AD_FAILED) {
+    /* A job cancelled because a dependency failed says which in its error (core/deps.c). */
+    if (j->status == AD_FAILED || (j->status == AD_CANCELLED && j->depends_on != NULL && j->error != NULL)) {
         AD_JSON_KEY(b, "error");
         ad_json_raw(b, j->error);
     }
@@ -248,6 +251,16 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
         AD_BUF_LIT(b, "\"");
         ad_buf_append(b, j->traceparent + 3, 32);
         AD_BUF_LIT(b, "\"");
+    }
+    if (j->batch_id != NULL) {
+        AD_JSON_KEY(b, "batchId");
+        ad_json_str(b, j->batch_id);
+    }
+    if (j->depends_on != NULL) {
+        AD_JSON_KEY(b, "dependsOn");
+        ad_json_raw(b, j->depends_on);
+        AD_JSON_KEY(b, "onDependencyFailure");
+        ad_json_str(b, j->dep_run ? "run" : "cancel");
     }
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",

@@ -75,6 +75,14 @@ struct ad_job {
      * whose parent id is acceptd's span of the submit, and the submitter's tracestate as cleaned (common/trace.h). */
     char *traceparent;
     char *tracestate;
+    /* Dependencies (core/deps.h): the ids the submit named in dependsOn, as a compact JSON array, or NULL; how many
+     * of them have not ended yet (a queued job with deps > 0 is never leased: "waitingFor": "dependencies"); and
+     * whether the job runs even when one of them failed or was cancelled (onDependencyFailure "run"). */
+    char *depends_on;
+    int deps;
+    int dep_run;
+    char *batch_id; /* the batch the job was created in (core/batches.h), or NULL */
+    int dependents; /* 1 once a job has named this one in its dependsOn (store dep_add): its end settles them */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

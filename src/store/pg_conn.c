@@ -349,6 +349,11 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->turn = ad_pg_col_INT64(r, row, COL_turn);
     j->traceparent = ad_pg_col_TEXT(r, row, COL_traceparent);
     j->tracestate = ad_pg_col_TEXT(r, row, COL_tracestate);
+    j->deps = ad_pg_col_INT(r, row, COL_deps);
+    j->depends_on = ad_pg_col_TEXT(r, row, COL_depends_on);
+    j->dep_run = ad_pg_col_INT(r, row, COL_dep_run);
+    j->batch_id = ad_pg_col_TEXT(r, row, COL_batch_id);
+    j->dependents = ad_pg_col_INT(r, row, COL_dependents);
     return j;
 }
 

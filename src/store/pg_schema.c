@@ -187,12 +187,30 @@ static const char *const migrations[] = {
     ("CREATE TABLE IF NOT EXISTS queue_groups (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
      " window_start bigint NOT NULL, grp text COLLATE \"C\" NOT NULL, window_count int NOT NULL,"
      " PRIMARY KEY (tenant, type, window_start, grp));"),
-    /* 16 (SQLite's 19): a job's trace context, kept from its submit, and a delivery's, copied from its job
+    /* 14 (SQLite's 17): a job's trace context, kept from its submit, and a delivery's, copied from its job
      * (docs/tracing.md); NULL when the submit had none. */
     ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS traceparent text COLLATE \"C\";"
      "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS tracestate text COLLATE \"C\";"
      "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS traceparent text COLLATE \"C\";"
      "ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS tracestate text COLLATE \"C\";"),
+    /* 15 (SQLite's 18): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
+     * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
+     * of a job takes (deletes, returning them) to find the jobs waiting for it; batches (core/batches.c): a row
+     * each with its jobs counted by status, and the jobs of a batch by creation. */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS deps int NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS depends_on text COLLATE \"C\";"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dep_run int NOT NULL DEFAULT 0;"
+     "CREATE TABLE IF NOT EXISTS job_deps (dep_id text COLLATE \"C\" NOT NULL, job_id text COLLATE \"C\" NOT NULL,"
+     " PRIMARY KEY (dep_id, job_id));"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS batch_id text COLLATE \"C\";"
+     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS dependents int NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ALTER COLUMN depends_on TYPE text COLLATE \"C\","
+     " ALTER COLUMN batch_id TYPE text COLLATE \"C\";"
+     "CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
+     "CREATE TABLE IF NOT EXISTS batches (id text COLLATE \"C\" PRIMARY KEY, tenant text COLLATE \"C\" NOT NULL,"
+     " total int NOT NULL, n_queued int NOT NULL, n_running int NOT NULL, n_succeeded int NOT NULL,"
+     " n_failed int NOT NULL, n_cancelled int NOT NULL, n_partial int NOT NULL, callback_url text COLLATE \"C\","
+     " created_at bigint NOT NULL, finished_at bigint);"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -216,12 +234,12 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_INSERT] =
         "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS PG_TURN_EXPR ") RETURNING turn, cseq",
     /* The turn given: one past the last insert's of the same group in the transaction (pg_turn.c). */
+    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$40)",
     /* The due queued jobs of some groups of a queue: jobs_group, seeking each priority and group. */
     [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE tenant = $1 AND type = $2 AND priority = ANY('{0,1,2}'::int[])"
                         " AND grp = ANY($4::text[]) AND status = 0 AND (run_at IS NULL OR run_at <= $3)",
-    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$36)",
-    [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM
+                                                                ", started_seq = $33, deps = $34 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -235,10 +253,11 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_CHANGES_ALL] = PG_SELECT_JOB "WHERE seq > $1 ORDER BY seq LIMIT $2",
     /* SKIP LOCKED: rows another transaction has locked are someone else's to lease. */
     /* Per type (each type's turns are its own), one type after another; several are merged in C (ad_lease_merge). */
-    [ST_LEASABLE] = "SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS t (type, i), LATERAL (" PG_SELECT_JOB
-                    "WHERE status = 0 AND tenant = $1 AND type = t.type AND (run_at IS NULL OR run_at <= $3)"
-                    " ORDER BY priority DESC, turn, cseq LIMIT $4 FOR UPDATE SKIP LOCKED) j"
-                    " ORDER BY t.i, j.priority DESC, j.turn, j.cseq",
+    [ST_LEASABLE] =
+        "SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS t (type, i), LATERAL (" PG_SELECT_JOB
+        "WHERE status = 0 AND tenant = $1 AND type = t.type AND (run_at IS NULL OR run_at <= $3) AND deps = 0"
+        " ORDER BY priority DESC, turn, cseq LIMIT $4 FOR UPDATE SKIP LOCKED) j"
+        " ORDER BY t.i, j.priority DESC, j.turn, j.cseq",
     [ST_RUNNING] = PG_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     [ST_SCHEDULED] = PG_SELECT_JOB "WHERE status = 0 AND run_at IS NOT NULL AND (run_at, cseq) > ($1, $2)"
                                    " ORDER BY run_at, cseq LIMIT $3",
@@ -335,10 +354,23 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
      * walk stops once $4 are found. */
     [ST_LEASABLE_EXCEPT] =
         "SELECT j.* FROM (SELECT cseq, grp, priority, turn FROM jobs WHERE status = 0 AND tenant = $1"
-        " AND type = $2 AND (run_at IS NULL OR run_at <= $3) ORDER BY priority DESC, turn, cseq"
+        " AND type = $2 AND (run_at IS NULL OR run_at <= $3) AND deps = 0 ORDER BY priority DESC, turn, cseq"
         " LIMIT $6) w, LATERAL (" PG_SELECT_JOB "WHERE cseq = w.cseq AND status = 0"
         " FOR UPDATE SKIP LOCKED) j WHERE w.grp <> ALL($5::text[])"
         " ORDER BY w.priority DESC, w.turn, w.cseq LIMIT $4",
+    [ST_DEP_ADD] = "INSERT INTO job_deps (dep_id, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+    [ST_DEP_TAKE] = "DELETE FROM job_deps WHERE dep_id = $1 RETURNING job_id",
+    [ST_DEP_MARK] = "UPDATE jobs SET dependents = 1 WHERE id = $1 AND dependents = 0",
+    [ST_BATCH_INSERT] =
+        "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
+        " n_partial, callback_url, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+        " $10, $11, $12)",
+    [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = $2, n_running = $3, n_succeeded = $4, n_failed = $5,"
+                        " n_cancelled = $6, n_partial = $7, finished_at = $8 WHERE id = $1",
+    [ST_BATCH_GET] = "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
+                     " callback_url, created_at, finished_at FROM batches WHERE id = $1 AND ($2::text IS NULL OR"
+                     " tenant = $2)",
+    [ST_BATCH_JOBS] = PG_SELECT_JOB "WHERE batch_id = $1 AND tenant = $2 AND cseq < $3 ORDER BY cseq DESC LIMIT $4",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

@@ -278,12 +278,28 @@ static const char *const migrations[] = {
     ("CREATE TABLE queue_groups (tenant TEXT NOT NULL, type TEXT NOT NULL, window_start INTEGER NOT NULL,"
      " grp TEXT NOT NULL, window_count INTEGER NOT NULL, PRIMARY KEY (tenant, type, window_start, grp))"
      " WITHOUT ROWID;"),
-    /* 19 (PostgreSQL's 16): a job's trace context, kept from its submit, and a delivery's, copied from its job
+    /* 17 (PostgreSQL's 14): a job's trace context, kept from its submit, and a delivery's, copied from its job
      * (docs/tracing.md); NULL when the submit had none. */
     ("ALTER TABLE jobs ADD COLUMN traceparent TEXT;"
      "ALTER TABLE jobs ADD COLUMN tracestate TEXT;"
      "ALTER TABLE deliveries ADD COLUMN traceparent TEXT;"
      "ALTER TABLE deliveries ADD COLUMN tracestate TEXT;"),
+    /* 18 (PostgreSQL's 15): dependencies (core/deps.c): a job's count of unfinished dependencies (a queued job with
+     * deps > 0 is not leased), the ids it named and onDependencyFailure, and the edges by dependency, which the end
+     * of a job reads (and deletes) to find the jobs waiting for it; batches (core/batches.c): a row each with its
+     * jobs counted by status, and the jobs of a batch by creation. */
+    ("ALTER TABLE jobs ADD COLUMN deps INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
+     "ALTER TABLE jobs ADD COLUMN dep_run INTEGER NOT NULL DEFAULT 0;"
+     "CREATE TABLE job_deps (dep_id TEXT NOT NULL, job_id TEXT NOT NULL, PRIMARY KEY (dep_id, job_id))"
+     " WITHOUT ROWID;"
+     "ALTER TABLE jobs ADD COLUMN batch_id TEXT;"
+     "ALTER TABLE jobs ADD COLUMN dependents INTEGER NOT NULL DEFAULT 0;"
+     "CREATE INDEX jobs_batch ON jobs (batch_id, cseq) WHERE batch_id IS NOT NULL;"
+     "CREATE TABLE batches (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, total INTEGER NOT NULL,"
+     " n_queued INTEGER NOT NULL, n_running INTEGER NOT NULL, n_succeeded INTEGER NOT NULL,"
+     " n_failed INTEGER NOT NULL, n_cancelled INTEGER NOT NULL, n_partial INTEGER NOT NULL, callback_url TEXT,"
+     " created_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -301,9 +317,9 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_SWEEP_ROLLBACK_TO] = "ROLLBACK TO sweep",
     [ST_INSERT] = "INSERT INTO jobs (" SQ_INSERT_COLS ") VALUES (" SQ_INSERT_PARAMS ")",
     /* By rowid: one b-tree seek fewer than through the id index; the id must match too. */
-    [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", started_seq = " SQ_STARTED_PARAM
-                                                      " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
+    [ST_UPDATE] = "UPDATE jobs SET " AD_JOB_COLUMNS(SQ_COL_SET) "seq = " SQ_SEQ_PARAM ", deps = " SQ_DEPS_PARAM
+                                                                ", started_seq = " SQ_STARTED_PARAM
+                                                                " WHERE cseq = " SQ_CSEQ_PARAM " AND id = ?1",
     [ST_GET] = SQ_SELECT_JOB "WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_LIST + 0] = SQ_LIST_ANY(""),
     [ST_LIST + SQ_LIST_STATUS] = SQ_LIST_STATUS_HEAD SQ_LIST_TAIL,
@@ -322,7 +338,7 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     [ST_LIST_FEW_LAST] = SQ_LIST_FEW_HEAD SQ_LIST_FEW_F_STATUS SQ_LIST_F_TYPE SQ_LIST_TAIL,
     [ST_CHANGES] = SQ_SELECT_JOB "WHERE tkey = ?4 AND tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
     /* One type per query: each is a straight walk of jobs_queue; several types are merged in C. */
-    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2"
+    [ST_LEASABLE] = SQ_SELECT_JOB "WHERE status = 0 AND ttkey = ?5 AND tenant = ?1 AND type = ?2 AND deps = 0"
                                   " AND (run_at IS NULL OR run_at <= ?3) ORDER BY priority DESC, turn, cseq LIMIT ?4",
     [ST_RUNNING] = SQ_SELECT_JOB "WHERE status = 1 ORDER BY lease_expires_at",
     /* Two ordered branches, merged: a row value (run_at, cseq) > (?1, ?2) would seek on run_at alone and step
@@ -426,6 +442,20 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
     /* The due queued jobs of one group of a queue: jobs_group, seeking each priority. */
     [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE ttkey = ?4 AND priority IN (0, 1, 2) AND grp = ?6"
                         " AND status = 0 AND tenant = ?1 AND type = ?2 AND (run_at IS NULL OR run_at <= ?3)",
+    [ST_DEP_ADD] = "INSERT OR IGNORE INTO job_deps (dep_id, job_id) VALUES (?1, ?2)",
+    [ST_DEP_LIST] = "SELECT job_id FROM job_deps WHERE dep_id = ?1",
+    [ST_DEP_DELETE] = "DELETE FROM job_deps WHERE dep_id = ?1",
+    [ST_DEP_MARK] = "UPDATE jobs SET dependents = 1 WHERE id = ?1 AND dependents = 0",
+    [ST_BATCH_INSERT] =
+        "INSERT INTO batches (id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled,"
+        " n_partial, callback_url, created_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+        " ?10, ?11, ?12)",
+    [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = ?4, n_running = ?5, n_succeeded = ?6, n_failed = ?7,"
+                        " n_cancelled = ?8, n_partial = ?9, finished_at = ?12 WHERE id = ?1",
+    [ST_BATCH_GET] =
+        "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
+        " callback_url, created_at, finished_at FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_BATCH_JOBS] = SQ_SELECT_JOB "WHERE batch_id = ?1 AND tenant = ?2 AND cseq < ?3 ORDER BY cseq DESC LIMIT ?4",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

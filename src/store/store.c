@@ -340,3 +340,13 @@ ad_err ad_hooks_get(struct ad_hook_cache *cache, int in_tx, struct ad_conn *c, a
     ad_err e = hooks_lookup(cache, in_tx, c, fetch, id != NULL ? AD_HOOKS_BY_ID : AD_HOOKS_CALLBACK, tenant, id, &l);
     return ad_webhook_list_one(&l, e, out);
 }
+
+void ad_batch_free(struct ad_batch *b)
+{
+    if (b == NULL)
+        return;
+    free(b->id);
+    free(b->tenant);
+    free(b->callback_url);
+    free(b);
+}

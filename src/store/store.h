@@ -185,6 +185,16 @@ struct ad_artifact_part {
     uint8_t repr_sha[32];
 };
 
+/* A batch (core/batches.h): its jobs counted by status (n[AD_QUEUED] ...), kept as they change. finished_at is set
+ * when the last of them reached a final status. */
+struct ad_batch {
+    char *id, *tenant, *callback_url; /* heap; callback_url NULL when none */
+    int total;
+    int n[AD_STATUS__COUNT];
+    int64_t created_at, finished_at;
+};
+void ad_batch_free(struct ad_batch *b);
+
 /* A list of jobs returned by a query; free with ad_job_list_free. */
 struct ad_job_list {
     struct ad_job **items;
@@ -449,6 +459,20 @@ struct ad_store_ops {
      * (core/queues.c). Index seeks per group and priority: it costs what those groups hold, not the queue. */
     ad_err (*queue_group_queued)(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
                                  const char *const *groups, size_t ngroups, int64_t *out);
+    /* Dependencies (core/deps.c), writer thread in its transaction: an edge from job_id to a job it depends on (which
+     * marks that job: its dependents becomes 1, read by every later job_get, and never reset by job_update), and
+     * the jobs waiting for dep_id (dep_take: their ids, heap, into *ids, *n of them, the caller frees each and the
+     * array), whose edges it deletes: a job ends once, so its edges are read once. */
+    ad_err (*dep_add)(struct ad_conn *c, const char *job_id, const char *dep_id);
+    ad_err (*dep_take)(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
+    /* Batches (core/batches.c). insert and update (every counter and finished_at) in the writer's transaction;
+     * get by id within tenant (NULL: any), AD_E_NOT_FOUND when absent (the caller frees *out). batch_jobs: the
+     * batch's jobs newest first (cseq descending) with cseq < before (0: from the newest), at most limit. */
+    ad_err (*batch_insert)(struct ad_conn *c, const struct ad_batch *b);
+    ad_err (*batch_update)(struct ad_conn *c, const struct ad_batch *b);
+    ad_err (*batch_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
+    ad_err (*batch_jobs)(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                         struct ad_job_list *out);
 };
 
 struct ad_store {

@@ -66,6 +66,11 @@ static void prefetch_drop(struct ad_conn *c, const char *id)
     }
 }
 
+void ad_pg_prefetch_drop(struct ad_conn *c, const char *id)
+{
+    prefetch_drop(c, id);
+}
+
 static void pool_drop(struct pg_pool *pl)
 {
     for (size_t i = 0; i < pl->n; i++)
@@ -423,7 +428,7 @@ static void pool_note(struct ad_conn *c, const struct ad_job *job, int insert)
             pl->n--;
             break;
         }
-    if (job->status != AD_QUEUED || strcmp(job->tenant, pl->tenant) != 0 ||
+    if (job->status != AD_QUEUED || job->deps > 0 || strcmp(job->tenant, pl->tenant) != 0 ||
         (job->run_at != 0 && job->run_at > pl->horizon))
         return;
     size_t t = 0;
@@ -466,15 +471,20 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
         ad_pg_param_TIME(&p, started); /* $33 */
-    else {
+    else
         ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
-        ad_pg_param_TEXT(&p, job->traceparent);                     /* $34 */
-        ad_pg_param_TEXT(&p, job->tracestate);                      /* $35 */
+    ad_pg_param_INT(&p, job->deps);                                 /* $34 */
+    if (insert) {
+        ad_pg_param_TEXT(&p, job->depends_on);  /* $35 */
+        ad_pg_param_INT(&p, job->dep_run);      /* $36 */
+        ad_pg_param_TEXT(&p, job->batch_id);    /* $37 */
+        ad_pg_param_TEXT(&p, job->traceparent); /* $38 */
+        ad_pg_param_TEXT(&p, job->tracestate);  /* $39 */
     }
     int64_t turn = 0; /* pg_turn.c: one past the group's last insert in the transaction, when that is known */
     int given = insert && ad_pg_turn_next(c, job, seq, &turn);
     if (given)
-        ad_pg_param_INT64(&p, turn); /* $36 */
+        ad_pg_param_INT64(&p, turn); /* $40 */
     else if (!insert)
         ad_pg_turns_forget(c, job->tenant, job->type);
     e = ad_pg_send_write(c, given ? ST_INSERT_TURN : id, &p, insert ? (given ? CHECK_NONE : CHECK_TURN) : CHECK_ROW,
@@ -1178,6 +1188,12 @@ static const struct ad_store_ops pg_ops = {
     .feed_close = ad_pg_feed_close,
     .close = pg_close,
     .queue_group_queued = ad_pg_queue_group_queued,
+    .dep_add = ad_pg_dep_add,
+    .dep_take = ad_pg_dep_take,
+    .batch_insert = ad_pg_batch_insert,
+    .batch_update = ad_pg_batch_update,
+    .batch_get = ad_pg_batch_get,
+    .batch_jobs = ad_pg_batch_jobs,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

@@ -25,7 +25,12 @@ enum pg_col {
     COL_grp,
     COL_turn,
     COL_traceparent,
-    COL_tracestate
+    COL_tracestate,
+    COL_deps,
+    COL_depends_on,
+    COL_dep_run,
+    COL_batch_id,
+    COL_dependents
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -45,7 +50,8 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_COL_SET_1(name, n)
 #define PG_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(                                                                                          \
-        PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate FROM jobs "
+        PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate, deps"                   \
+                     ", depends_on, dep_run, batch_id, dependents FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -58,9 +64,14 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert; the turn, last, is
- * PG_TURN_EXPR (ST_INSERT) or $36 (ST_INSERT_TURN, pg_turn.c). */
-#define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, traceparent, tracestate, turn"
-#define PG_INSERT_PARAMS AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, $34, $35, "
+ * PG_TURN_EXPR (ST_INSERT) or $40 (ST_INSERT_TURN, pg_turn.c). */
+#define PG_INSERT_COLS                                                                                                 \
+    AD_JOB_COLUMNS(PG_COL_NAME)                                                                                        \
+    "seq, cseq, created_seq, grp, deps, depends_on, dep_run, batch_id, traceparent,"                                   \
+    " tracestate, turn"
+#define PG_INSERT_PARAMS                                                                                               \
+    AD_JOB_COLUMNS(PG_COL_PARAM)                                                                                       \
+    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, $34, $35, $36, $37, $38, $39, "
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -155,6 +166,13 @@ enum pg_stmt {
     ST_LEASABLE_EXCEPT,
     ST_INSERT_TURN,
     ST_GROUP_QUEUED,
+    ST_DEP_ADD,
+    ST_DEP_TAKE,
+    ST_DEP_MARK,
+    ST_BATCH_INSERT,
+    ST_BATCH_UPDATE,
+    ST_BATCH_GET,
+    ST_BATCH_JOBS,
     ST__COUNT
 };
 
@@ -269,7 +287,7 @@ struct pg_prefetch {
 
 /* ---- parameters and rows ---- */
 
-#define PG_MAX_PARAMS 36
+#define PG_MAX_PARAMS 40
 
 /* Parameters in text format; numbers are formatted into num. NULL values are SQL NULLs. */
 struct pg_params {
@@ -298,6 +316,17 @@ ad_err ad_pg_fetch_rows(struct ad_conn *c, enum pg_stmt id, const struct pg_para
 /* One sweep statement with (before, limit), in the open batch or a transaction of its own; *done_out rows. */
 ad_err ad_pg_sweep_alone(struct ad_conn *c, enum pg_stmt id, int64_t before, int limit, int *done_out,
                          const char *what);
+
+/* ---- pg_deps.c: the edges of dependencies (ops->dep_add, dep_take) ---- */
+ad_err ad_pg_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id);
+ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
+ad_err ad_pg_batch_insert(struct ad_conn *c, const struct ad_batch *b);
+ad_err ad_pg_batch_update(struct ad_conn *c, const struct ad_batch *b);
+ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
+ad_err ad_pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                        struct ad_job_list *out);
+/* store_pg.c: forget the job id read ahead in the open batch (a write of its row that is not job_update's). */
+void ad_pg_prefetch_drop(struct ad_conn *c, const char *id);
 
 /* ---- pg_conn.c: the connection and its pipeline ---- */
 

@@ -109,6 +109,11 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     j->turn = sqlite3_column_int64(st, COL_turn);
     j->traceparent = ad_sq_read_TEXT(st, COL_traceparent);
     j->tracestate = ad_sq_read_TEXT(st, COL_tracestate);
+    j->deps = sqlite3_column_int(st, COL_deps);
+    j->depends_on = ad_sq_read_TEXT(st, COL_depends_on);
+    j->dep_run = sqlite3_column_int(st, COL_dep_run);
+    j->batch_id = ad_sq_read_TEXT(st, COL_batch_id);
+    j->dependents = sqlite3_column_int(st, COL_dependents);
     return j;
 }
 
@@ -234,6 +239,14 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
         rc = sqlite3_bind_int64(st, SQ_TTKEY_PARAM_N, ad_sq_key(job->tenant, job->type));
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = ad_sq_bind_TEXT(st, SQ_GRP_PARAM_N, job->group != NULL ? job->group : "");
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int(st, SQ_DEPS_PARAM_N, job->deps);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_DEPS_PARAM_N + 1, job->depends_on);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = sqlite3_bind_int(st, SQ_DEPS_PARAM_N + 2, job->dep_run);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_DEPS_PARAM_N + 3, job->batch_id);
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = ad_sq_bind_TEXT(st, SQ_TRACE_PARAM_N, job->traceparent);
     if (rc == SQLITE_OK && id == ST_INSERT)
@@ -438,6 +451,132 @@ static ad_err sq_job_leasable_except(struct ad_conn *c, const char *tenant, cons
         return AD_E_OK;
     ad_job_list_free(out);
     return ad_sq_fail(c, rc, "leasable jobs");
+}
+
+/* ---- dependencies ---- */
+
+static ad_err sq_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id)
+{
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, ST_DEP_ADD) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    ad_sq_bind_TEXT(st, 2, job_id);
+    e = ad_sq_run(c, st, "add dependency");
+    if (e != AD_E_OK || (st = ad_sq_stmt(c, ST_DEP_MARK)) == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    e = ad_sq_run(c, st, "mark a dependency");
+    rows_forget(c, dep_id); /* the kept row has dependents 0 */
+    return e;
+}
+
+static void read_id_slot(sqlite3_stmt *st, void *slot)
+{
+    *(char **)slot = ad_sq_read_TEXT(st, 0);
+}
+
+static ad_err sq_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, ST_DEP_LIST) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, dep_id);
+    e = ad_sq_fetch_rows(c, st, ids, n, sizeof(**ids), read_id_slot, "list dependents");
+    if (e == AD_E_OK && *n > 0 && (st = ad_sq_stmt(c, ST_DEP_DELETE)) != NULL) {
+        ad_sq_bind_TEXT(st, 1, dep_id);
+        e = ad_sq_run(c, st, "delete dependency edges");
+    }
+    if (e != AD_E_OK) {
+        for (size_t i = 0; i < *n; i++)
+            free((*ids)[i]);
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return e;
+}
+
+/* ---- batches ---- */
+
+/* The counters in the order of the statements' ?4 .. ?9. */
+static const enum ad_status batch_cols[] = {AD_QUEUED, AD_RUNNING, AD_SUCCEEDED, AD_FAILED, AD_CANCELLED, AD_PARTIAL};
+
+static ad_err batch_write(struct ad_conn *c, enum sq_stmt id, const struct ad_batch *b, const char *what)
+{
+    ad_err e = ad_sq_check_tx(c);
+    sqlite3_stmt *st = e == AD_E_OK ? ad_sq_stmt(c, id) : NULL;
+    if (st == NULL)
+        return e != AD_E_OK ? e : AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, b->id);
+    if (id == ST_BATCH_INSERT) {
+        ad_sq_bind_TEXT(st, 2, b->tenant);
+        sqlite3_bind_int(st, 3, b->total);
+        ad_sq_bind_TEXT(st, 10, b->callback_url);
+        sqlite3_bind_int64(st, 11, b->created_at);
+    }
+    for (size_t i = 0; i < sizeof(batch_cols) / sizeof(batch_cols[0]); i++)
+        sqlite3_bind_int(st, 4 + (int)i, b->n[batch_cols[i]]);
+    ad_sq_bind_TIME(st, 12, b->finished_at);
+    e = ad_sq_run(c, st, what);
+    if (e == AD_E_OK && id == ST_BATCH_UPDATE && sqlite3_changes(c->db) == 0)
+        return AD_E_NOT_FOUND;
+    return e;
+}
+
+static ad_err sq_batch_insert(struct ad_conn *c, const struct ad_batch *b)
+{
+    return batch_write(c, ST_BATCH_INSERT, b, "insert batch");
+}
+
+static ad_err sq_batch_update(struct ad_conn *c, const struct ad_batch *b)
+{
+    return batch_write(c, ST_BATCH_UPDATE, b, "update batch");
+}
+
+static ad_err sq_batch_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_BATCH_GET);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, id);
+    ad_sq_bind_TEXT(st, 2, tenant);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        struct ad_batch *b = ad_calloc(1, sizeof(*b));
+        b->id = ad_sq_read_TEXT(st, 0);
+        b->tenant = ad_sq_read_TEXT(st, 1);
+        b->total = sqlite3_column_int(st, 2);
+        for (size_t i = 0; i < sizeof(batch_cols) / sizeof(batch_cols[0]); i++)
+            b->n[batch_cols[i]] = sqlite3_column_int(st, 3 + (int)i);
+        b->callback_url = ad_sq_read_TEXT(st, 9);
+        b->created_at = sqlite3_column_int64(st, 10);
+        b->finished_at = sqlite3_column_int64(st, 11);
+        *out = b;
+    }
+    ad_sq_done(st);
+    if (rc == SQLITE_ROW)
+        return AD_E_OK;
+    return rc == SQLITE_DONE ? AD_E_NOT_FOUND : ad_sq_fail(c, rc, "get batch");
+}
+
+static ad_err sq_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
+                            struct ad_job_list *out)
+{
+    *out = (struct ad_job_list){0};
+    sqlite3_stmt *st = ad_sq_stmt(c, ST_BATCH_JOBS);
+    if (st == NULL)
+        return AD_E_INTERNAL;
+    ad_sq_bind_TEXT(st, 1, batch_id);
+    ad_sq_bind_TEXT(st, 2, tenant);
+    sqlite3_bind_int64(st, 3, before > 0 ? before : INT64_MAX);
+    sqlite3_bind_int(st, 4, limit);
+    return fetch_jobs(c, st, out, "batch jobs");
 }
 
 static ad_err sq_job_running(struct ad_conn *c, struct ad_job_list *out)
@@ -877,6 +1016,12 @@ static const struct ad_store_ops sq_ops = {
     .delivery_release = ad_sq_delivery_release,
     .close = sq_close,
     .queue_group_queued = ad_sq_queue_group_queued,
+    .dep_add = sq_dep_add,
+    .dep_take = sq_dep_take,
+    .batch_insert = sq_batch_insert,
+    .batch_update = sq_batch_update,
+    .batch_get = sq_batch_get,
+    .batch_jobs = sq_batch_jobs,
 };
 
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)

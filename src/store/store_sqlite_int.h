@@ -24,7 +24,12 @@ enum sq_col {
     COL_grp,
     COL_turn,
     COL_traceparent,
-    COL_tracestate
+    COL_tracestate,
+    COL_deps,
+    COL_depends_on,
+    COL_dep_run,
+    COL_batch_id,
+    COL_dependents
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -48,7 +53,9 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define SQ_TTKEY_PARAM_N 36
 #define SQ_GRP_PARAM "?37" /* an insert's grp: the job's group, "" for none */
 #define SQ_GRP_PARAM_N 37
-#define SQ_TRACE_PARAM_N 38 /* an insert's traceparent, then its tracestate */
+#define SQ_DEPS_PARAM "?38" /* the job's count of unfinished dependencies (an insert's and an update's) */
+#define SQ_DEPS_PARAM_N 38
+#define SQ_TRACE_PARAM_N 42 /* an insert's traceparent, then its tracestate */
 /*
  * An insert's turn (job.h): one past the last turn of its group's due queued jobs at its priority, or for a group
  * with none the turn of the next job to lease at that priority, read only then (as PG_TURN_EXPR; jobs_group and
@@ -60,14 +67,16 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " (SELECT turn FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"         \
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB                                                                                                  \
-    "SELECT " AD_JOB_COLUMNS(                                                                                          \
-        SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate FROM jobs "
+    "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate,"   \
+                                          " deps, depends_on, dep_run, batch_id, dependents FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
-#define SQ_INSERT_COLS AD_JOB_COLUMNS(SQ_COL_NAME) "seq, created_seq, tkey, ttkey, grp, turn, traceparent, tracestate"
+#define SQ_INSERT_COLS                                                                                                 \
+    AD_JOB_COLUMNS(SQ_COL_NAME)                                                                                        \
+    "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run, batch_id, traceparent, tracestate"
 #define SQ_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
     SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR          \
-                 ", ?38, ?39"
+                 ", " SQ_DEPS_PARAM ", ?39, ?40, ?41, ?42, ?43"
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1
@@ -181,6 +190,14 @@ enum sq_stmt {
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
     ST_GROUP_QUEUED,
+    ST_DEP_ADD,
+    ST_DEP_LIST,
+    ST_DEP_DELETE,
+    ST_DEP_MARK,
+    ST_BATCH_INSERT,
+    ST_BATCH_UPDATE,
+    ST_BATCH_GET,
+    ST_BATCH_JOBS,
     ST__COUNT
 };
 

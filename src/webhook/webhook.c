@@ -15,9 +15,17 @@
 #include <string.h>
 
 static const char *const event_names[AD_WHE__COUNT] = {
-    [AD_WHE_QUEUED] = "job.queued",          [AD_WHE_STARTED] = "job.started", [AD_WHE_PROGRESS] = "job.progress",
-    [AD_WHE_SUCCEEDED] = "job.succeeded",    [AD_WHE_FAILED] = "job.failed",   [AD_WHE_CANCELLED] = "job.cancelled",
+    [AD_WHE_QUEUED] = "job.queued",
+    [AD_WHE_STARTED] = "job.started",
+    [AD_WHE_PROGRESS] = "job.progress",
+    [AD_WHE_SUCCEEDED] = "job.succeeded",
+    [AD_WHE_FAILED] = "job.failed",
+    [AD_WHE_CANCELLED] = "job.cancelled",
     [AD_WHE_PARTIAL] = "job.partialSuccess",
+    [AD_WHE_BATCH_SUCCEEDED] = "batch.succeeded",
+    [AD_WHE_BATCH_FAILED] = "batch.failed",
+    [AD_WHE_BATCH_CANCELLED] = "batch.cancelled",
+    [AD_WHE_BATCH_PARTIAL] = "batch.partialSuccess",
 };
 
 struct ad_wh_setup ad_wh_setup;
@@ -72,7 +80,8 @@ void ad_webhook_configure(const struct ad_config *cfg, struct ad_store *store, c
         ad_cidr_parse(cfg->webhooks.allow_networks[i], &ad_wh_setup.allow[i]); /* validated by the config parser */
     ad_wh_setup.guard.allow = ad_wh_setup.allow;
     ad_wh_setup.guard.nallow = cfg->webhooks.nallow_networks;
-    static const struct ad_core_webhooks hooks = {ad_webhook_outbox, ad_webhook_callback_ready};
+    static const struct ad_core_webhooks hooks = {ad_webhook_outbox, ad_webhook_callback_ready,
+                                                  ad_webhook_batch_outbox};
     ad_core_set_webhooks(&hooks);
 }
 
@@ -122,9 +131,12 @@ ad_err ad_webhook_callback_ready(struct ad_conn *c, const char *tenant)
     return e == AD_E_NOT_FOUND ? AD_E_CALLBACK_SECRET_MISSING : e;
 }
 
-/* One event being written: its id and body are made on the first destination. */
+/* One event being written: its id and body are made on the first destination. Its subject is a job's or (kind
+ * "batch") a batch's; a job's trace context goes with its deliveries (docs/tracing.md), a batch has none. */
 struct outbox_event {
-    const struct ad_job *job;
+    const char *tenant, *subject, *kind; /* kind: "job" or "batch", the member of data and the path */
+    const char *traceparent, *tracestate;
+    int64_t at;
     enum ad_webhook_event type;
     char *id;
     char *body;
@@ -132,10 +144,10 @@ struct outbox_event {
 
 static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char *hook_id, const char *url)
 {
-    const struct ad_job *j = ev->job;
     if (ev->id == NULL) {
         ev->id = ad_new_id("evt_");
-        char *job_url = ad_asprintf("%s/v1/jobs/%s", ad_wh_setup.public_url, j->id);
+        char *job_url = ad_asprintf("%s/v1/%s/%s", ad_wh_setup.public_url,
+                                    strcmp(ev->kind, "batch") == 0 ? "batches" : "jobs", ev->subject);
         struct ad_buf b;
         ad_buf_init(&b, SIZE_MAX);
         AD_JSON_OPEN(&b, "id");
@@ -145,9 +157,10 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
         AD_JSON_KEY(&b, "version");
         AD_BUF_LIT(&b, "\"" AD_WEBHOOK_VERSION "\"");
         AD_JSON_KEY(&b, "createdAt");
-        ad_json_time(&b, j->updated_at);
-        AD_JSON_KEY(&b, "data");
-        AD_JSON_OPEN(&b, "job");
+        ad_json_time(&b, ev->at);
+        AD_BUF_LIT(&b, ",\"data\":{\"");
+        ad_buf_str(&b, ev->kind);
+        AD_BUF_LIT(&b, "\":");
         ad_json_str(&b, job_url);
         AD_BUF_LIT(&b, "}}");
         ev->body = b.data;
@@ -156,18 +169,18 @@ static ad_err outbox_add(struct ad_conn *c, struct outbox_event *ev, const char 
     char *id = ad_new_id("dlv_");
     struct ad_delivery d = {
         .id = id,
-        .tenant = j->tenant,
+        .tenant = (char *)ev->tenant,
         .webhook_id = (char *)hook_id,
         .url = (char *)url,
         .event_id = ev->id,
         .event_type = (char *)event_names[ev->type],
-        .job_id = j->id,
+        .job_id = (char *)ev->subject,
         .body = ev->body,
-        .created_at = j->updated_at,
+        .created_at = ev->at,
         .state = AD_DLV_PENDING,
-        .next_at = j->updated_at + ad_wh_setup.conf->retry_schedule_ms[0],
-        .traceparent = j->traceparent,
-        .tracestate = j->tracestate,
+        .next_at = ev->at + ad_wh_setup.conf->retry_schedule_ms[0],
+        .traceparent = (char *)ev->traceparent,
+        .tracestate = (char *)ev->tracestate,
     };
     ad_err e = ad_wh_setup.st->delivery_insert(c, &d);
     free(id);
@@ -183,7 +196,13 @@ ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_
         return AD_E_OK;
     struct ad_webhook_list hooks;
     ad_err e = ad_wh_setup.st->webhook_list(c, j->tenant, 1, &hooks);
-    struct outbox_event ev = {.job = j, .type = (enum ad_webhook_event)type};
+    struct outbox_event ev = {.tenant = j->tenant,
+                              .subject = j->id,
+                              .kind = "job",
+                              .traceparent = j->traceparent,
+                              .tracestate = j->tracestate,
+                              .at = j->updated_at,
+                              .type = (enum ad_webhook_event)type};
     for (size_t i = 0; e == AD_E_OK && i < hooks.n; i++)
         if (hooks.items[i]->events & (1u << type))
             e = outbox_add(c, &ev, hooks.items[i]->id, hooks.items[i]->url);
@@ -193,6 +212,32 @@ ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_
         e = ad_wh_callback_hook(c, j->tenant, j->updated_at, &cb);
         if (e == AD_E_OK)
             e = outbox_add(c, &ev, cb->id, j->callback_url);
+        ad_webhook_free(cb);
+    }
+    ad_webhook_list_free(&hooks);
+    free(ev.id);
+    free(ev.body);
+    return e;
+}
+
+ad_err ad_webhook_batch_outbox(struct ad_conn *c, const struct ad_batch *b, enum ad_status s)
+{
+    enum ad_webhook_event type = s == AD_SUCCEEDED ? AD_WHE_BATCH_SUCCEEDED
+                                 : s == AD_FAILED  ? AD_WHE_BATCH_FAILED
+                                 : s == AD_PARTIAL ? AD_WHE_BATCH_PARTIAL
+                                                   : AD_WHE_BATCH_CANCELLED;
+    struct ad_webhook_list hooks;
+    ad_err e = ad_wh_setup.st->webhook_list(c, b->tenant, 1, &hooks);
+    struct outbox_event ev = {
+        .tenant = b->tenant, .subject = b->id, .kind = "batch", .at = b->finished_at, .type = type};
+    for (size_t i = 0; e == AD_E_OK && i < hooks.n; i++)
+        if (hooks.items[i]->events & (1u << type))
+            e = outbox_add(c, &ev, hooks.items[i]->id, hooks.items[i]->url);
+    if (e == AD_E_OK && b->callback_url != NULL) {
+        struct ad_webhook *cb = NULL;
+        e = ad_wh_callback_hook(c, b->tenant, b->finished_at, &cb);
+        if (e == AD_E_OK)
+            e = outbox_add(c, &ev, cb->id, b->callback_url);
         ad_webhook_free(cb);
     }
     ad_webhook_list_free(&hooks);

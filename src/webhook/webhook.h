@@ -30,10 +30,17 @@ enum ad_webhook_event {
     AD_WHE_FAILED,
     AD_WHE_CANCELLED,
     AD_WHE_PARTIAL,
+    AD_WHE_BATCH_SUCCEEDED, /* a batch ended (core/batches.h); opt-in: not in the default filter */
+    AD_WHE_BATCH_FAILED,
+    AD_WHE_BATCH_CANCELLED,
+    AD_WHE_BATCH_PARTIAL,
     AD_WHE__COUNT
 };
 #define AD_WHE_ALL ((1u << AD_WHE__COUNT) - 1)
-#define AD_WHE_DEFAULT (AD_WHE_ALL & ~(1u << AD_WHE_PROGRESS))
+#define AD_WHE_BATCH                                                                                                   \
+    ((1u << AD_WHE_BATCH_SUCCEEDED) | (1u << AD_WHE_BATCH_FAILED) | (1u << AD_WHE_BATCH_CANCELLED) |                   \
+     (1u << AD_WHE_BATCH_PARTIAL))
+#define AD_WHE_DEFAULT (AD_WHE_ALL & ~(1u << AD_WHE_PROGRESS) & ~AD_WHE_BATCH)
 /* What a job's callbackUrl hears: its outcome. A callback secret's row carries these as its events once its
  * secret has been shown (POST /v1/webhooks/callback:rotate); a row whose events are 0 was made by an earlier
  * version for a job's first callback, with a secret no one was ever shown. */
@@ -66,6 +73,9 @@ ad_err ad_webhook_callback_ready(struct ad_conn *c, const char *tenant);
  * (see ad_webhook_event_of). A callback of a job made before its tenant had a callback secret (by an earlier
  * version) creates one, which signs nothing until a rotate has shown a new one. */
 ad_err ad_webhook_outbox(struct ad_conn *c, enum ad_status before, int progress_before, const struct ad_job *j);
+/* The event of batch b's end (status s, final), in the same transaction: one row per endpoint that lists it, and
+ * one to the batch's callbackUrl, signed with the tenant's callback secret. */
+ad_err ad_webhook_batch_outbox(struct ad_conn *c, const struct ad_batch *b, enum ad_status s);
 
 /* What an attempt's outcome does to a delivery (pure except for the jitter): sets state, attempts, next_at,
  * last_*; *disable is set when the endpoint must be disabled (410 from a tenant endpoint). status is the HTTP

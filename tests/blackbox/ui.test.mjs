@@ -338,4 +338,44 @@ describe('the dashboard of a daemon without API keys', { timeout: 60_000 }, () =
             await page.close();
         }
     });
+
+    it('shows a batch: its counts and progress as its jobs end, its jobs, and cancels the rest', async () => {
+        const c = api(d);
+        // The jobs an earlier test left queued are ended first: the lease below must take a job of the batch.
+        for (;;) {
+            const res = await lease(c, 'report.export', { wait: 0, max: 10 });
+            if (res.status === 204) break;
+            for (const x of expectStatus(res, 200).json.leases) await complete(c, x.job.id, x.leaseId);
+        }
+        const b = expectStatus(await c.post('/v1/batches', { jobs: [{ type: 'report.export' }, { type: 'report.export' }] }), 202).json;
+        const page = await browser.newPage();
+        const problems = [];
+        page.on('console', (m) => {
+            if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+        });
+        page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+        try {
+            await page.goto(`${d.url}/ui/#/batches/${b.id}`);
+            await page.locator('#batch-state', { hasText: 'running' }).waitFor();
+            await page.locator('#batch-counts', { hasText: '2 queued' }).waitFor();
+            assert.equal(await page.getByRole('table', { name: /Jobs of the batch/ }).locator('tbody tr').count(), 2);
+            const l = await leaseOne(api(d), 'report.export');
+            await complete(api(d), l.job.id, l.leaseId);
+            await page.locator('#batch-progress progress[value="50"]').waitFor();
+            await page.locator('#batch-counts', { hasText: '1 succeeded' }).waitFor();
+            await page.getByRole('button', { name: 'Cancel batch' }).click();
+            await page.locator('#batch-state', { hasText: 'partialSuccess' }).waitFor();
+            assert.equal(await page.getByRole('button', { name: 'Cancel batch' }).isDisabled(), true);
+            await page.locator(`a[href="#/jobs/${l.job.id}"]`).click();
+            await page.locator(`a[href="#/batches/${b.id}"]`).waitFor(); // a job of a batch links to it
+            await page.goto(`${d.url}/ui/#/batches/${b.id}`);
+            await page.locator('#batch-state', { hasText: 'partialSuccess' }).waitFor();
+            await page.evaluate(AXE);
+            const r = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+            assert.deepEqual(r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id), [], 'axe on batch');
+            assert.deepEqual(problems, []);
+        } finally {
+            await page.close();
+        }
+    });
 });
