@@ -46,4 +46,11 @@ int ad_tz_resolve(const struct ad_tz *tz, int64_t local_s, int64_t out[2]);
  * not thread-safe against concurrent loads. */
 void ad_tz_set_dir(const char *dir);
 
+/* The proleptic Gregorian calendar, with no zone: days since 1970-01-01 of y-m-d (m 1-12, d 1-31), the date
+ * of a day number, the length of a month, and the weekday of a day number (0 = Sunday). */
+int64_t ad_days_from_civil(int64_t y, int m, int d);
+void ad_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
+int ad_days_in_month(int64_t y, int m);
+int ad_weekday(int64_t days);
+
 #endif
