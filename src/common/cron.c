@@ -29,6 +29,8 @@
 #define MAX_S 221845392000LL
 /* No instant is further from its local time than a day and two hours (tz.c's bound). */
 #define WINDOW (26 * 3600)
+/* Local times ad_cron_next looks at, at most, before it gives up with what it has. */
+#define MAX_STEPS 10000
 
 enum { F_SEC, F_MIN, F_HOUR, F_DOM, F_MON, F_DOW, F__COUNT };
 
@@ -369,11 +371,13 @@ int64_t ad_cron_next(const struct ad_cron *c, const struct ad_tz *tz, int64_t af
     int64_t limit = ad_days_from_civil(y + AD_CRON_HORIZON_YEARS, m, 1) * DAY;
     int32_t lo, hi;
     offset_range(tz, t - 3 * WINDOW, t + 3 * WINDOW, &lo, &hi);
-    int64_t best = -1;
-    for (;;) {
-        int64_t local = next_local(c, from, limit);
+    int64_t best = -1, last = INT64_MIN;
+    /* Each step moves on by at least a second, and real zones take a handful; the cap is for hostile ones. */
+    for (int steps = 0; steps < MAX_STEPS; steps++) {
+        int64_t local = next_local(c, from > last ? from : last + 1, limit);
         if (local < 0)
             break;
+        last = local;
         int64_t u[2];
         int n = ad_tz_resolve(tz, local, u);
         int take = n == 2 && c->both_passes ? 2 : 1;
