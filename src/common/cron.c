@@ -10,9 +10,9 @@
  * 03:30 new time: RFC 5545 §3.3.5, Temporal's "compatible", java.time's ZonedDateTime.of); a local time that
  * happens twice in a fall-back overlap fires at its first occurrence, unless the expression's seconds,
  * minute or hour field is written with `*` (alone or with a step), which then fires in both passes, following the clock
- * as it is (cron(8) of Vixie cron and cronie). Because those two rules can put a later local time before an
- * earlier one, the search keeps going while a later local time could still give an earlier instant: that is,
- * only near a transition, and never more than the transition's size.
+ * as it is (cron(8) of Vixie cron and cronie). Those two rules let a later local time give an earlier instant
+ * near a change, so the search starts early enough (first_local), steps over local times whose instants are
+ * too early (skip_early), and stops at the first instant that no later local time can undercut.
  * What it does not do: Quartz's `L`, `W`, `#` and `?`, ranges that wrap around (FRI-MON), and years.
  */
 #include "common/cron.h"
@@ -341,14 +341,16 @@ static int64_t first_local(const struct ad_tz *tz, int64_t t, int gaps)
     return from;
 }
 
-/* Where to look after local, whose instants u[0..n) are all at or before t - 1, such that no local time
- * skipped has an instant at t or later; -1 when nothing later can come before best, which is set. */
+/* Where to look after local, whose instants u[0..n) (n 0: local is in a gap) all come before t, such that
+ * no local time skipped has an instant at t or later. slack is the spread of the offsets near t. */
 static int64_t skip_early(const struct ad_tz *tz, int64_t local, const int64_t *u, int n, int64_t t, int32_t slack)
 {
     if (n == 0) { /* a gap: its local times move with their instants, up to the gap's end */
         int32_t o2 = ad_tz_offset(tz, u[0]);
-        int64_t change = ad_tz_next_change(tz, local - o2 - 1), end = change + (o2 - (local - u[0]));
-        return t < end ? local + (t - u[0]) : change + o2;
+        int64_t change = ad_tz_next_change(tz, local - o2 - 1);
+        if (change > MAX_S) /* no real change (a hostile zone) */
+            return local + 1;
+        return t < change + (o2 - (local - u[0])) ? local + (t - u[0]) : change + o2;
     }
     /* The last pass's instant: if no change lies between it and t, local times up to t's move with it, and
      * what else could reach t is what first_local finds (a fall-back just after t). */
@@ -384,12 +386,15 @@ int64_t ad_cron_next(const struct ad_cron *c, const struct ad_tz *tz, int64_t af
         if (u[0] > after_s) {
             if (best < 0 || u[0] < best)
                 best = u[0];
+            /* A local time that exists: later ones keep to its offset until the next change, and whatever
+             * comes after that change (a gap read with this offset, an overlap's passes) is later still. */
             if (n != 0)
-                break; /* every later local time gives a later instant (docs/schedules.md) */
+                break;
             /* In a gap, later local times of the gap give later instants, but the local times after the gap
              * start again from the change: go on from there. */
             int32_t o2 = ad_tz_offset(tz, u[0]);
-            from = ad_tz_next_change(tz, local - o2 - 1) + o2;
+            int64_t change = ad_tz_next_change(tz, local - o2 - 1);
+            from = change <= MAX_S ? change + o2 : local + 1; /* else no real change (a hostile zone) */
             continue;
         }
         if (take == 2 && u[1] > after_s) {
