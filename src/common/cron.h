@@ -20,8 +20,9 @@
 /* Longest expression accepted (bytes). */
 #define AD_CRON_MAX_LEN 256
 /* ad_cron_next looks this many years past after_s before answering -1: enough for every expression that can
- * fire at all (29 February can be 8 years apart, 2096 to 2104). */
-#define AD_CRON_HORIZON_YEARS 9
+ * fire at all (29 February can be 8 years apart, 2096 to 2104; a first of February that is a Thursday, 12,
+ * 2091 to 2103). */
+#define AD_CRON_HORIZON_YEARS 13
 
 struct ad_cron;
 

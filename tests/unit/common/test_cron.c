@@ -102,6 +102,8 @@ static void test_table(void **state)
         {"0 0 29 2 *", "UTC", "2027-01-01T00:00:00Z", "2028-02-29T00:00:00Z"},
         {"0 0 29 2 *", "UTC", "2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"},
         {"0 0 29 2 *", "UTC", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
+        /* The first of February on a Thursday (a day field written with '*' makes it "and"): 12 years apart. */
+        {"0 0 */31 2 4", "UTC", "2091-02-01T00:00:00Z", "2103-02-01T00:00:00Z"},
         {"0 0 29 2 1", "UTC", "2027-02-26T00:00:00Z", "2028-02-07T00:00:00Z"}, /* or a Monday of February */
         /* Never: a day no month of the expression has. */
         {"0 0 30 2 *", "UTC", "2026-01-01T00:00:00Z", NULL},
