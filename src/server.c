@@ -21,6 +21,7 @@
 #include "core/artifacts.h"
 #include "core/core.h"
 #include "hub/cluster.h"
+#include "core/schedules.h"
 #include "hub/hub.h"
 #include "hub/reader.h"
 #include "http/http.h"
@@ -114,6 +115,7 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot read running leases from the store");
         return 1;
     }
+    ad_schedules_start(ad_cluster_enabled());
     if (ad_cluster_enabled() && (cfg->signing_key == NULL || cfg->webhooks.secret_key == NULL))
         ad_warn("cluster mode: configure signingKey and webhooks.secretKey, the same on every node; without them "
                 "each node keeps its own keys in %s and cannot check the others' signed URLs or read the "
@@ -155,6 +157,7 @@ int ad_server_run(struct ad_config *cfg)
      * answer sent before the process exits. */
     ad_info("shutting down");
     ad_hub.shutting_down = 1;
+    ad_schedules_stop();
     ad_api_shutdown();
     ad_http_listen_stop();
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */

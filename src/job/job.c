@@ -143,7 +143,8 @@ void ad_job_set(char **field, const char *v)
     X(worker)                                                                                                          \
     X(artifact)                                                                                                        \
     X(unique_key)                                                                                                      \
-    X(group)
+    X(group)                                                                                                           \
+    X(schedule)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -239,6 +240,10 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
     if (j->unique_key != NULL) {
         AD_JSON_KEY(b, "uniqueKey");
         ad_json_str(b, j->unique_key);
+    }
+    if (j->schedule != NULL) {
+        AD_JSON_KEY(b, "schedule");
+        ad_buf_str(b, j->schedule);
     }
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",

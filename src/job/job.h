@@ -71,6 +71,8 @@ struct ad_job {
                      without one form one group */
     int64_t turn; /* the job's round among its type's groups at its priority, assigned by the store on insert from
                      the queue as it is then (store_int.h); the lease order is priority, turn, cseq */
+    char
+        *schedule; /* the schedule run that made the job, compact JSON {"id", "fireTime"} (core/schedules.c), or NULL */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

@@ -297,7 +297,7 @@ void ad_pg_param_TIME(struct pg_params *p, int64_t v)
         ad_pg_param_TEXT(p, NULL);
 }
 
-/* The job's columns as parameters $1..$31, seq as $32. Text is not copied: the job must outlive the send. */
+/* The job's columns as parameters $1..$32, seq as $33. Text is not copied: the job must outlive the send. */
 void ad_pg_param_job(struct pg_params *p, const struct ad_job *j, int64_t seq)
 {
 #define PG_PARAM(name, kind, n, fixed) ad_pg_param_##kind(p, j->name);

@@ -187,6 +187,15 @@ static const char *const migrations[] = {
     ("CREATE TABLE IF NOT EXISTS queue_groups (tenant text COLLATE \"C\" NOT NULL, type text COLLATE \"C\" NOT NULL,"
      " window_start bigint NOT NULL, grp text COLLATE \"C\" NOT NULL, window_count int NOT NULL,"
      " PRIMARY KEY (tenant, type, window_start, grp));"),
+    /* 14 (SQLite's 17): schedules (pg_schedule.c), their next fire times in one index (every node's engine reads
+     * its head), and the run of a schedule that made a job (job.h, schedule). */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS schedule text COLLATE \"C\";"
+     "CREATE TABLE IF NOT EXISTS schedules (tenant text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
+     " spec text COLLATE \"C\" NOT NULL, tmpl text COLLATE \"C\" NOT NULL, next_at bigint,"
+     " last_job text COLLATE \"C\", recent text COLLATE \"C\" NOT NULL,"
+     " fires bigint NOT NULL, skips bigint NOT NULL, catchups bigint NOT NULL, created_at bigint NOT NULL,"
+     " updated_at bigint NOT NULL, version bigint NOT NULL, PRIMARY KEY (tenant, id));"
+     "CREATE INDEX IF NOT EXISTS schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -209,7 +218,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_SPACE_PROBE] = "INSERT INTO acceptd_space (n) VALUES (1)",
     [ST_INSERT] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS ")",
     [ST_UPDATE] =
-        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $33 WHERE id = $1",
+        "UPDATE jobs SET " AD_JOB_COLUMNS(PG_COL_SET) "seq = " PG_SEQ_PARAM ", started_seq = $34 WHERE id = $1",
     [ST_GET] = PG_SELECT_JOB "WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
     [ST_LIST + 0] = PG_LIST_HEAD PG_LIST_TAIL,
     [ST_LIST + PG_LIST_STATUS] = PG_LIST_HEAD PG_LIST_F_STATUS PG_LIST_TAIL,
@@ -294,6 +303,22 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_DELIVERY_CLAIM] = "UPDATE deliveries SET next_at = $3, claimed_by = $4"
                           " WHERE seq = $1 AND state = 0 AND next_at <= $2",
     [ST_DELIVERY_RELEASE] = "UPDATE deliveries SET next_at = $2, claimed_by = NULL WHERE claimed_by = $1 AND state = 0",
+    [ST_SCHEDULE_INSERT] = "INSERT INTO schedules (tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, "
+                           "catchups, created_at, updated_at, version)"
+                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    /* The compare-and-set of a fire (store.h, schedule_put): the row only if its next fire time is as read. */
+    [ST_SCHEDULE_UPDATE] = "UPDATE schedules SET spec = $3, tmpl = $4, next_at = $5, last_job = $6, recent = $7,"
+                           " fires = $8, skips = $9, catchups = $10, created_at = $11, updated_at = $12, version = $13"
+                           " WHERE tenant = $1 AND id = $2 AND next_at IS NOT DISTINCT FROM $14::bigint",
+    [ST_SCHEDULE_GET] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE tenant = $1 AND id = $2",
+    [ST_SCHEDULE_LIST] =
+        "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, updated_at, "
+        "version FROM schedules WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3",
+    [ST_SCHEDULE_DELETE] = "DELETE FROM schedules WHERE tenant = $1 AND id = $2",
+    [ST_SCHEDULE_DUE] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE next_at IS NOT NULL AND next_at <= $1"
+                        " ORDER BY next_at LIMIT $2",
     [ST_QUEUE_GET] = "SELECT " PG_QUEUE_COLS " FROM queues WHERE tenant = $1 AND type = $2",
     [ST_QUEUE_PUT] = "INSERT INTO queues (" PG_QUEUE_COLS ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                      " ON CONFLICT (tenant, type) DO UPDATE SET paused = excluded.paused,"
@@ -334,7 +359,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
 const Oid ad_pg_list_param_types[6] = {25, 20, 23, 25, 20, 20};
 /* ST_UPDATE's: text for the fixed columns it does not name (but id, in its WHERE), the rest left to the server. */
 #define PG_UPDATE_TYPE(name, kind, n, fixed) (fixed) && (n) != 1 ? 25 : 0,
-const Oid ad_pg_update_param_types[33] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
+const Oid ad_pg_update_param_types[34] = {AD_JOB_COLUMNS(PG_UPDATE_TYPE) 0, 0};
 
 /* Run sql (one or more statements) on a plain connection. 0, or -1 with err filled. */
 static int exec_sql(PGconn *pg, const char *sql, const char *what, char *err, size_t errlen)

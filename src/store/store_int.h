@@ -48,7 +48,8 @@
     XX(worker, TEXT, 28, 0)                                                                                            \
     XX(tombstoned, INT, 29, 1)                                                                                         \
     XX(artifact, TEXT, 30, 0)                                                                                          \
-    XX(unique_key, TEXT, 31, 1)
+    XX(unique_key, TEXT, 31, 1)                                                                                        \
+    XX(schedule, TEXT, 32, 1)
 
 /*
  * The columns of the webhooks and deliveries tables in the order every backend selects them (deliveries with seq

@@ -462,9 +462,9 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
     prefetch_drop(c, job->id);
     int64_t started = job->started_seq == AD_SEQ_OF_THIS_WRITE ? seq : job->started_seq;
     if (!insert)
-        ad_pg_param_TIME(&p, started); /* $33 */
+        ad_pg_param_TIME(&p, started); /* $34 */
     else
-        ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $33 */
+        ad_pg_param_TEXT(&p, job->group != NULL ? job->group : ""); /* $34 */
     e = ad_pg_send_write(c, id, &p, insert ? CHECK_NONE : CHECK_ROW, insert ? "insert job" : "update job");
     if (e == AD_E_OK)
         ids_add(c, job);
@@ -1161,6 +1161,11 @@ static const struct ad_store_ops pg_ops = {
     .feed_wait = ad_pg_feed_wait,
     .feed_close = ad_pg_feed_close,
     .close = pg_close,
+    .schedule_put = ad_pg_schedule_put,
+    .schedule_get = ad_pg_schedule_get,
+    .schedule_list = ad_pg_schedule_list,
+    .schedule_delete = ad_pg_schedule_delete,
+    .schedule_due = ad_pg_schedule_due,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

@@ -29,8 +29,8 @@ enum pg_col {
 #define PG_COL_CHECK(name, kind, n, fixed) _Static_assert(COL_##name + 1 == n, "parameter number of column " #name);
 AD_JOB_COLUMNS(PG_COL_CHECK)
 #undef PG_COL_CHECK
-#define PG_SEQ_PARAM "$32"
-_Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
+#define PG_SEQ_PARAM "$33"
+_Static_assert(COL_seq + 1 == 33, "seq is the parameter after the columns");
 
 #define PG_COL_NAME(name, kind, n, fixed) #name ", "
 #define PG_COL_PARAM(name, kind, n, fixed) "$" #n ", "
@@ -45,17 +45,17 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
  * turn of the next job to lease at that priority (jobs_queue), read only then: coalesce evaluates no further than
- * its first value, and a group's last due turn is never before the next job's. $33 is the group, "" for none.
+ * its first value, and a group's last due turn is never before the next job's. $34 is the group, "" for none.
  */
 #define PG_TURN_EXPR                                                                                                   \
-    "coalesce((SELECT turn + 1 FROM jobs WHERE tenant = $2 AND type = $3 AND priority = $6 AND grp = $33"              \
+    "coalesce((SELECT turn + 1 FROM jobs WHERE tenant = $2 AND type = $3 AND priority = $6 AND grp = $34"              \
     " AND status = 0 AND (run_at IS NULL OR run_at <= $17) ORDER BY turn DESC LIMIT 1), (SELECT turn FROM jobs"        \
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert. */
 #define PG_INSERT_COLS AD_JOB_COLUMNS(PG_COL_NAME) "seq, cseq, created_seq, grp, turn"
 #define PG_INSERT_PARAMS                                                                                               \
-    AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, " PG_TURN_EXPR
+    AD_JOB_COLUMNS(PG_COL_PARAM) PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $34, " PG_TURN_EXPR
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -147,6 +147,12 @@ enum pg_stmt {
     ST_GROUP_WINDOW,
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
+    ST_SCHEDULE_INSERT,
+    ST_SCHEDULE_UPDATE,
+    ST_SCHEDULE_GET,
+    ST_SCHEDULE_LIST,
+    ST_SCHEDULE_DELETE,
+    ST_SCHEDULE_DUE,
     ST_LEASABLE_EXCEPT,
     ST__COUNT
 };
@@ -155,7 +161,7 @@ enum pg_stmt {
 extern const char *const ad_pg_stmt_sql[ST__COUNT];
 /* The declared parameter types of the list statements (6) and of ST_UPDATE (33); see pg_schema.c. */
 extern const Oid ad_pg_list_param_types[6];
-extern const Oid ad_pg_update_param_types[33];
+extern const Oid ad_pg_update_param_types[34];
 
 struct pg_store {
     struct ad_store base;
@@ -303,7 +309,7 @@ void ad_pg_param_INT64(struct pg_params *p, int64_t v);
 void ad_pg_param_INT(struct pg_params *p, int v);
 void ad_pg_param_PROG(struct pg_params *p, int v);
 void ad_pg_param_TIME(struct pg_params *p, int64_t v);
-/* The job's columns as $1..$31 and seq as $32; the job must outlive the send. */
+/* The job's columns as $1..$32 and seq as $33; the job must outlive the send. */
 void ad_pg_param_job(struct pg_params *p, const struct ad_job *j, int64_t seq);
 /* Read a column of a row (TEXT: heap copy or NULL; the caller frees). */
 char *ad_pg_col_TEXT(const PGresult *r, int row, int i);
@@ -385,5 +391,14 @@ ad_err ad_pg_queue_group_took(struct ad_conn *c, const char *tenant, const char 
                               int64_t window_start, int n);
 /* Forget the queue rows the transaction saw (its end, an operation rolled back). */
 void ad_pg_queues_forget(struct ad_conn *c);
+
+/* ---- pg_schedule.c: ops->schedule_* (store.h) ---- */
+
+ad_err ad_pg_schedule_put(struct ad_conn *c, const struct ad_schedule *s, int fresh, int64_t expect_next);
+ad_err ad_pg_schedule_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_schedule *out);
+ad_err ad_pg_schedule_list(struct ad_conn *c, const char *tenant, const char *after, int limit,
+                           struct ad_schedule_list *out);
+ad_err ad_pg_schedule_delete(struct ad_conn *c, const char *tenant, const char *id);
+ad_err ad_pg_schedule_due(struct ad_conn *c, int64_t before, int limit, struct ad_schedule_list *out);
 
 #endif

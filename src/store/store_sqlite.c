@@ -870,6 +870,11 @@ static const struct ad_store_ops sq_ops = {
     .delivery_claim = ad_sq_delivery_claim,
     .delivery_release = ad_sq_delivery_release,
     .close = sq_close,
+    .schedule_put = ad_sq_schedule_put,
+    .schedule_get = ad_sq_schedule_get,
+    .schedule_list = ad_sq_schedule_list,
+    .schedule_delete = ad_sq_schedule_delete,
+    .schedule_due = ad_sq_schedule_due,
 };
 
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)

@@ -34,27 +34,27 @@ enum sq_col {
 #define SQ_COL_SET(name, kind, n, fixed) SQ_COL_SET_##fixed(name, n)
 #define SQ_COL_SET_0(name, n) #name " = ?" #n ", "
 #define SQ_COL_SET_1(name, n)
-#define SQ_SEQ_PARAM "?32"
-_Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
-#define SQ_CSEQ_PARAM "?33" /* an update's row */
-#define SQ_CSEQ_PARAM_N 33
-#define SQ_STARTED_PARAM "?34" /* an update's started_seq */
-#define SQ_STARTED_PARAM_N 34
-#define SQ_TKEY_PARAM "?35" /* an insert's tkey */
-#define SQ_TKEY_PARAM_N 35
-#define SQ_TTKEY_PARAM "?36" /* an insert's ttkey */
-#define SQ_TTKEY_PARAM_N 36
-#define SQ_GRP_PARAM "?37" /* an insert's grp: the job's group, "" for none */
-#define SQ_GRP_PARAM_N 37
+#define SQ_SEQ_PARAM "?33"
+_Static_assert(COL_seq + 1 == 33, "seq is the parameter after the columns");
+#define SQ_CSEQ_PARAM "?34" /* an update's row */
+#define SQ_CSEQ_PARAM_N 34
+#define SQ_STARTED_PARAM "?35" /* an update's started_seq */
+#define SQ_STARTED_PARAM_N 35
+#define SQ_TKEY_PARAM "?36" /* an insert's tkey */
+#define SQ_TKEY_PARAM_N 36
+#define SQ_TTKEY_PARAM "?37" /* an insert's ttkey */
+#define SQ_TTKEY_PARAM_N 37
+#define SQ_GRP_PARAM "?38" /* an insert's grp: the job's group, "" for none */
+#define SQ_GRP_PARAM_N 38
 /*
  * An insert's turn (job.h): one past the last turn of its group's due queued jobs at its priority, or for a group
  * with none the turn of the next job to lease at that priority, read only then (as PG_TURN_EXPR; jobs_group and
  * jobs_queue, one entry each). Rows whose keys collide are passed over by the names.
  */
 #define SQ_TURN_EXPR                                                                                                   \
-    "coalesce((SELECT turn + 1 FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND grp = ?37 AND status = 0"             \
+    "coalesce((SELECT turn + 1 FROM jobs WHERE ttkey = ?37 AND priority = ?6 AND grp = ?38 AND status = 0"             \
     " AND tenant = ?2 AND type = ?3 AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn DESC LIMIT 1),"                \
-    " (SELECT turn FROM jobs WHERE ttkey = ?36 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"         \
+    " (SELECT turn FROM jobs WHERE ttkey = ?37 AND priority = ?6 AND status = 0 AND tenant = ?2 AND type = ?3"         \
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
@@ -174,6 +174,12 @@ enum sq_stmt {
     ST_GROUP_WINDOW,
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
+    ST_SCHEDULE_INSERT,
+    ST_SCHEDULE_UPDATE,
+    ST_SCHEDULE_GET,
+    ST_SCHEDULE_LIST,
+    ST_SCHEDULE_DELETE,
+    ST_SCHEDULE_DUE,
     ST__COUNT
 };
 
@@ -307,5 +313,14 @@ ad_err ad_sq_queue_group_window(struct ad_conn *c, const char *tenant, const cha
                                 int64_t min, struct ad_group_count_list *out);
 ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
                               int64_t window_start, int n);
+
+/* ---- sqlite_schedule.c: ops->schedule_* (store.h) ---- */
+
+ad_err ad_sq_schedule_put(struct ad_conn *c, const struct ad_schedule *s, int fresh, int64_t expect_next);
+ad_err ad_sq_schedule_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_schedule *out);
+ad_err ad_sq_schedule_list(struct ad_conn *c, const char *tenant, const char *after, int limit,
+                           struct ad_schedule_list *out);
+ad_err ad_sq_schedule_delete(struct ad_conn *c, const char *tenant, const char *id);
+ad_err ad_sq_schedule_due(struct ad_conn *c, int64_t before, int limit, struct ad_schedule_list *out);
 
 #endif

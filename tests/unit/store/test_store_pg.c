@@ -244,7 +244,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
             o[i].s->ops->close(o[i].s);
         }
         assert_string_equal(
-            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "13:13");
+            raw_exec(pg, "SELECT count(*) || ':' || max(version) FROM acceptd_schema", buf, sizeof(buf)), "14:14");
         assert_string_equal(raw_exec(pg, "SELECT count(*) || ':' || max(seq) FROM acceptd_counter", buf, sizeof(buf)),
                             "1:0");
     }
@@ -256,7 +256,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
                  buf, sizeof(buf)),
         "acceptd_counter,acceptd_schema,acceptd_space,artifact_chunks,artifact_uploads,attempts,deliveries,"
         "idempotency,job_events,jobs,queue_groups,queues,"
-        "webhooks");
+        "schedules,webhooks");
     /* A database from a newer acceptd is refused, not downgraded. */
     raw_exec(pg, "INSERT INTO acceptd_schema (version) VALUES (99)", buf, sizeof(buf));
     char err[256] = "";
@@ -277,7 +277,7 @@ static void test_text_columns_compare_bytes(void **state)
     struct fx *f = *state;
     PGconn *pg = raw_schema(f);
     char buf[256];
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "52:0");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "59:0");
     /* Back to version 7 (migrations 9 and on are undone too): every text column in the database's own collation, and
      * rows in the tables it touches. */
     raw_exec(pg,
@@ -286,9 +286,9 @@ static void test_text_columns_compare_bytes(void **state)
              " WHERE table_schema = current_schema() AND data_type = 'text' GROUP BY table_name"
              " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"
              "DELETE FROM acceptd_schema WHERE version >= 8; DROP TABLE acceptd_space; DROP TABLE queues;"
-             " DROP TABLE queue_groups",
+             " DROP TABLE queue_groups; DROP TABLE schedules",
              buf, sizeof(buf));
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "47:47");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "48:48");
     insert_new(f, f->c, "job_a", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
     insert_new(f, f->c, "job_b", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
     raw_exec(pg,
@@ -303,8 +303,8 @@ static void test_text_columns_compare_bytes(void **state)
         fail_msg("open: %s", err);
     f->c = f->s->ops->connect(f->s, err, sizeof(err));
     assert_non_null(f->c);
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "52:0");
-    assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "13");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "59:0");
+    assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "14");
     struct ad_job *g = get(f, f->c, "t1", "job_b");
     assert_string_equal(g->type, "kind");
     ad_job_free(g);
