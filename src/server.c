@@ -50,6 +50,14 @@ static void loop_turn(struct ad_loop *loop, int32_t max_wait)
     ad_http_run_pending(loop);
 }
 
+/* Every committed change reaches the schedules: a run that ended starts the bufferOne run held behind it. */
+static void schedules_event(const struct ad_job *j, const char *body, size_t len)
+{
+    (void)body;
+    (void)len;
+    ad_schedules_job_event(j);
+}
+
 static int is_loopback_host(const char *h)
 {
     return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0 || strcmp(h, "localhost") == 0;
@@ -115,6 +123,8 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot read running leases from the store");
         return 1;
     }
+    static const struct ad_hub_listener schedules_listener = {.event = schedules_event};
+    ad_hub_listen(&schedules_listener);
     ad_schedules_start(ad_cluster_enabled());
     if (ad_cluster_enabled() && (cfg->signing_key == NULL || cfg->webhooks.secret_key == NULL))
         ad_warn("cluster mode: configure signingKey and webhooks.secretKey, the same on every node; without them "

@@ -29,6 +29,8 @@
 #define CLUSTER_LOOK_MS 1000
 #define RETRY_MS 1000
 #define DEFAULT_CATCHUP_MS 60000
+/* The runAt of a bufferOne run held behind a running one: 9999-12-31T23:59:59Z, until it is released. */
+#define HOLD_AT INT64_C(253402300799000)
 
 static atomic_uint_fast64_t n_fires, n_skips, n_catchups;
 
@@ -348,6 +350,7 @@ int ad_schedule_render(const struct ad_schedule *s, struct ad_buf *b)
 
 static const struct ad_store_ops *st;
 static int64_t engine_started; /* fire times before it were missed while this node was down: catch-ups */
+static int engine_on, engine_cluster, tick_inflight, tick_again;
 
 /* The nested job operations of a fire, kept until the outer op's done (their jobs are its changes). */
 struct nested {
@@ -359,6 +362,35 @@ static void nested_add(struct nested *ns, struct ad_op *op)
 {
     *ns->ops = ad_realloc(*ns->ops, (*ns->n + 1) * sizeof(**ns->ops));
     (*ns->ops)[(*ns->n)++] = op;
+}
+
+static void nested_free(struct ad_op **ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ad_op_free(ops[i]);
+    free(ops);
+}
+
+/* A job changed by outer itself, kept until outer's done (the writer takes it out at the commit). */
+struct kept_job {
+    struct ad_op op;
+    struct ad_job *job;
+};
+
+static void kept_destroy(struct ad_op *op)
+{
+    ad_job_free(((struct kept_job *)op)->job);
+    free(op);
+}
+
+/* Keep j (taken) in ns until outer's done: the returned place stays put, for ad_op_changed. */
+static struct ad_job **nested_keep(struct nested *ns, struct ad_job *j)
+{
+    struct kept_job *k = ad_calloc(1, sizeof(*k));
+    k->op.destroy = kept_destroy;
+    k->job = j;
+    nested_add(ns, &k->op);
+    return &k->job;
 }
 
 /* Apply op nested in outer; its jobs become outer's changes. Returns the batch-failing error; *ok the op's own. */
@@ -397,6 +429,43 @@ static void count_skip(struct ad_schedule *s, int64_t n)
     atomic_fetch_add(&n_skips, (uint64_t)n);
 }
 
+/* The id of the run before the latest in s's recent runs (heap), or NULL. */
+static char *previous_run(const struct ad_schedule *s)
+{
+    json_t *a = json_loads(s->recent != NULL ? s->recent : "[]", 0, NULL);
+    char *id = ad_strdup_opt(text_of(json_object_get(json_array_get(a, 1), "jobId")));
+    json_decref(a);
+    return id;
+}
+
+/* bufferOne: s's last job j is held (HOLD_AT) behind the run before it; once that one has ended (or is gone), start
+ * j now. *released says whether it did. */
+static ad_err release_held(struct ad_op *op, struct ad_conn *c, const struct ad_schedule *s, struct ad_job **j,
+                           int64_t now, int *released)
+{
+    *released = 0;
+    if ((*j)->status != AD_QUEUED || (*j)->run_at != HOLD_AT)
+        return AD_E_OK;
+    char *prev_id = previous_run(s);
+    struct ad_job *prev = NULL;
+    ad_err e = prev_id != NULL ? st->job_get(c, s->tenant, prev_id, &prev) : AD_E_NOT_FOUND;
+    free(prev_id);
+    int ended = e == AD_E_NOT_FOUND || (e == AD_E_OK && ad_status_terminal(prev->status));
+    ad_job_free(prev);
+    if (e != AD_E_OK && e != AD_E_NOT_FOUND)
+        return e;
+    if (!ended)
+        return AD_E_OK;
+    (*j)->run_at = now;
+    (*j)->updated_at = now;
+    e = st->job_update(c, *j);
+    if (e == AD_E_OK) {
+        *released = 1;
+        ad_op_changed(op, j);
+    }
+    return e;
+}
+
 /* One run of s at fire time `fire`, under its overlap policy. */
 static ad_err fire_one(struct ad_op *outer, struct ad_conn *c, struct ad_schedule *s, const struct ad_sched_def *d,
                        int64_t fire, int64_t now, struct nested *ns)
@@ -408,9 +477,17 @@ static ad_err fire_one(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
             return e;
     }
     int live = last != NULL && !ad_status_terminal(last->status);
-    int queued = live && last->status == AD_QUEUED;
+    int queued = live && last->status == AD_QUEUED, running = live && last->status == AD_RUNNING;
+    if (live && d->overlap == AD_OVERLAP_BUFFER_ONE && queued) {
+        /* A held run whose release was missed (its node died as the run before it ended) starts now. */
+        int released;
+        ad_err e = release_held(outer, c, s, nested_keep(ns, last), now, &released);
+        if (e == AD_E_OK)
+            count_skip(s, 1);
+        return e;
+    }
     ad_job_free(last);
-    if (live && (d->overlap == AD_OVERLAP_SKIP || (d->overlap == AD_OVERLAP_BUFFER_ONE && queued))) {
+    if (live && d->overlap == AD_OVERLAP_SKIP) {
         count_skip(s, 1);
         return AD_E_OK;
     }
@@ -430,6 +507,8 @@ static ad_err fire_one(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
         return AD_E_OK;
     }
     ad_core_job_prepare(j, s->tenant, NULL, now);
+    if (running && d->overlap == AD_OVERLAP_BUFFER_ONE)
+        j->run_at = HOLD_AT; /* waits behind the running one: released when it ends (ad_schedules_job_event) */
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     AD_JSON_OPEN(&b, "id");
@@ -509,14 +588,72 @@ static ad_err fire_due(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
     return st->schedule_put(c, s, 0, expect);
 }
 
-/* ---- writer operations ---- */
+/* ---- releasing a held run when the run before it ends ---- */
 
-static void nested_free(struct ad_op **ops, size_t n)
+struct release_op {
+    struct ad_op op;
+    char *tenant, *id, *ended;
+    struct ad_op **nested;
+    size_t nnested;
+};
+
+static ad_err release_apply(struct ad_op *op, struct ad_conn *c)
 {
-    for (size_t i = 0; i < n; i++)
-        ad_op_free(ops[i]);
-    free(ops);
+    struct release_op *x = (struct release_op *)op;
+    struct ad_schedule s;
+    ad_err e = st->schedule_get(c, x->tenant, x->id, &s);
+    if (e != AD_E_OK)
+        return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+    char *prev = previous_run(&s);
+    struct ad_job *last = NULL;
+    if (prev != NULL && strcmp(prev, x->ended) == 0 && s.last_job != NULL) {
+        e = st->job_get(c, s.tenant, s.last_job, &last);
+        if (e == AD_E_OK) {
+            struct nested ns = {&x->nested, &x->nnested};
+            int released;
+            e = release_held(op, c, &s, nested_keep(&ns, last), ad_now_ms(), &released);
+        }
+    }
+    free(prev);
+    ad_schedule_clear(&s);
+    return e == AD_E_NOT_FOUND ? AD_E_OK : e;
 }
+
+static void release_destroy(struct ad_op *op)
+{
+    struct release_op *x = (struct release_op *)op;
+    free(x->tenant);
+    free(x->id);
+    free(x->ended);
+    nested_free(x->nested, x->nnested);
+    free(x);
+}
+
+static void release_done(struct ad_op *op)
+{
+    ad_op_free(op);
+}
+
+void ad_schedules_job_event(const struct ad_job *j)
+{
+    if (j->schedule == NULL || !ad_status_terminal(j->status) || !engine_on)
+        return;
+    json_t *o = json_loads(j->schedule, 0, NULL);
+    const char *id = text_of(json_object_get(o, "id"));
+    if (id != NULL) {
+        struct release_op *x = ad_calloc(1, sizeof(*x));
+        x->op.apply = release_apply;
+        x->op.destroy = release_destroy;
+        x->op.done = release_done;
+        x->tenant = ad_strdup(j->tenant);
+        x->id = ad_strdup(id);
+        x->ended = ad_strdup(j->id);
+        ad_writer_submit(&x->op);
+    }
+    json_decref(o);
+}
+
+/* ---- writer operations ---- */
 
 static ad_err schedule_apply(struct ad_op *op, struct ad_conn *c)
 {
@@ -614,7 +751,6 @@ struct tick_op {
 };
 
 static struct ad_timer timer;
-static int engine_on, engine_cluster, tick_inflight, tick_again;
 
 static ad_err tick_apply(struct ad_op *op, struct ad_conn *c)
 {

@@ -8,7 +8,8 @@
  * compare-and-set on the next fire time that was read (store.h, schedule_put). A crash before the commit leaves
  * the fire time due, after it leaves it done; on PostgreSQL the write lock and the compare-and-set keep two nodes
  * from both taking it. The engine keeps one timer, for the earliest next fire time in the store (an index): a
- * schedule costs nothing between its fires and nothing per future fire time. Cluster stores are also looked at
+ * schedule costs nothing between its fires and nothing per future fire time. A bufferOne run made while the one
+ * before it runs is held (its runAt far ahead) and released when that one ends. Cluster stores are also looked at
  * once a second, for schedules another node wrote. What a request sends is validated in api/ (the job template as
  * a submit would be); the definition's rules are here, so that both read a schedule alike.
  */
@@ -79,6 +80,10 @@ void ad_schedules_start(int cluster);
 void ad_schedules_stop(void);
 /* A schedule was written with next fire time at (ms; 0 none): fire it then (event loop thread). */
 void ad_schedules_wake(int64_t at);
+
+/* A committed change of job j (event loop thread; every node hears every change): when j, a schedule's run, has
+ * ended, its bufferOne run held behind it starts now. */
+void ad_schedules_job_event(const struct ad_job *j);
 
 /* Counters since start: runs that made a job, fire times skipped (overlap, or missed past the window), and the
  * missed fire times that ran late (catch-ups). Any thread. */

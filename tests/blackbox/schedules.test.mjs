@@ -7,7 +7,7 @@
 import { describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { it, api, startDaemon, standardConfig, tenant } from './lib/daemon.mjs';
-import { assertProblem, expectStatus, leaseOne, show, sleep } from './lib/jobs.mjs';
+import { assertProblem, complete, expectStatus, lease, leaseOne, show, sleep } from './lib/jobs.mjs';
 
 const MERGE = { 'content-type': 'application/merge-patch+json' };
 const JOB = { type: 'report.export', payload: { n: 1 } };
@@ -139,11 +139,11 @@ describe('schedules', () => {
         assert.ok(jobs.filter((j) => j.status === 'queued').length >= 3);
     });
 
-    it('overlap bufferOne: one job waits behind the running one, the others are skipped', async () => {
+    it('overlap bufferOne: one run waits behind the running one, the others are skipped; it starts when that one ends', async () => {
         const { c, w } = tenant(d);
         const s = await create(c, { every: '1s', overlap: 'bufferOne', job: { type: 'image.resize', payload: {} } });
         await until(c, s.id, (x) => x.recentRuns.length === 1, 20_000, 'the first run');
-        await leaseOne(w, ['image.resize']);
+        const first = await leaseOne(w, ['image.resize']);
         await until(c, s.id, (x) => x.recentRuns.length === 2, 20_000, 'the buffered run');
         const skips = (await getSchedule(c, s.id)).counts.skips;
         await until(c, s.id, (x) => x.counts.skips >= skips + 2, 20_000, 'two more skips');
@@ -151,6 +151,13 @@ describe('schedules', () => {
         assert.equal(got.recentRuns.length, 2, JSON.stringify(got));
         const jobs = await scheduleJobs(c, s.id);
         assert.deepEqual(jobs.map((j) => j.status), ['running', 'queued']);
+        // The buffered run is held while the first runs: no worker may take it.
+        assert.equal((await lease(w, ['image.resize'], { wait: 1 })).status, 204);
+        assert.equal((await complete(w, first.job.id, first.leaseId)).status, 'succeeded');
+        const next = await leaseOne(w, ['image.resize'], { wait: 5 });
+        assert.equal(next.job.id, got.recentRuns[0].jobId);
+        // Now it runs, the next fire time buffers one more behind it.
+        await until(c, s.id, (x) => x.recentRuns.length === 3, 20_000, 'the next buffered run');
     });
 
     it('overlap cancelOther: each fire cancels the previous job and makes a new one', async () => {

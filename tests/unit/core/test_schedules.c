@@ -61,10 +61,11 @@ static void test_definition_rules_and_pointers(void **state)
     assert_int_equal(d.overlap, AD_OVERLAP_SKIP);
     assert_int_equal(d.catchup_ms, 60000);
     ad_schedule_def_clear(&d);
-    assert_string_equal(problems("{\"cron\": \"0 9 * * *\", \"timezone\": \"Europe/Berlin\", \"overlap\": \"cancelOther\","
-                                 " \"catchupWindow\": \"10m\", \"paused\": true, \"startAt\": \"2027-01-01T00:00:00Z\"}",
-                                 &d),
-                        "");
+    assert_string_equal(
+        problems("{\"cron\": \"0 9 * * *\", \"timezone\": \"Europe/Berlin\", \"overlap\": \"cancelOther\","
+                 " \"catchupWindow\": \"10m\", \"paused\": true, \"startAt\": \"2027-01-01T00:00:00Z\"}",
+                 &d),
+        "");
     assert_int_equal(d.overlap, AD_OVERLAP_CANCEL_OTHER);
     assert_int_equal(d.catchup_ms, 600000);
     assert_int_equal(d.paused, 1);
