@@ -70,6 +70,7 @@ static inline struct ad_job *new_full_job(void)
     ad_job_set(&j->worker, "w1");
     j->tombstoned = 1;
     ad_job_set(&j->unique_key, "report-7 'q' \"x\" caf\xc3\xa9");
+    ad_job_set(&j->schedule, "{\"id\":\"nightly\",\"fireTime\":\"2027-01-15T08:00:00.000Z\"}");
     return j;
 }
 
