@@ -24,6 +24,7 @@ static void usage(FILE *f)
                "       acceptd jobs list|get|result|cancel|retry|events|attempts [ID] [--output json|table]\n"
                "       acceptd queues list|get|pause|resume|set [TYPE] [--output json|table]\n"
                "       acceptd batch submit FILE|- [--wait [--timeout S]] [--url URL] [--key KEY]\n"
+               "       acceptd schedules list|get|create|pause|resume|trigger|delete [ID] [--output json|table]\n"
                "       acceptd version | --version\n"
                "       acceptd help | --help\n"
                "`acceptd COMMAND --help` describes each command's options.\n");
@@ -146,6 +147,8 @@ int main(int argc, char **argv)
         return ad_cli_queues_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "batch") == 0)
         return ad_cli_batch_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "schedules") == 0)
+        return ad_cli_schedules_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("acceptd %s (commit %s)\n", AD_VERSION, AD_COMMIT);
         return 0;

@@ -21,6 +21,7 @@
 #include "core/artifacts.h"
 #include "core/core.h"
 #include "hub/cluster.h"
+#include "core/schedules.h"
 #include "hub/hub.h"
 #include "hub/reader.h"
 #include "http/http.h"
@@ -48,6 +49,14 @@ static void loop_turn(struct ad_loop *loop, int32_t max_wait)
     ad_loop_run(loop, max_wait);
     ad_timers_run();
     ad_http_run_pending(loop);
+}
+
+/* Every committed change reaches the schedules: a run that ended starts the bufferOne run held behind it. */
+static void schedules_event(const struct ad_job *j, const char *body, size_t len)
+{
+    (void)body;
+    (void)len;
+    ad_schedules_job_event(j);
 }
 
 static int is_loopback_host(const char *h)
@@ -119,6 +128,9 @@ int ad_server_run(struct ad_config *cfg)
         ad_error("cannot read running leases from the store");
         return 1;
     }
+    static const struct ad_hub_listener schedules_listener = {.event = schedules_event};
+    ad_hub_listen(&schedules_listener);
+    ad_schedules_start(ad_cluster_enabled());
     if (ad_cluster_enabled() && (cfg->signing_key == NULL || cfg->webhooks.secret_key == NULL))
         ad_warn("cluster mode: configure signingKey and webhooks.secretKey, the same on every node; without them "
                 "each node keeps its own keys in %s and cannot check the others' signed URLs or read the "
@@ -160,6 +172,7 @@ int ad_server_run(struct ad_config *cfg)
      * answer sent before the process exits. */
     ad_info("shutting down");
     ad_hub.shutting_down = 1;
+    ad_schedules_stop();
     ad_api_shutdown();
     ad_http_listen_stop();
     /* New writes are refused with 503 from here on (api.c); what was accepted is committed and answered. */

@@ -257,8 +257,8 @@ async function signIn(key) {
 }
 
 const views = {
-    overview: overviewView, jobs: jobsView, job: jobView, queues: queuesView, workers: workersView, webhooks: webhooksView,
-    batch: batchView,
+    overview: overviewView, jobs: jobsView, job: jobView, queues: queuesView, schedules: schedulesView, workers: workersView,
+    webhooks: webhooksView, batch: batchView,
 };
 
 function route() {
@@ -835,6 +835,65 @@ async function queuesView(root, signal) {
                 { empty: 'No queue yet: a type gets one with its first job or setting.' }));
         if (saved || !forms.querySelector('details[open]'))
             forms.replaceChildren(...list.queues.map((q) => limitsForm(q, (patch) => act('Save limits of', q.type, patch))));
+    };
+    await every(3000, refresh, signal);
+}
+
+// ---- Schedules ----
+
+/** A schedule's rule as written: its cron expression or its interval, and its time zone. */
+function scheduleRule(s) {
+    return s.cron !== null ? `cron ${s.cron} (${s.timezone})` : `every ${s.every}`;
+}
+
+async function schedulesView(root, signal) {
+    heading(root, 'Schedules');
+    const status = h('p', { class: 'muted', role: 'status', 'aria-live': 'polite' });
+    const body = h('div');
+    root.append(h('p', { class: 'small' }, 'Recurring jobs. Fire times during a pause are skipped; Run now makes one run at once, ',
+        'under the schedule\u2019s overlap policy.'), status, body);
+    const act = async (what, id, method, path, patch) => {
+        status.textContent = `${what} ${id}…`;
+        try {
+            await api(method, path, patch, signal, patch ? 'application/merge-patch+json' : undefined);
+            status.textContent = `${what} ${id}: done.`;
+            await refresh();
+        } catch (e) {
+            status.textContent = `${what} ${id} failed: ${e.message}`;
+        }
+    };
+    const refresh = async () => {
+        const items = [];
+        let token = null;
+        do {
+            const page = await api('GET', `/v1/schedules?limit=200${token ? `&pageToken=${encodeURIComponent(token)}` : ''}`, undefined, signal);
+            items.push(...page.items);
+            token = page.nextPageToken;
+        } while (token && items.length < 1000);
+        const now = Date.now();
+        const rows = items.map((s) => {
+            const path = `/v1/schedules/${encodeURIComponent(s.id)}`;
+            return h('tr', { 'data-schedule': s.id },
+                h('th', { scope: 'row', class: 'mono' }, s.id),
+                h('td', {}, scheduleRule(s)),
+                h('td', {}, badge(s.paused ? 'paused' : 'active')),
+                h('td', {}, s.nextRunAt ? h('span', { title: s.upcoming.map(fmtTime).join('\n') }, fmtIn(s.nextRunAt, now)) : '—'),
+                h('td', {}, s.recentRuns.length === 0 ? '—' : h('ul', { class: 'runs' }, s.recentRuns.slice(0, 3).map((r) => h('li', {},
+                    h('a', { href: `#/jobs/${encodeURIComponent(r.jobId)}`, class: 'mono' }, r.jobId), ` ${fmtAgo(r.fireTime, now)}`)))),
+                h('td', { class: 'num' }, String(s.counts.fires)),
+                h('td', { class: 'num' }, String(s.counts.skips)),
+                h('td', {},
+                    h('button', {
+                        type: 'button', class: 'small-btn', 'aria-label': `${s.paused ? 'Resume' : 'Pause'} ${s.id}`,
+                        onclick: () => act(s.paused ? 'Resume' : 'Pause', s.id, 'PATCH', path, { paused: !s.paused }),
+                    }, s.paused ? 'Resume' : 'Pause'), ' ',
+                    h('button', {
+                        type: 'button', class: 'small-btn', 'aria-label': `Run now ${s.id}`,
+                        onclick: () => act('Run now', s.id, 'POST', `${path}:trigger`),
+                    }, 'Run now')));
+        });
+        body.replaceChildren(table('Schedules: their rule, next run, recent runs and counts', ['Id', 'Rule', 'State', 'Next run',
+            'Recent runs', 'Runs', 'Skipped', 'Action'], rows, { empty: 'No schedule yet: POST /v1/schedules or acceptd schedules create.' }));
     };
     await every(3000, refresh, signal);
 }

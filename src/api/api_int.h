@@ -252,6 +252,13 @@ int ad_api_complete_artifact(struct ad_request *r, struct ad_report_op *x);
 int ad_api_send_artifact(struct ad_request *r, const struct ad_job *j);
 /* Location: a signed URL of j's result, valid for artifacts.urlLifetime. */
 void ad_api_artifact_location(struct ad_request *r, const struct ad_job *j);
+/* Schedules (api_schedules.c). */
+int ad_api_schedule_create(struct ad_request *r);
+int ad_api_schedule_list(struct ad_request *r);
+int ad_api_schedule_get(struct ad_request *r);
+int ad_api_schedule_patch(struct ad_request *r);
+int ad_api_schedule_delete(struct ad_request *r);
+int ad_api_schedule_trigger(struct ad_request *r);
 /* GET /openapi.json (api_openapi.c). */
 int ad_api_openapi(struct ad_request *r);
 

@@ -33,6 +33,8 @@ int ad_cli_jobs_main(int argc, char **argv);
 int ad_cli_queues_main(int argc, char **argv);
 /* Run `acceptd batch` (batch.c); argv[0] is "batch". */
 int ad_cli_batch_main(int argc, char **argv);
+/* Run `acceptd schedules` (schedules.c); argv[0] is "schedules". */
+int ad_cli_schedules_main(int argc, char **argv);
 
 /* Longest SSE line or event data kept; a longer one ends the stream (a done event carries the whole job). */
 #define AD_CLI_SSE_MAX ((size_t)32 * 1024 * 1024)

@@ -30,6 +30,8 @@
     XX(UPLOAD_OFFSET, "upload-offset-mismatch", 409, "Upload-Offset is not where the upload is")                       \
     XX(ARTIFACT_INCOMPLETE, "artifact-incomplete", 409, "No finished artifact under this lease")                       \
     XX(JOB_CANCELLED, "job-cancelled", 409, "The job was cancelled")                                                   \
+    XX(ALREADY_EXISTS, "already-exists", 409, "A resource with this id exists")                                        \
+    XX(CONFLICT, "conflict", 409, "Changed meanwhile")                                                                 \
     XX(GONE, "gone", 410, "Expired")                                                                                   \
     XX(PAYLOAD_TOO_LARGE, "payload-too-large", 413, "Request body too large")                                          \
     XX(UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", 415, "Unsupported media type")                                \

@@ -147,7 +147,8 @@ void ad_job_set(char **field, const char *v)
     X(traceparent)                                                                                                     \
     X(tracestate)                                                                                                      \
     X(depends_on)                                                                                                      \
-    X(batch_id)
+    X(batch_id)                                                                                                        \
+    X(schedule)
 
 struct ad_job *ad_job_dup(const struct ad_job *j)
 {
@@ -261,6 +262,10 @@ int ad_job_render(const struct ad_job *j, struct ad_buf *b)
         ad_json_raw(b, j->depends_on);
         AD_JSON_KEY(b, "onDependencyFailure");
         ad_json_str(b, j->dep_run ? "run" : "cancel");
+    }
+    if (j->schedule != NULL) {
+        AD_JSON_KEY(b, "schedule");
+        ad_buf_str(b, j->schedule);
     }
     static const char *const links[] = {",\"links\":{\"self\":\"/v1/jobs/", "\",\"cancel\":\"/v1/jobs/",
                                         ":cancel\",\"retry\":\"/v1/jobs/", ":retry\",\"events\":\"/v1/jobs/",

@@ -83,6 +83,8 @@ struct ad_job {
     int dep_run;
     char *batch_id; /* the batch the job was created in (core/batches.h), or NULL */
     int dependents; /* 1 once a job has named this one in its dependsOn (store dep_add): its end settles them */
+    char
+        *schedule; /* the schedule run that made the job, compact JSON {"id", "fireTime"} (core/schedules.c), or NULL */
 };
 #define AD_SEQ_OF_THIS_WRITE (-1)
 

@@ -354,6 +354,7 @@ struct ad_job *ad_pg_read_job(const PGresult *r, int row)
     j->dep_run = ad_pg_col_INT(r, row, COL_dep_run);
     j->batch_id = ad_pg_col_TEXT(r, row, COL_batch_id);
     j->dependents = ad_pg_col_INT(r, row, COL_dependents);
+    j->schedule = ad_pg_col_TEXT(r, row, COL_schedule);
     return j;
 }
 

@@ -211,6 +211,15 @@ static const char *const migrations[] = {
      " total int NOT NULL, n_queued int NOT NULL, n_running int NOT NULL, n_succeeded int NOT NULL,"
      " n_failed int NOT NULL, n_cancelled int NOT NULL, n_partial int NOT NULL, callback_url text COLLATE \"C\","
      " created_at bigint NOT NULL, finished_at bigint);"),
+    /* 16 (SQLite's 19): schedules (pg_schedule.c), their next fire times in one index (every node's engine reads
+     * its head), and the run of a schedule that made a job (job.h, schedule). */
+    ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS schedule text COLLATE \"C\";"
+     "CREATE TABLE IF NOT EXISTS schedules (tenant text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL,"
+     " spec text COLLATE \"C\" NOT NULL, tmpl text COLLATE \"C\" NOT NULL, next_at bigint,"
+     " last_job text COLLATE \"C\", recent text COLLATE \"C\" NOT NULL,"
+     " fires bigint NOT NULL, skips bigint NOT NULL, catchups bigint NOT NULL, created_at bigint NOT NULL,"
+     " updated_at bigint NOT NULL, version bigint NOT NULL, PRIMARY KEY (tenant, id));"
+     "CREATE INDEX IF NOT EXISTS schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -234,7 +243,7 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
     [ST_INSERT] =
         "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS PG_TURN_EXPR ") RETURNING turn, cseq",
     /* The turn given: one past the last insert's of the same group in the transaction (pg_turn.c). */
-    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$40)",
+    [ST_INSERT_TURN] = "INSERT INTO jobs (" PG_INSERT_COLS ") VALUES (" PG_INSERT_PARAMS "$41)",
     /* The due queued jobs of some groups of a queue: jobs_group, seeking each priority and group. */
     [ST_GROUP_QUEUED] = "SELECT count(*) FROM jobs WHERE tenant = $1 AND type = $2 AND priority = ANY('{0,1,2}'::int[])"
                         " AND grp = ANY($4::text[]) AND status = 0 AND (run_at IS NULL OR run_at <= $3)",
@@ -371,6 +380,22 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
                      " callback_url, created_at, finished_at FROM batches WHERE id = $1 AND ($2::text IS NULL OR"
                      " tenant = $2)",
     [ST_BATCH_JOBS] = PG_SELECT_JOB "WHERE batch_id = $1 AND tenant = $2 AND cseq < $3 ORDER BY cseq DESC LIMIT $4",
+    [ST_SCHEDULE_INSERT] = "INSERT INTO schedules (tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, "
+                           "catchups, created_at, updated_at, version)"
+                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    /* The compare-and-set of a fire (store.h, schedule_put): the row only if its next fire time is as read. */
+    [ST_SCHEDULE_UPDATE] = "UPDATE schedules SET spec = $3, tmpl = $4, next_at = $5, last_job = $6, recent = $7,"
+                           " fires = $8, skips = $9, catchups = $10, created_at = $11, updated_at = $12, version = $13"
+                           " WHERE tenant = $1 AND id = $2 AND next_at IS NOT DISTINCT FROM $14::bigint",
+    [ST_SCHEDULE_GET] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE tenant = $1 AND id = $2",
+    [ST_SCHEDULE_LIST] =
+        "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, updated_at, "
+        "version FROM schedules WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3",
+    [ST_SCHEDULE_DELETE] = "DELETE FROM schedules WHERE tenant = $1 AND id = $2",
+    [ST_SCHEDULE_DUE] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE next_at IS NOT NULL AND next_at <= $1"
+                        " ORDER BY next_at LIMIT $2",
 };
 
 /* The list variants do not all mention every parameter, so their types are declared: text, bigint, int,

@@ -300,6 +300,14 @@ static const char *const migrations[] = {
      " n_queued INTEGER NOT NULL, n_running INTEGER NOT NULL, n_succeeded INTEGER NOT NULL,"
      " n_failed INTEGER NOT NULL, n_cancelled INTEGER NOT NULL, n_partial INTEGER NOT NULL, callback_url TEXT,"
      " created_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;"),
+    /* 19 (PostgreSQL's 16): schedules (sqlite_schedule.c), their next fire times in one index (the engine's one
+     * timer reads its head), and the run of a schedule that made a job (job.h, schedule). */
+    ("ALTER TABLE jobs ADD COLUMN schedule TEXT;"
+     "CREATE TABLE schedules (tenant TEXT NOT NULL, id TEXT NOT NULL, spec TEXT NOT NULL, tmpl TEXT NOT NULL,"
+     " next_at INTEGER, last_job TEXT, recent TEXT NOT NULL, fires INTEGER NOT NULL, skips INTEGER NOT NULL,"
+     " catchups INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+     " version INTEGER NOT NULL, PRIMARY KEY (tenant, id)) WITHOUT ROWID;"
+     "CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -456,6 +464,22 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
         "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
         " callback_url, created_at, finished_at FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
     [ST_BATCH_JOBS] = SQ_SELECT_JOB "WHERE batch_id = ?1 AND tenant = ?2 AND cseq < ?3 ORDER BY cseq DESC LIMIT ?4",
+    [ST_SCHEDULE_INSERT] = "INSERT INTO schedules (tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, "
+                           "catchups, created_at, updated_at, version)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    /* The compare-and-set of a fire (store.h, schedule_put): the row only if its next fire time is as read. */
+    [ST_SCHEDULE_UPDATE] = "UPDATE schedules SET spec = ?3, tmpl = ?4, next_at = ?5, last_job = ?6, recent = ?7,"
+                           " fires = ?8, skips = ?9, catchups = ?10, created_at = ?11, updated_at = ?12, version = ?13"
+                           " WHERE tenant = ?1 AND id = ?2 AND next_at IS ?14",
+    [ST_SCHEDULE_GET] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE tenant = ?1 AND id = ?2",
+    [ST_SCHEDULE_LIST] =
+        "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, updated_at, "
+        "version FROM schedules WHERE tenant = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+    [ST_SCHEDULE_DELETE] = "DELETE FROM schedules WHERE tenant = ?1 AND id = ?2",
+    [ST_SCHEDULE_DUE] = "SELECT tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, catchups, created_at, "
+                        "updated_at, version FROM schedules WHERE next_at IS NOT NULL AND next_at <= ?1"
+                        " ORDER BY next_at LIMIT ?2",
 };
 
 /* Apply the migrations the file has not seen yet, all in one transaction. 0 or -1 with err filled. */

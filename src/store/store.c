@@ -54,6 +54,26 @@ void ad_queue_list_free(struct ad_queue_list *l)
     l->n = 0;
 }
 
+void ad_schedule_clear(struct ad_schedule *s)
+{
+    free(s->tenant);
+    free(s->id);
+    free(s->spec);
+    free(s->tmpl);
+    free(s->last_job);
+    free(s->recent);
+    memset(s, 0, sizeof(*s));
+}
+
+void ad_schedule_list_free(struct ad_schedule_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ad_schedule_clear(&l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
 void ad_group_count_list_free(struct ad_group_count_list *l)
 {
     for (size_t i = 0; i < l->n; i++)

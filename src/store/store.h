@@ -244,6 +244,26 @@ struct ad_group_count_list {
     size_t n;
 };
 void ad_group_count_list_free(struct ad_group_count_list *l);
+/* A schedule (CONTRACT.md section 12; core/schedules.c decides what its fields mean): its definition and job
+ * template as text, and its progress, written with the jobs of each fire in one transaction. */
+struct ad_schedule {
+    char *tenant, *id;
+    char *spec;      /* the definition (cron or every, timezone, overlap, ...): a compact JSON object */
+    char *tmpl;      /* the job template as the core makes jobs from it: a compact JSON object */
+    int64_t next_at; /* ms: the next fire time; 0 = none (paused, or past its end) */
+    char *last_job;  /* the id of the job of its latest run, or NULL */
+    char *recent;    /* its recent runs, newest first: a compact JSON array */
+    int64_t fires, skips, catchups;
+    int64_t created_at, updated_at;
+    int64_t version; /* grows with every write: the ETag's */
+};
+struct ad_schedule_list {
+    struct ad_schedule *items;
+    size_t n;
+};
+void ad_schedule_clear(struct ad_schedule *s);
+void ad_schedule_list_free(struct ad_schedule_list *l);
+
 /* A queue's jobs by state: queued and due, running, queued with a runAt still to come. */
 struct ad_queue_counts {
     int64_t queued, running, scheduled;
@@ -473,6 +493,22 @@ struct ad_store_ops {
     ad_err (*batch_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
     ad_err (*batch_jobs)(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
                          struct ad_job_list *out);
+
+    /*
+     * Schedules (struct ad_schedule), written by the writer in its transaction. schedule_put: fresh, a new row
+     * (the caller has looked: the id is free); else the row of s->tenant and s->id replaced, only if its next_at is
+     * still expect_next (0: none): the compare-and-set of a fire, so that two writers never both take one fire
+     * time. A row that is not so is AD_E_NOT_FOUND (or, where writes are sent ahead, fails the commit).
+     * schedule_get: AD_E_NOT_FOUND when absent; the caller clears *out. schedule_list: a tenant's rows by id after
+     * `after` (NULL: from the first), at most limit. schedule_delete: AD_E_NOT_FOUND when absent (or fails the
+     * commit). schedule_due: the rows with a next_at <= before, soonest first, at most limit (through an index).
+     */
+    ad_err (*schedule_put)(struct ad_conn *c, const struct ad_schedule *s, int fresh, int64_t expect_next);
+    ad_err (*schedule_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_schedule *out);
+    ad_err (*schedule_list)(struct ad_conn *c, const char *tenant, const char *after, int limit,
+                            struct ad_schedule_list *out);
+    ad_err (*schedule_delete)(struct ad_conn *c, const char *tenant, const char *id);
+    ad_err (*schedule_due)(struct ad_conn *c, int64_t before, int limit, struct ad_schedule_list *out);
 };
 
 struct ad_store {

@@ -480,11 +480,12 @@ static ad_err write_job(struct ad_conn *c, struct ad_job *job, enum pg_stmt id)
         ad_pg_param_TEXT(&p, job->batch_id);    /* $37 */
         ad_pg_param_TEXT(&p, job->traceparent); /* $38 */
         ad_pg_param_TEXT(&p, job->tracestate);  /* $39 */
+        ad_pg_param_TEXT(&p, job->schedule);    /* $40 */
     }
     int64_t turn = 0; /* pg_turn.c: one past the group's last insert in the transaction, when that is known */
     int given = insert && ad_pg_turn_next(c, job, seq, &turn);
     if (given)
-        ad_pg_param_INT64(&p, turn); /* $40 */
+        ad_pg_param_INT64(&p, turn); /* $41 */
     else if (!insert)
         ad_pg_turns_forget(c, job->tenant, job->type);
     e = ad_pg_send_write(c, given ? ST_INSERT_TURN : id, &p, insert ? (given ? CHECK_NONE : CHECK_TURN) : CHECK_ROW,
@@ -951,130 +952,6 @@ static ad_err pg_max_seq(struct ad_conn *c, int64_t *out)
     return e;
 }
 
-/* ---- idempotency ---- */
-
-static ad_err pg_idem_get(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out)
-{
-    memset(out, 0, sizeof(*out));
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, tenant);
-    ad_pg_param_TEXT(&p, key);
-    PGresult *r;
-    ad_err e = ad_pg_query(c, ST_IDEM_GET, &p, &r, "get idempotency record");
-    if (e == AD_E_OK && PQntuples(r) == 0)
-        e = AD_E_NOT_FOUND;
-    if (e == AD_E_OK) {
-        snprintf(out->fingerprint, sizeof(out->fingerprint), "%s", PQgetvalue(r, 0, 0));
-        out->job_id = ad_pg_col_TEXT(r, 0, 1);
-        out->created_at = ad_pg_col_INT64(r, 0, 2);
-    }
-    PQclear(r);
-    return e;
-}
-
-/* Writes the record, replacing one the key already has (an expired record not yet swept). */
-static ad_err pg_idem_put(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
-                          const char *job_id, int64_t now)
-{
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, tenant);
-    ad_pg_param_TEXT(&p, key);
-    ad_pg_param_TEXT(&p, fingerprint);
-    ad_pg_param_TEXT(&p, job_id);
-    ad_pg_param_INT64(&p, now);
-    return ad_pg_write1(c, ST_IDEM_PUT, &p, CHECK_NONE, "put idempotency record");
-}
-
-static ad_err pg_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
-{
-    return ad_pg_sweep_alone(c, ST_IDEM_SWEEP, before, limit, done_out, "sweep idempotency records");
-}
-
-/* ---- attempts ---- */
-
-static ad_err pg_attempt_add(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome)
-{
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, j->id);
-    ad_pg_param_INT(&p, j->attempt);
-    ad_pg_param_TEXT(&p, j->worker);
-    ad_pg_param_INT64(&p, j->started_at);
-    ad_pg_param_INT64(&p, ended_at);
-    ad_pg_param_TEXT(&p, outcome);
-    return ad_pg_write1(c, ST_ATTEMPT_ADD, &p, CHECK_NONE, "add attempt");
-}
-
-static void read_attempt(const PGresult *r, int row, void *slot)
-{
-    struct ad_attempt *a = slot;
-    a->attempt = ad_pg_col_INT(r, row, 0);
-    a->worker = ad_pg_col_TEXT(r, row, 1);
-    a->started_at = ad_pg_col_INT64(r, row, 2);
-    a->ended_at = ad_pg_col_TIME(r, row, 3);
-    a->outcome = ad_pg_col_TEXT(r, row, 4);
-}
-
-static ad_err pg_attempt_list(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out)
-{
-    memset(out, 0, sizeof(*out));
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, job_id);
-    return ad_pg_fetch_rows(c, ST_ATTEMPT_LIST, &p, &out->items, &out->n, sizeof(*out->items), read_attempt,
-                            "list attempts");
-}
-
-/* ---- counts for the dashboard ---- */
-
-static void read_count(const PGresult *r, int row, void *slot)
-{
-    struct ad_job_count *k = slot;
-    k->type = ad_pg_col_TEXT(r, row, 0);
-    k->status = (int)ad_pg_col_INT64(r, row, 1);
-    k->n = ad_pg_col_INT64(r, row, 2);
-    k->oldest = ad_pg_col_INT64(r, row, 3);
-}
-
-static ad_err pg_job_counts(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out)
-{
-    memset(out, 0, sizeof(*out));
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, tenant);
-    ad_pg_param_INT(&p, limit);
-    return ad_pg_fetch_rows(c, ST_JOB_COUNTS, &p, &out->items, &out->n, sizeof(*out->items), read_count, "count jobs");
-}
-
-/* ---- job events ---- */
-
-static ad_err pg_event_append(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data)
-{
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, job_id);
-    ad_pg_param_INT64(&p, seq);
-    ad_pg_param_TEXT(&p, kind);
-    ad_pg_param_TEXT(&p, data);
-    return ad_pg_write1(c, ST_EVENT_APPEND, &p, CHECK_NONE, "append job event");
-}
-
-static void read_event(const PGresult *r, int row, void *slot)
-{
-    struct ad_event *ev = slot;
-    ev->seq = ad_pg_col_INT64(r, row, 0);
-    ev->kind = ad_pg_col_TEXT(r, row, 1);
-    ev->data = ad_pg_col_TEXT(r, row, 2);
-}
-
-static ad_err pg_events_after(struct ad_conn *c, const char *job_id, int64_t after, int limit,
-                              struct ad_event_list *out)
-{
-    memset(out, 0, sizeof(*out));
-    struct pg_params p = {0};
-    ad_pg_param_TEXT(&p, job_id);
-    ad_pg_param_INT64(&p, after);
-    ad_pg_param_INT(&p, limit);
-    return ad_pg_fetch_rows(c, ST_EVENTS_AFTER, &p, &out->items, &out->n, sizeof(*out->items), read_event,
-                            "list job events");
-}
-
 static void pg_disconnect(struct ad_conn *c)
 {
     if (c == NULL)
@@ -1147,19 +1024,19 @@ static const struct ad_store_ops pg_ops = {
     .job_set_payload = pg_job_set_payload,
     .sweep = pg_sweep,
     .max_seq = pg_max_seq,
-    .job_counts = pg_job_counts,
+    .job_counts = ad_pg_job_counts,
     .artifact_write = ad_pg_artifact_write,
     .artifact_progress = ad_pg_artifact_progress,
     .artifact_view = ad_pg_artifact_view,
     .artifact_read = ad_pg_artifact_read,
     .artifact_gc = ad_pg_artifact_gc,
-    .attempt_add = pg_attempt_add,
-    .attempt_list = pg_attempt_list,
-    .idem_get = pg_idem_get,
-    .idem_put = pg_idem_put,
-    .idem_sweep = pg_idem_sweep,
-    .event_append = pg_event_append,
-    .events_after = pg_events_after,
+    .attempt_add = ad_pg_attempt_add,
+    .attempt_list = ad_pg_attempt_list,
+    .idem_get = ad_pg_idem_get,
+    .idem_put = ad_pg_idem_put,
+    .idem_sweep = ad_pg_idem_sweep,
+    .event_append = ad_pg_event_append,
+    .events_after = ad_pg_events_after,
     .snapshot_begin = ad_pg_snapshot_begin,
     .snapshot_end = ad_pg_snapshot_end,
     .queue_get = ad_pg_queue_get,
@@ -1194,6 +1071,11 @@ static const struct ad_store_ops pg_ops = {
     .batch_update = ad_pg_batch_update,
     .batch_get = ad_pg_batch_get,
     .batch_jobs = ad_pg_batch_jobs,
+    .schedule_put = ad_pg_schedule_put,
+    .schedule_get = ad_pg_schedule_get,
+    .schedule_list = ad_pg_schedule_list,
+    .schedule_delete = ad_pg_schedule_delete,
+    .schedule_due = ad_pg_schedule_due,
 };
 
 struct ad_store *ad_store_pg_open(const char *url, char *err, size_t errlen)

@@ -30,7 +30,8 @@ enum pg_col {
     COL_depends_on,
     COL_dep_run,
     COL_batch_id,
-    COL_dependents
+    COL_dependents,
+    COL_schedule
 };
 
 /* The parameter numbers are written out (SQL needs them as text); they must be the column positions. */
@@ -51,7 +52,7 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define PG_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(                                                                                          \
         PG_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate, deps"                   \
-                     ", depends_on, dep_run, batch_id, dependents FROM jobs "
+                     ", depends_on, dep_run, batch_id, dependents, schedule FROM jobs "
 /*
  * An insert's turn (job.h), computed by the server under the write lock, so that every node counts the same turns:
  * one past the last turn of its group's due queued jobs at its priority (jobs_group), or for a group with none the
@@ -64,14 +65,14 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " WHERE tenant = $2 AND type = $3 AND priority = $6 AND status = 0 AND (run_at IS NULL OR run_at <= $17)"          \
     " ORDER BY turn, cseq LIMIT 1), 0)"
 /* The insert's columns and parameters: cseq and created_seq are the seq of the insert; the turn, last, is
- * PG_TURN_EXPR (ST_INSERT) or $40 (ST_INSERT_TURN, pg_turn.c). */
+ * PG_TURN_EXPR (ST_INSERT) or $41 (ST_INSERT_TURN, pg_turn.c). */
 #define PG_INSERT_COLS                                                                                                 \
     AD_JOB_COLUMNS(PG_COL_NAME)                                                                                        \
     "seq, cseq, created_seq, grp, deps, depends_on, dep_run, batch_id, traceparent,"                                   \
-    " tracestate, turn"
+    " tracestate, schedule, turn"
 #define PG_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(PG_COL_PARAM)                                                                                       \
-    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, $34, $35, $36, $37, $38, $39, "
+    PG_SEQ_PARAM ", " PG_SEQ_PARAM ", " PG_SEQ_PARAM ", $33, $34, $35, $36, $37, $38, $39, $40, "
 
 /* Held (per session) while migrating, so that nodes starting together migrate one at a time: "acceptd". */
 #define PG_MIGRATE_LOCK "27412351295714404"
@@ -164,6 +165,12 @@ enum pg_stmt {
     ST_GROUP_TOOK,
     ST_GROUP_FORGET,
     ST_LEASABLE_EXCEPT,
+    ST_SCHEDULE_INSERT,
+    ST_SCHEDULE_UPDATE,
+    ST_SCHEDULE_GET,
+    ST_SCHEDULE_LIST,
+    ST_SCHEDULE_DELETE,
+    ST_SCHEDULE_DUE,
     ST_INSERT_TURN,
     ST_GROUP_QUEUED,
     ST_DEP_ADD,
@@ -448,5 +455,26 @@ void ad_pg_turn_sent(struct ad_conn *c, const struct ad_job *job, int64_t cseq);
 void ad_pg_turn_returned(struct ad_conn *c, int64_t cseq, int64_t turn);
 /* Forget the turns of tenant's type (tenant NULL: every turn). */
 void ad_pg_turns_forget(struct ad_conn *c, const char *tenant, const char *type);
+
+/* ---- pg_schedule.c: ops->schedule_* (store.h) ---- */
+
+ad_err ad_pg_schedule_put(struct ad_conn *c, const struct ad_schedule *s, int fresh, int64_t expect_next);
+ad_err ad_pg_schedule_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_schedule *out);
+ad_err ad_pg_schedule_list(struct ad_conn *c, const char *tenant, const char *after, int limit,
+                           struct ad_schedule_list *out);
+ad_err ad_pg_schedule_delete(struct ad_conn *c, const char *tenant, const char *id);
+ad_err ad_pg_schedule_due(struct ad_conn *c, int64_t before, int limit, struct ad_schedule_list *out);
+
+/* ---- pg_records.c: idempotency keys, attempts, job events, counts (store.h) ---- */
+
+ad_err ad_pg_idem_get(struct ad_conn *c, const char *tenant, const char *key, struct ad_idem *out);
+ad_err ad_pg_idem_put(struct ad_conn *c, const char *tenant, const char *key, const char *fingerprint,
+                      const char *job_id, int64_t now);
+ad_err ad_pg_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out);
+ad_err ad_pg_attempt_add(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome);
+ad_err ad_pg_attempt_list(struct ad_conn *c, const char *job_id, struct ad_attempt_list *out);
+ad_err ad_pg_job_counts(struct ad_conn *c, const char *tenant, int limit, struct ad_job_count_list *out);
+ad_err ad_pg_event_append(struct ad_conn *c, const char *job_id, int64_t seq, const char *kind, const char *data);
+ad_err ad_pg_events_after(struct ad_conn *c, const char *job_id, int64_t after, int limit, struct ad_event_list *out);
 
 #endif

@@ -114,6 +114,7 @@ static struct ad_job *read_job(sqlite3_stmt *st)
     j->dep_run = sqlite3_column_int(st, COL_dep_run);
     j->batch_id = ad_sq_read_TEXT(st, COL_batch_id);
     j->dependents = sqlite3_column_int(st, COL_dependents);
+    j->schedule = ad_sq_read_TEXT(st, COL_schedule);
     return j;
 }
 
@@ -251,6 +252,8 @@ static ad_err job_write(struct ad_conn *c, struct ad_job *job, enum sq_stmt id, 
         rc = ad_sq_bind_TEXT(st, SQ_TRACE_PARAM_N, job->traceparent);
     if (rc == SQLITE_OK && id == ST_INSERT)
         rc = ad_sq_bind_TEXT(st, SQ_TRACE_PARAM_N + 1, job->tracestate);
+    if (rc == SQLITE_OK && id == ST_INSERT)
+        rc = ad_sq_bind_TEXT(st, SQ_SCHEDULE_PARAM_N, job->schedule);
     if (rc == SQLITE_OK && id == ST_UPDATE)
         rc = sqlite3_bind_int64(st, SQ_CSEQ_PARAM_N, job->cseq);
     if (rc == SQLITE_OK && id == ST_UPDATE)
@@ -1022,6 +1025,11 @@ static const struct ad_store_ops sq_ops = {
     .batch_update = sq_batch_update,
     .batch_get = sq_batch_get,
     .batch_jobs = sq_batch_jobs,
+    .schedule_put = ad_sq_schedule_put,
+    .schedule_get = ad_sq_schedule_get,
+    .schedule_list = ad_sq_schedule_list,
+    .schedule_delete = ad_sq_schedule_delete,
+    .schedule_due = ad_sq_schedule_due,
 };
 
 struct ad_store *ad_store_sqlite_open(const char *dir, char *err, size_t errlen)

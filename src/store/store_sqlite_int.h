@@ -29,7 +29,8 @@ enum sq_col {
     COL_depends_on,
     COL_dep_run,
     COL_batch_id,
-    COL_dependents
+    COL_dependents,
+    COL_schedule
 };
 
 #define SQ_COL_NAME(name, kind, n, fixed) #name ", "
@@ -55,7 +56,8 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
 #define SQ_GRP_PARAM_N 37
 #define SQ_DEPS_PARAM "?38" /* the job's count of unfinished dependencies (an insert's and an update's) */
 #define SQ_DEPS_PARAM_N 38
-#define SQ_TRACE_PARAM_N 42 /* an insert's traceparent, then its tracestate */
+#define SQ_TRACE_PARAM_N 42    /* an insert's traceparent, then its tracestate */
+#define SQ_SCHEDULE_PARAM_N 44 /* an insert's schedule run (job.h) */
 /*
  * An insert's turn (job.h): one past the last turn of its group's due queued jobs at its priority, or for a group
  * with none the turn of the next job to lease at that priority, read only then (as PG_TURN_EXPR; jobs_group and
@@ -68,15 +70,15 @@ _Static_assert(COL_seq + 1 == 32, "seq is the parameter after the columns");
     " AND (run_at IS NULL OR run_at <= ?17) ORDER BY turn, cseq LIMIT 1), 0)"
 #define SQ_SELECT_JOB                                                                                                  \
     "SELECT " AD_JOB_COLUMNS(SQ_COL_NAME) "seq, cseq, created_seq, started_seq, grp, turn, traceparent, tracestate,"   \
-                                          " deps, depends_on, dep_run, batch_id, dependents FROM jobs "
+                                          " deps, depends_on, dep_run, batch_id, dependents, schedule FROM jobs "
 /* The insert's columns and values: created_seq is the seq of the insert, turn is computed (SQ_TURN_EXPR). */
 #define SQ_INSERT_COLS                                                                                                 \
     AD_JOB_COLUMNS(SQ_COL_NAME)                                                                                        \
-    "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run, batch_id, traceparent, tracestate"
+    "seq, created_seq, tkey, ttkey, grp, turn, deps, depends_on, dep_run, batch_id, traceparent, tracestate, schedule"
 #define SQ_INSERT_PARAMS                                                                                               \
     AD_JOB_COLUMNS(SQ_COL_PARAM)                                                                                       \
     SQ_SEQ_PARAM ", " SQ_SEQ_PARAM ", " SQ_TKEY_PARAM ", " SQ_TTKEY_PARAM ", " SQ_GRP_PARAM ", " SQ_TURN_EXPR          \
-                 ", " SQ_DEPS_PARAM ", ?39, ?40, ?41, ?42, ?43"
+                 ", " SQ_DEPS_PARAM ", ?39, ?40, ?41, ?42, ?43, ?44"
 
 /* Filters of a list query, as bits of the index into the list statements. */
 #define SQ_LIST_STATUS 1
@@ -198,6 +200,12 @@ enum sq_stmt {
     ST_BATCH_UPDATE,
     ST_BATCH_GET,
     ST_BATCH_JOBS,
+    ST_SCHEDULE_INSERT,
+    ST_SCHEDULE_UPDATE,
+    ST_SCHEDULE_GET,
+    ST_SCHEDULE_LIST,
+    ST_SCHEDULE_DELETE,
+    ST_SCHEDULE_DUE,
     ST__COUNT
 };
 
@@ -333,5 +341,14 @@ ad_err ad_sq_queue_group_window(struct ad_conn *c, const char *tenant, const cha
                                 int64_t min, struct ad_group_count_list *out);
 ad_err ad_sq_queue_group_took(struct ad_conn *c, const char *tenant, const char *type, const char *group,
                               int64_t window_start, int n);
+
+/* ---- sqlite_schedule.c: ops->schedule_* (store.h) ---- */
+
+ad_err ad_sq_schedule_put(struct ad_conn *c, const struct ad_schedule *s, int fresh, int64_t expect_next);
+ad_err ad_sq_schedule_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_schedule *out);
+ad_err ad_sq_schedule_list(struct ad_conn *c, const char *tenant, const char *after, int limit,
+                           struct ad_schedule_list *out);
+ad_err ad_sq_schedule_delete(struct ad_conn *c, const char *tenant, const char *id);
+ad_err ad_sq_schedule_due(struct ad_conn *c, int64_t before, int limit, struct ad_schedule_list *out);
 
 #endif

@@ -3,7 +3,8 @@
 // data; the jobs list follows the change stream (a new job appears, its progress bar moves after a heartbeat,
 // with no reload); cancel, retry and the signed URL work from a job's page; redeliver from the webhooks view
 // reaches a local receiver; the queues view shows each type, refuses a client key's change and lets an admin pause,
-// resume and limit a type; another tenant's key sees none of these jobs. Throughout, the console must stay
+// resume and limit a type; the schedules view pauses, resumes and runs a schedule now, its run linking to its job;
+// another tenant's key sees none of these jobs. Throughout, the console must stay
 // free of errors and the CSP must report no violation; axe-core finds no serious or critical accessibility
 // violation on any view; every view is photographed light and dark, wide and narrow, into build/ui-shots/.
 
@@ -278,6 +279,27 @@ describe('the dashboard at /ui/', { timeout: 120_000 }, () => {
             assert.equal(q.groupConcurrency, null);
             await queues.locator('tr[data-queue="report.export"]', { hasText: '20 per 1m' }).waitFor();
             await axe('queues (admin)');
+
+            // Schedules: the rule, state and next run; pause, resume and run now; the run links to its job.
+            expectStatus(await ka.post('/v1/schedules', { id: 'ui-nightly', cron: '0 2 * * *', timezone: 'Europe/Berlin',
+                job: { type: 'email.send', payload: {} } }), 201);
+            await page.getByRole('link', { name: 'Schedules' }).click();
+            await page.getByRole('heading', { level: 1, name: 'Schedules' }).waitFor();
+            const schedRow = page.getByRole('table', { name: /^Schedules:/ }).locator('tr[data-schedule="ui-nightly"]');
+            await schedRow.waitFor();
+            assert.match(await schedRow.innerText(), /ui-nightly\s+cron 0 2 \* \* \* \(Europe\/Berlin\)\s+active\s+in /);
+            await page.getByRole('button', { name: 'Pause ui-nightly' }).click();
+            await page.getByRole('button', { name: 'Resume ui-nightly' }).waitFor();
+            assert.equal(expectStatus(await ka.get('/v1/schedules/ui-nightly'), 200).json.paused, true);
+            await page.getByRole('button', { name: 'Resume ui-nightly' }).click();
+            await page.getByRole('button', { name: 'Pause ui-nightly' }).waitFor();
+            await page.getByRole('button', { name: 'Run now ui-nightly' }).click();
+            await page.getByRole('status').filter({ hasText: 'Run now ui-nightly: done.' }).waitFor();
+            const schedRun = expectStatus(await ka.get('/v1/schedules/ui-nightly'), 200).json.recentRuns[0].jobId;
+            await schedRow.getByRole('link', { name: schedRun }).waitFor();
+            await axe('schedules');
+            await schedRow.getByRole('link', { name: schedRun }).click();
+            await page.waitForFunction((id) => location.hash === `#/jobs/${id}`, schedRun);
 
             // The theme toggle overrides the system's preference.
             await page.getByRole('button', { name: 'Dark theme' }).click();

@@ -281,6 +281,11 @@ static void sc_test_ops_table(void **state)
     X(queue_group_took)                                                                                                \
     X(job_leasable_except)                                                                                             \
     X(queue_group_queued)                                                                                              \
+    X(schedule_put)                                                                                                    \
+    X(schedule_get)                                                                                                    \
+    X(schedule_list)                                                                                                   \
+    X(schedule_delete)                                                                                                 \
+    X(schedule_due)                                                                                                    \
     X(close)
 #define SC_CHECK(op)                                                                                                   \
     if (o->op == NULL)                                                                                                 \
@@ -303,6 +308,7 @@ static void sc_test_ops_table(void **state)
 #include "store_contract_artifacts.h"
 #include "store_contract_retention.h"
 #include "store_contract_webhooks.h"
+#include "store_contract_schedules.h"
 
 /* The contract's tests, for a runner's cmocka array. */
 /* The contract of the optional operations, for the runners of the backends that have them (sc_test_ops_table
@@ -353,6 +359,7 @@ static void sc_test_ops_table(void **state)
         cmocka_unit_test_setup_teardown(sc_test_webhooks, setup, teardown),                                            \
         cmocka_unit_test_setup_teardown(sc_test_webhook_lookups_kept_for_the_transaction, setup, teardown),            \
         cmocka_unit_test_setup_teardown(sc_test_deliveries, setup, teardown),                                          \
-        cmocka_unit_test_setup_teardown(sc_test_delivery_claim_and_release, setup, teardown)
+        cmocka_unit_test_setup_teardown(sc_test_delivery_claim_and_release, setup, teardown),                          \
+        cmocka_unit_test_setup_teardown(sc_test_schedules, setup, teardown)
 
 #endif

@@ -72,6 +72,7 @@ static inline struct ad_job *new_full_job(void)
     ad_job_set(&j->unique_key, "report-7 'q' \"x\" caf\xc3\xa9");
     ad_job_set(&j->traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     ad_job_set(&j->tracestate, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+    ad_job_set(&j->schedule, "{\"id\":\"nightly\",\"fireTime\":\"2027-01-15T08:00:00.000Z\"}");
     return j;
 }
 

@@ -257,7 +257,7 @@ static void test_migrations_concurrent_and_idempotent(void **state)
                  buf, sizeof(buf)),
         "acceptd_counter,acceptd_schema,acceptd_space,artifact_chunks,artifact_uploads,attempts,batches,deliveries,"
         "idempotency,job_deps,job_events,jobs,queue_groups,queues,"
-        "webhooks");
+        "schedules,webhooks");
     /* A database from a newer acceptd is refused, not downgraded. */
     raw_exec(pg, "INSERT INTO acceptd_schema (version) VALUES (99)", buf, sizeof(buf));
     char err[256] = "";
@@ -278,7 +278,7 @@ static void test_text_columns_compare_bytes(void **state)
     struct fx *f = *state;
     PGconn *pg = raw_schema(f);
     char buf[256];
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "63:0");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "70:0");
     /* Back to version 7 (migrations 9 and on are undone too): every text column in the database's own collation, and
      * rows in the tables it touches. */
     raw_exec(pg,
@@ -287,9 +287,9 @@ static void test_text_columns_compare_bytes(void **state)
              " WHERE table_schema = current_schema() AND data_type = 'text' GROUP BY table_name"
              " LOOP EXECUTE format('ALTER TABLE %I %s', t.table_name, t.alters); END LOOP; END$$;"
              "DELETE FROM acceptd_schema WHERE version >= 8; DROP TABLE acceptd_space; DROP TABLE queues;"
-             " DROP TABLE queue_groups; DROP TABLE job_deps; DROP TABLE batches",
+             " DROP TABLE queue_groups; DROP TABLE job_deps; DROP TABLE batches; DROP TABLE schedules",
              buf, sizeof(buf));
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "53:53");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "54:54");
     insert_new(f, f->c, "job_a", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
     insert_new(f, f->c, "job_b", "t1", "kind", AD_QUEUED, AD_PRIO_NORMAL, 0);
     raw_exec(pg,
@@ -304,7 +304,7 @@ static void test_text_columns_compare_bytes(void **state)
         fail_msg("open: %s", err);
     f->c = f->s->ops->connect(f->s, err, sizeof(err));
     assert_non_null(f->c);
-    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "63:0");
+    assert_string_equal(raw_exec(pg, TEXT_COLLATIONS, buf, sizeof(buf)), "70:0");
     assert_string_equal(raw_exec(pg, "SELECT max(version) FROM acceptd_schema", buf, sizeof(buf)), "14");
     struct ad_job *g = get(f, f->c, "t1", "job_b");
     assert_string_equal(g->type, "kind");

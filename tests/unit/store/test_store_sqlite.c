@@ -442,6 +442,7 @@ static void test_every_statement_uses_an_index(void **state)
     assert_plan_uses(db, "AND grp = ?37 AND status = 0", "jobs_queue");
     assert_plan_uses(db, "seq > ?2 ORDER BY seq", "jobs_tenant_seq");
     assert_plan_uses(db, "ORDER BY lease_expires_at", "jobs_running");
+    assert_plan_uses(db, "next_at <= ?1 ORDER BY next_at", "schedules_next");
     assert_plan_uses(db, "unique_key = ?3", "jobs_unique");
     assert_plan_uses(db, "run_at = ?1 AND cseq > ?2", "jobs_scheduled (run_at=? AND rowid>?)");
     assert_plan_uses(db, "SET tombstoned = 1", "jobs_expiry");
