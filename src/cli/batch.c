@@ -10,14 +10,12 @@
  */
 #include "cli/cli_int.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define PROG "acceptd batch"
-#define FILE_MAX ((size_t)16 * 1024 * 1024)
 #define BAR_CELLS 30
 
 static void usage(FILE *f)
@@ -32,31 +30,6 @@ static void usage(FILE *f)
                "Exit status: 0 done (with --wait: succeeded), 1 failed, 2 usage error, 3 cancelled, 4 partialSuccess,\n"
                "5 --timeout passed, 6 no answer from the server, 7 the server refused the batch (its problem is\n"
                "printed on stderr), 130 interrupted. See acceptd(1).\n");
-}
-
-/* FILE's text (- : stdin), or NULL after printing why. The caller frees. */
-static char *read_file(const char *path)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (f == NULL) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    struct ad_buf b;
-    ad_buf_init(&b, FILE_MAX);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && ad_buf_append(&b, chunk, n) == 0)
-        ;
-    int bad = ferror(f) || b.toobig;
-    if (f != stdin)
-        fclose(f);
-    if (bad) {
-        fprintf(stderr, PROG ": %s: %s\n", path, b.toobig ? "larger than 16 MiB" : "read error");
-        ad_buf_free(&b);
-        return NULL;
-    }
-    return b.data != NULL ? b.data : ad_strdup("");
 }
 
 /* The batch's progress, a line or (tty) a bar redrawn in place. */
@@ -207,9 +180,11 @@ int ad_cli_batch_main(int argc, char **argv)
         return ad_cli_usage_error(PROG, usage, "expected: batch submit FILE");
     if (timeout > 0 && !wait)
         return ad_cli_usage_error(PROG, usage, "--timeout goes with --wait");
-    char *text = read_file(argv[optind + 1]);
-    if (text == NULL)
+    char *text = ad_cli_read_file(argv[optind + 1], "FILE", err, sizeof(err));
+    if (text == NULL) {
+        fprintf(stderr, PROG ": %s\n", err);
         return AD_CLI_USAGE;
+    }
     json_error_t jerr;
     json_t *doc = json_loads(text, 0, &jerr);
     free(text);

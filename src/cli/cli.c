@@ -248,6 +248,83 @@ json_t *ad_cli_json(struct ad_cli *c, struct ad_cli_req *r)
     return v;
 }
 
+int ad_cli_call(struct ad_cli *c, const char *method, const char *path, json_t *body, const char *ctype, json_t **out)
+{
+    *out = NULL;
+    struct curl_slist *extra = NULL;
+    char *text = NULL;
+    if (body != NULL) {
+        text = json_dumps(body, JSON_COMPACT);
+        char *h = ad_asprintf("Content-Type: %s", ctype);
+        extra = curl_slist_append(NULL, h);
+        free(h);
+    }
+    struct ad_cli_req r;
+    ad_cli_req_init(c, &r, method, path, text, extra, AD_CLI_REQUEST_TIMEOUT_MS);
+    int rc = ad_cli_perform(c, &r);
+    if (rc == 0 && (r.rc != CURLE_OK || r.status < 200 || r.status > 299))
+        rc = ad_cli_report(c, &r);
+    if (rc == 0 && r.status != 204 && (*out = ad_cli_json(c, &r)) == NULL)
+        rc = AD_CLI_PROBLEM;
+    ad_cli_req_free(&r);
+    return rc;
+}
+
+void ad_cli_print_items(json_t *v, enum ad_cli_output output, const char *list,
+                        void (*table)(json_t *const *items, size_t n))
+{
+    json_t *items = json_object_get(v, list);
+    if (output == AD_CLI_JSON) {
+        ad_cli_print_json(v);
+        return;
+    }
+    if (items == NULL) {
+        table(&v, 1);
+        return;
+    }
+    size_t n = json_array_size(items);
+    json_t **xs = ad_calloc(n + 1, sizeof(*xs));
+    for (size_t i = 0; i < n; i++)
+        xs[i] = json_array_get(items, i);
+    table(xs, n);
+    free(xs);
+}
+
+char *ad_cli_read_file(const char *path, const char *what, char *err, size_t errlen)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    struct ad_buf b;
+    ad_buf_init(&b, AD_CLI_FILE_MAX);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && ad_buf_append(&b, chunk, n) == 0)
+        ;
+    int bad = ferror(f) || b.toobig;
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: %s: %s", what, path, b.toobig ? "larger than 16 MiB" : "read error");
+        ad_buf_free(&b);
+        return NULL;
+    }
+    return b.data != NULL ? b.data : ad_strdup("");
+}
+
+char *ad_cli_cell_str(json_t *v, size_t max)
+{
+    const char *s = json_string_value(v);
+    return ad_cli_clean(s != NULL ? s : "-", max);
+}
+
+char *ad_cli_cell_int(json_t *v)
+{
+    return json_is_integer(v) ? ad_asprintf("%lld", (long long)json_integer_value(v)) : ad_strdup("-");
+}
+
 const char *ad_cli_verb(const char *const *verbs, size_t n, int argc, char **argv, const char *one, size_t *v)
 {
     const char *verb = optind < argc ? argv[optind] : NULL;

@@ -78,6 +78,20 @@ void ad_cli_print_problem(const char *prefix, long status, json_t *p);
  * named by one ("give one job id"): NULL with its index in *v (n when unknown), or why the command line is wrong. */
 const char *ad_cli_verb(const char *const *verbs, size_t n, int argc, char **argv, const char *one, size_t *v);
 
+/* One request with body (NULL: none) as JSON of Content-Type ctype: on a 2xx its JSON answer in *out (the caller
+ * decrefs; NULL for a 204) and 0; else why is printed (ad_cli_report) and the exit status returned. */
+int ad_cli_call(struct ad_cli *c, const char *method, const char *path, json_t *body, const char *ctype, json_t **out);
+/* Print an answer: as JSON, or as a table of the array under member list, or of v itself when it has none. */
+void ad_cli_print_items(json_t *v, enum ad_cli_output output, const char *list,
+                        void (*table)(json_t *const *items, size_t n));
+/* The text of the file at path ("-": stdin), at most AD_CLI_FILE_MAX bytes; the caller frees. NULL with err set
+ * ("what: ..."). */
+#define AD_CLI_FILE_MAX (16u << 20)
+char *ad_cli_read_file(const char *path, const char *what, char *err, size_t errlen);
+/* A table cell: the string v cleaned and cut to max bytes, or the integer v; "-" when v is not one. */
+char *ad_cli_cell_str(json_t *v, size_t max);
+char *ad_cli_cell_int(json_t *v);
+
 /* A bad command line: print "prog: <fmt...>" and the usage text on stderr; returns AD_CLI_USAGE. */
 int ad_cli_usage_error(const char *prog, void (*usage)(FILE *), const char *fmt, ...) AD_PRINTF(3, 4);
 

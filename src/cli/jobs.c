@@ -78,13 +78,8 @@ static int run(struct ad_cli *c, struct ad_cli_req *r)
 /* One request whose 2xx answer is JSON: returns it (the caller decrefs) or NULL with *rc set. */
 static json_t *request_json(struct ad_cli *c, const char *method, const char *path, int *rc)
 {
-    struct ad_cli_req r;
-    ad_cli_req_init(c, &r, method, path, NULL, NULL, AD_CLI_REQUEST_TIMEOUT_MS);
-    *rc = run(c, &r);
-    json_t *v = NULL;
-    if (*rc == 0 && (v = ad_cli_json(c, &r)) == NULL)
-        *rc = AD_CLI_PROBLEM;
-    ad_cli_req_free(&r);
+    json_t *v;
+    *rc = ad_cli_call(c, method, path, NULL, NULL, &v);
     return v;
 }
 

@@ -65,11 +65,6 @@ static json_t *rate_json(const char *v)
     return json_pack("{s:I,s:s}", "limit", (json_int_t)n, "period", slash + 1);
 }
 
-static char *cell_int(json_t *v)
-{
-    return json_is_integer(v) ? ad_asprintf("%lld", (long long)json_integer_value(v)) : ad_strdup("-");
-}
-
 static char *cell_rate(json_t *v)
 {
     if (!json_is_object(v))
@@ -93,12 +88,12 @@ static void print_table(json_t *const *qs, size_t n)
         const char *why = json_string_value(json_object_get(q, "waitingFor"));
         row[0] = ad_cli_clean(type != NULL ? type : "?", 128);
         row[1] = ad_strdup(json_is_true(json_object_get(q, "paused")) ? "yes" : "no");
-        row[2] = cell_int(json_object_get(q, "concurrency"));
+        row[2] = ad_cli_cell_int(json_object_get(q, "concurrency"));
         row[3] = cell_rate(json_object_get(q, "rateLimit"));
-        row[4] = cell_int(json_object_get(k, "queued"));
-        row[5] = cell_int(json_object_get(k, "running"));
-        row[6] = cell_int(json_object_get(k, "waiting"));
-        row[7] = cell_int(json_object_get(k, "scheduled"));
+        row[4] = ad_cli_cell_int(json_object_get(k, "queued"));
+        row[5] = ad_cli_cell_int(json_object_get(k, "running"));
+        row[6] = ad_cli_cell_int(json_object_get(k, "waiting"));
+        row[7] = ad_cli_cell_int(json_object_get(k, "scheduled"));
         row[8] = ad_cli_clean(why != NULL ? why : "-", 64);
     }
     /* The counts are aligned right. */
@@ -115,39 +110,13 @@ static int request(struct ad_cli *c, const struct queues_opts *o, const char *me
         path = ad_asprintf("/v1/queues/%s", e != NULL ? e : "");
         curl_free(e);
     }
-    struct curl_slist *extra = NULL;
-    char *body = NULL;
-    if (patch != NULL) {
-        body = json_dumps(patch, JSON_COMPACT);
-        extra = curl_slist_append(NULL, "Content-Type: application/merge-patch+json");
-    }
-    struct ad_cli_req r;
-    ad_cli_req_init(c, &r, method, path, body, extra, AD_CLI_REQUEST_TIMEOUT_MS);
+    json_t *v;
+    int rc = ad_cli_call(c, method, path, patch, "application/merge-patch+json", &v);
     free(path);
-    int rc = ad_cli_perform(c, &r);
-    if (rc == 0 && (r.rc != CURLE_OK || r.status < 200 || r.status > 299))
-        rc = ad_cli_report(c, &r);
-    json_t *v = NULL;
-    if (rc == 0 && (v = ad_cli_json(c, &r)) == NULL)
-        rc = AD_CLI_PROBLEM;
-    ad_cli_req_free(&r);
-    if (v == NULL)
-        return rc;
-    if (o->output == AD_CLI_JSON) {
-        ad_cli_print_json(v);
-    } else if (type != NULL) {
-        print_table(&v, 1);
-    } else {
-        json_t *items = json_object_get(v, "queues");
-        size_t n = json_array_size(items);
-        json_t **qs = ad_calloc(n + 1, sizeof(*qs));
-        for (size_t i = 0; i < n; i++)
-            qs[i] = json_array_get(items, i);
-        print_table(qs, n);
-        free(qs);
-    }
+    if (v != NULL)
+        ad_cli_print_items(v, o->output, "queues", print_table);
     json_decref(v);
-    return AD_CLI_OK;
+    return rc;
 }
 
 static const char *const verbs[] = {"list", "get", "pause", "resume", "set"};

@@ -47,17 +47,6 @@ static void usage(FILE *f)
 
 #define COLS 8
 
-static char *cell_str(json_t *v, size_t max)
-{
-    const char *s = json_string_value(v);
-    return ad_cli_clean(s != NULL ? s : "-", max);
-}
-
-static char *cell_int(json_t *v)
-{
-    return json_is_integer(v) ? ad_asprintf("%lld", (long long)json_integer_value(v)) : ad_strdup("-");
-}
-
 static void print_table(json_t *const *ss, size_t n)
 {
     static const char *const heads[COLS] = {"ID",   "SCHEDULE", "TIMEZONE", "PAUSED",
@@ -70,14 +59,14 @@ static void print_table(json_t *const *ss, size_t n)
             rule = json_object_get(s, "every");
         json_t *last = json_array_get(json_object_get(s, "recentRuns"), 0);
         char **row = cells + i * COLS;
-        row[0] = cell_str(json_object_get(s, "id"), 64);
-        row[1] = cell_str(rule, 64);
-        row[2] = cell_str(json_object_get(s, "timezone"), 64);
+        row[0] = ad_cli_cell_str(json_object_get(s, "id"), 64);
+        row[1] = ad_cli_cell_str(rule, 64);
+        row[2] = ad_cli_cell_str(json_object_get(s, "timezone"), 64);
         row[3] = ad_strdup(json_is_true(json_object_get(s, "paused")) ? "yes" : "no");
-        row[4] = cell_str(json_object_get(s, "nextRunAt"), 32);
-        row[5] = cell_str(json_object_get(last, "jobId"), 64);
-        row[6] = cell_int(json_object_get(k, "fires"));
-        row[7] = cell_int(json_object_get(k, "skips"));
+        row[4] = ad_cli_cell_str(json_object_get(s, "nextRunAt"), 32);
+        row[5] = ad_cli_cell_str(json_object_get(last, "jobId"), 64);
+        row[6] = ad_cli_cell_int(json_object_get(k, "fires"));
+        row[7] = ad_cli_cell_int(json_object_get(k, "skips"));
     }
     ad_cli_print_table(heads, 1, cells, n, COLS, (1u << 6) | (1u << 7));
 }
@@ -85,41 +74,12 @@ static void print_table(json_t *const *ss, size_t n)
 static int request(struct ad_cli *c, const struct schedules_opts *o, const char *method, const char *path, json_t *body,
                    const char *ctype)
 {
-    struct curl_slist *extra = NULL;
-    char *text = NULL;
-    if (body != NULL) {
-        text = json_dumps(body, JSON_COMPACT);
-        char *h = ad_asprintf("Content-Type: %s", ctype);
-        extra = curl_slist_append(NULL, h);
-        free(h);
-    }
-    struct ad_cli_req r;
-    ad_cli_req_init(c, &r, method, path, text, extra, AD_CLI_REQUEST_TIMEOUT_MS);
-    int rc = ad_cli_perform(c, &r);
-    if (rc == 0 && (r.rc != CURLE_OK || r.status < 200 || r.status > 299))
-        rc = ad_cli_report(c, &r);
-    int empty = r.status == 204;
-    json_t *v = NULL;
-    if (rc == 0 && !empty && (v = ad_cli_json(c, &r)) == NULL)
-        rc = AD_CLI_PROBLEM;
-    ad_cli_req_free(&r);
-    if (v == NULL)
-        return rc;
-    if (o->output == AD_CLI_JSON) {
-        ad_cli_print_json(v);
-    } else if (json_object_get(v, "items") == NULL) {
-        print_table(&v, 1);
-    } else {
-        json_t *items = json_object_get(v, "items");
-        size_t n = json_array_size(items);
-        json_t **ss = ad_calloc(n + 1, sizeof(*ss));
-        for (size_t i = 0; i < n; i++)
-            ss[i] = json_array_get(items, i);
-        print_table(ss, n);
-        free(ss);
-    }
+    json_t *v;
+    int rc = ad_cli_call(c, method, path, body, ctype, &v);
+    if (v != NULL)
+        ad_cli_print_items(v, o->output, "items", print_table);
     json_decref(v);
-    return AD_CLI_OK;
+    return rc;
 }
 
 static const char *const verbs[] = {"list", "create", "get", "pause", "resume", "trigger", "delete"};

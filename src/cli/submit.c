@@ -12,7 +12,6 @@
  */
 #include "cli/cli_int.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,6 @@
 #include <unistd.h>
 
 #define PROG "acceptd submit"
-#define PAYLOAD_MAX ((size_t)16 * 1024 * 1024)
 #define BAR_CELLS 30
 #define MESSAGE_SHOWN 60
 #define RECONNECT_MAX_MS 5000
@@ -368,27 +366,7 @@ static char *read_payload(const char *v, char *err, size_t errlen)
 {
     if (strcmp(v, "-") != 0 && v[0] != '@')
         return ad_strdup(v);
-    FILE *f = strcmp(v, "-") == 0 ? stdin : fopen(v + 1, "rb");
-    if (f == NULL) {
-        snprintf(err, errlen, "--payload %s: cannot open: %s", v, strerror(errno));
-        return NULL;
-    }
-    struct ad_buf b;
-    ad_buf_init(&b, PAYLOAD_MAX);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && ad_buf_append(&b, chunk, n) == 0)
-        ;
-    int bad = ferror(f) || b.toobig;
-    if (f != stdin)
-        fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "--payload %s: %s", v, b.toobig ? "larger than 16 MiB" : "read error");
-        ad_buf_free(&b);
-        return NULL;
-    }
-    char *s = b.data != NULL ? b.data : ad_strdup("");
-    return s;
+    return ad_cli_read_file(v[0] == '@' ? v + 1 : v, "--payload", err, errlen);
 }
 
 /* The submit's body. NULL with err set. The caller frees. */
