@@ -19,6 +19,7 @@ PACKAGES=(
     clang libclang-rt-14-dev
     chromium
     prometheus python3 python3-mypy
+    tzdata
 )
 # The machine image may ship Node.js from elsewhere (with its own npm); Debian's nodejs/npm would clash.
 if ! command -v node >/dev/null 2>&1; then
