@@ -15,8 +15,8 @@ export type Problem = Schemas['Problem'];
 export type ArtifactInfo = Schemas['Artifact'];
 /** A status or progress event of GET /v1/jobs/{id}/events. */
 export type ProgressEvent = Schemas['SseStatusEvent'];
-/** The members of a submit's body besides type and payload. */
-export type SubmitBody = Omit<Schemas['JobRequest'], 'type' | 'payload'>;
+/** The members of a submit's body besides type and payload (all optional: those with a default too). */
+export type SubmitBody = Partial<Omit<Schemas['JobRequest'], 'type' | 'payload'>>;
 /** A lean lease (Prefer: return=minimal), with its payload typed as the caller's. */
 export type LeasedJob<P = Record<string, any>> = Omit<Schemas['LeanLease'], 'payload'> & { payload: P };
 /** A webhook event as delivered (the signed body). */
@@ -46,6 +46,9 @@ export interface ClientOptions {
 export interface SubmitOptions extends SubmitBody {
     /** Default: a new UUID. false: send none. */
     idempotencyKey?: string | false;
+    /** The caller's W3C trace context: the job continues that trace (docs/tracing.md). */
+    traceparent?: string;
+    tracestate?: string;
     signal?: AbortSignal;
 }
 

@@ -239,11 +239,14 @@ export class Client {
     /**
      * Submit a job; resolves a Job. options: any member of a submit's body (priority, runAt, maxAttempts,
      * timeoutSeconds, callbackUrl, uniqueKey, debounceSeconds, group), idempotencyKey (default: a new UUID, so
-     * that a retried submit never makes two jobs; false for none), signal.
+     * that a retried submit never makes two jobs; false for none), traceparent and tracestate (the caller's
+     * W3C trace context, which the job then continues: docs/tracing.md), signal.
      */
     async submit(type, payload = {}, options = {}) {
-        const { idempotencyKey = randomUUID(), signal, ...rest } = options;
+        const { idempotencyKey = randomUUID(), signal, traceparent, tracestate, ...rest } = options;
         const headers = {};
+        if (traceparent) headers.traceparent = traceparent;
+        if (traceparent && tracestate) headers.tracestate = tracestate;
         if (idempotencyKey !== false && idempotencyKey != null) headers['idempotency-key'] = JSON.stringify(String(idempotencyKey));
         // With a key, a submit whose answer was lost (a reset connection, a 5xx) is sent again: the key makes
         // the daemon answer the first job rather than make a second; 409 idempotency-key-in-flight means the

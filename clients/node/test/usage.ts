@@ -7,7 +7,7 @@ import type { JobData, JobStatus, Priority, ProgressEvent, LeasedJob, WebhookEve
 
 const client = new Client('http://127.0.0.1:8080', 'key');
 const priority: Priority = 'high';
-const job = await client.submit('report.export', { month: '2026-11' }, { priority, maxAttempts: 3, group: 'customer-42', idempotencyKey: 'k-1' });
+const job = await client.submit('report.export', { month: '2026-11' }, { priority, maxAttempts: 3, group: 'customer-42', idempotencyKey: 'k-1', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' });
 const final: JobData<{ month: string }> = await job.wait({
     timeout: 60_000,
     onProgress: (e: ProgressEvent) => {
@@ -52,6 +52,9 @@ const worker = new Worker<{ width: number }>('http://127.0.0.1:8080', 'wkey', {
     concurrency: 4,
     handler: async (lease: LeasedJob<{ width: number }>, ctx) => {
         const leaseId: string = lease.leaseId;
+        const traceparent: string | undefined = lease.traceparent;
+        const tracestate: string | undefined = lease.tracestate;
+        void traceparent, tracestate;
         const n: number = lease.attempt;
         await ctx.progress(50, 'half');
         if (ctx.signal.aborted || ctx.cancelRequested) throw ctx.signal.reason;
@@ -68,5 +71,6 @@ void worker.start();
 
 const ev: WebhookEvent = verifyWebhook({ 'webhook-id': 'x' }, '{}', ['whsec_x'], { toleranceSeconds: 60 });
 const evType: string = ev.type;
-const jobUrl: string = ev.data.job;
-void evType, jobUrl;
+const jobUrl: string | undefined = ev.data.job;
+const batchUrl: string | undefined = ev.data.batch;
+void evType, jobUrl, batchUrl;

@@ -330,15 +330,20 @@ class Client:
         self.close()
 
     def submit(self, type: str, payload: Mapping[str, Any] | None = None, *, idempotency_key: str | None = None,
-               **options: Any) -> Job:
+               traceparent: str | None = None, tracestate: str | None = None, **options: Any) -> Job:
         """Submit a job (POST /v1/jobs) and return it once stored. options are the request's other members in
         snake_case (priority, callback_url, run_at, max_attempts, timeout_seconds, unique_key, group, ...).
         An Idempotency-Key is made when none is given, so that the submit is retried safely after a dropped
-        connection, a 503 or a 429: one job, however many tries."""
+        connection, a 503 or a 429: one job, however many tries. traceparent and tracestate (the caller's W3C
+        trace context) make the job continue that trace (docs/tracing.md)."""
         body: dict[str, Any] = {"type": type, "payload": dict(payload or {})}
         body.update({_camel(k): v for k, v in options.items() if v is not None})
         key = idempotency_key or f"py-{uuid.uuid4()}"
         h = {"Idempotency-Key": key}
+        if traceparent:
+            h["traceparent"] = traceparent
+            if tracestate:
+                h["tracestate"] = tracestate
         for attempt in range(_SUBMIT_RETRIES + 1):
             try:
                 res = self.transport.request("POST", "/v1/jobs", body=body, headers=h)
