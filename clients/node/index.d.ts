@@ -15,8 +15,8 @@ export type Problem = Schemas['Problem'];
 export type ArtifactInfo = Schemas['Artifact'];
 /** A status or progress event of GET /v1/jobs/{id}/events. */
 export type ProgressEvent = Schemas['SseStatusEvent'];
-/** The members of a submit's body besides type and payload. */
-export type SubmitBody = Omit<Schemas['JobRequest'], 'type' | 'payload'>;
+/** The members of a submit's body besides type and payload (all optional: those with a default too). */
+export type SubmitBody = Partial<Omit<Schemas['JobRequest'], 'type' | 'payload'>>;
 /** A lean lease (Prefer: return=minimal), with its payload typed as the caller's. */
 export type LeasedJob<P = Record<string, any>> = Omit<Schemas['LeanLease'], 'payload'> & { payload: P };
 /** A webhook event as delivered (the signed body). */
@@ -46,6 +46,9 @@ export interface ClientOptions {
 export interface SubmitOptions extends SubmitBody {
     /** Default: a new UUID. false: send none. */
     idempotencyKey?: string | false;
+    /** The caller's W3C trace context: the job continues that trace (docs/tracing.md). */
+    traceparent?: string;
+    tracestate?: string;
     signal?: AbortSignal;
 }
 
@@ -100,9 +103,55 @@ export interface ListOptions {
     signal?: AbortSignal;
 }
 
+export type BatchData = Schemas['JobBatch'];
+export type BatchStatus = Schemas['JobBatch']['status'];
+/** One job of a batch: a submit body without what a batch's item may not carry. */
+export type BatchJob = Omit<SubmitBody, 'uniqueKey' | 'debounceSeconds' | 'callbackUrl'> & { type: string; payload?: Record<string, any> };
+
+export interface BatchWaitOptions {
+    signal?: AbortSignal;
+    /** Milliseconds; the wait (not the batch) then rejects with a TimeoutError. */
+    timeout?: number;
+    onProgress?: (batch: BatchData, meta: { event: 'batch' | 'poll'; id: string | null }) => void;
+    /** false: poll from the start. */
+    sse?: boolean;
+}
+
+export declare class Batch {
+    readonly id: string;
+    data: BatchData;
+    readonly status: BatchStatus;
+    lastEventId: string | null;
+    etag: string | null;
+    followedBy: 'sse' | 'poll' | null;
+    get(options?: { signal?: AbortSignal }): Promise<BatchData>;
+    wait(options?: BatchWaitOptions): Promise<BatchData>;
+    jobs(options?: { limit?: number; signal?: AbortSignal }): AsyncIterableIterator<JobData>;
+    cancel(options?: { signal?: AbortSignal }): Promise<BatchData>;
+}
+
+/** A schedule's job template: a submit body. */
+export type ScheduleJob = SubmitBody & { type: string; payload?: Record<string, any> };
+export type Schedule = Omit<Schemas['Schedule'], 'job'> & { job: ScheduleJob };
+export type ScheduleCreate = Omit<Schemas['ScheduleCreate'], 'job'> & { job: ScheduleJob };
+/** A merge patch of a schedule (null sends a member back to its default). */
+export type SchedulePatch = { [K in keyof Omit<Schemas['ScheduleDefinition'], 'job'>]?: Schemas['ScheduleDefinition'][K] | null } & { job?: ScheduleJob };
+
+export declare class Schedules {
+    create(definition: ScheduleCreate, options?: { signal?: AbortSignal }): Promise<Schedule>;
+    get(id: string, options?: { signal?: AbortSignal }): Promise<Schedule>;
+    list(options?: { limit?: number; signal?: AbortSignal }): AsyncIterableIterator<Schedule>;
+    update(id: string, patch: SchedulePatch, options?: { signal?: AbortSignal }): Promise<Schedule>;
+    delete(id: string, options?: { signal?: AbortSignal }): Promise<void>;
+    trigger(id: string, options?: { signal?: AbortSignal }): Promise<Schedule>;
+}
+
 export declare class Client {
     constructor(url: string, key?: string | null, options?: ClientOptions);
+    readonly schedules: Schedules;
     job(id: string): Job;
+    batch(id: string): Batch;
+    submitBatch(jobs: BatchJob[], options?: { callbackUrl?: string; signal?: AbortSignal }): Promise<Batch>;
     submit<P extends Record<string, any> = Record<string, any>>(type: string, payload?: P, options?: SubmitOptions): Promise<Job<P>>;
     get(id: string, options?: { signal?: AbortSignal }): Promise<JobData>;
     list(options?: ListOptions): AsyncIterableIterator<JobData>;

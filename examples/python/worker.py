@@ -9,9 +9,14 @@ on each job while heartbeats extend the lease, and completes the job with what w
 payload echoed back with the number of its keys. Each step reports its progress with a heartbeat and stops
 when one answers that a cancel was requested (the library then acknowledges the cancel). Runs until N jobs
 are done (default: forever) or SIGINT/SIGTERM; prints each step on stderr.
+
+A traced job (its submit carried a W3C traceparent: docs/tracing.md) continues its trace here: the lease's
+traceparent is job.traceparent, the library sends it on its own calls about the job, and work() logs the trace
+id and the traceparent it would send on its own calls downstream (a child span of the attempt's).
 """
 
 import os
+import secrets
 import signal
 import sys
 import time
@@ -28,9 +33,19 @@ def log(msg):
     print(f"worker: {msg}", file=sys.stderr, flush=True)
 
 
+def child_traceparent(traceparent):
+    """A child of the lease's traceparent (version-traceid-parentid-flags): the same trace, a new span id."""
+    version, trace_id, _, flags = traceparent.split("-")[:4]
+    return f"{version}-{trace_id}-{secrets.token_hex(8)}-{flags}"
+
+
 def work(job):
     """The job's work: three steps, a heartbeat after each. Returns the result, or None when cancelled."""
     payload = job.payload or {}
+    if job.traceparent:
+        # Pass it on: a downstream call sends this `traceparent` (and job.tracestate) as its headers.
+        log(f"{job.id}: trace {job.trace_id} (lease {job.traceparent}); "
+            f"downstream traceparent {child_traceparent(job.traceparent)}")
     for step, progress in enumerate((25, 50, 75), start=1):
         time.sleep(0.1)  # stands for real work
         cancelled = job.heartbeat(progress, f"step {step} of 3")

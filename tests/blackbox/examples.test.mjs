@@ -167,6 +167,27 @@ describe('example clients', () => {
         assert.deepEqual(progress, [25, 50, 75]);
     });
 
+    // A traced job's trace continues in the example workers: each logs the job's trace id and a downstream
+    // traceparent of the same trace (docs/tracing.md).
+    for (const [name, cmd, file] of [
+        ['examples/node/worker.mjs', process.execPath, path.join(EXAMPLES, 'node', 'worker.mjs')],
+        ['examples/python/worker.py', 'python3', path.join(EXAMPLES, 'python', 'worker.py')],
+    ]) {
+        it(`${name} continues a traced job's trace`, async () => {
+            const t = tenant(d);
+            const r = runExample(cmd, [file, 'image.resize', '--jobs', '1'], envOf(t.keys.w));
+            const trace = '0af7651916cd43dd8448eb211c80319c';
+            const sub = await t.c.post('/v1/jobs', { type: 'image.resize', payload: { width: 1 } }, { headers: { traceparent: `00-${trace}-b7ad6b7169203331-01` } });
+            expectStatus(sub, 202);
+            const x = await r.exited;
+            assert.deepEqual(x, { code: 0, signal: null }, showRun(r, x));
+            const m = new RegExp(`${sub.json.id}: trace ${trace} \\(lease 00-${trace}-([0-9a-f]{16})-01\\); downstream traceparent 00-${trace}-([0-9a-f]{16})-01`).exec(r.err);
+            assert.ok(m, showRun(r, x));
+            assert.notEqual(m[1], m[2], 'downstream is a span of its own');
+            assert.equal(expectStatus(await t.c.get(`/v1/jobs/${sub.json.id}`), 200).json.status, 'succeeded');
+        });
+    }
+
     it('examples/node/worker.mjs leases with a long poll, reports progress and completes', async () => {
         const t = tenant(d);
         const r = runExample(process.execPath, [path.join(EXAMPLES, 'node', 'worker.mjs'), 'image.resize', '--jobs', '1'], envOf(t.keys.w));

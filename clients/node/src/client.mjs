@@ -4,11 +4,12 @@
 // text/event-stream answers with a 4xx/5xx) it polls GET /v1/jobs/{id} instead, with If-None-Match, at the
 // pace the daemon's Retry-After asks. An artifact's download that breaks is resumed with a Range request
 // (If-Range: its ETag) from the byte where it broke, and its bytes are checked against its Repr-Digest at the
-// end. Errors are ProblemErrors (http.mjs).
+// end. Errors are ProblemErrors (http.mjs). Batches and schedules are in batches.mjs.
 
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { ProblemError, Transport, problemOf, retryAfterSeconds, sleep } from './http.mjs';
+import { Batch, Schedules } from './batches.mjs';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'partialSuccess']);
 const enc = encodeURIComponent;
@@ -19,7 +20,7 @@ export function isTerminal(status) {
 }
 
 /** An abort signal for {signal, timeout (ms)}; timeouts reject with a DOMException named TimeoutError. */
-function combine(signal, timeout) {
+export function combine(signal, timeout) {
     const list = [];
     if (signal) list.push(signal);
     if (timeout != null) list.push(AbortSignal.timeout(timeout));
@@ -70,7 +71,7 @@ async function* resumableBytes(transport, path, res, { signal, resumes = 5, stat
 }
 
 /** Split an SSE byte stream into events {event, data, id}; calls onRetry(ms) for `retry:` lines. */
-async function* sseEvents(body, onRetry) {
+export async function* sseEvents(body, onRetry) {
     const dec = new TextDecoder();
     let buf = '';
     let ev = { event: 'message', data: [], id: null };
@@ -229,6 +230,26 @@ export class Job {
 export class Client {
     constructor(url, key, options = {}) {
         this.transport = new Transport(url, key, options);
+        /** /v1/schedules: create, get, list, update, delete, trigger. */
+        this.schedules = new Schedules(this);
+    }
+
+    /** A handle on a batch known by id (nothing is fetched). */
+    batch(id) {
+        return new Batch(this, { id, status: undefined });
+    }
+
+    /**
+     * Submit up to 1,000 jobs as one batch (POST /v1/batches: all stored in one commit, or none: a 422 whose
+     * errors point into /jobs/N). jobs: [{type, payload, ...submit members}]; callbackUrl hears the batch's end.
+     * Resolves a Batch.
+     */
+    async submitBatch(jobs, { callbackUrl, signal } = {}) {
+        const json = callbackUrl ? { jobs, callbackUrl } : { jobs };
+        const { res, body } = await this.transport.json('POST', '/v1/batches', { json, signal });
+        const batch = new Batch(this, body);
+        batch.etag = res.headers.get('etag');
+        return batch;
     }
 
     /** A handle on a job known by id (nothing is fetched). */
@@ -239,11 +260,14 @@ export class Client {
     /**
      * Submit a job; resolves a Job. options: any member of a submit's body (priority, runAt, maxAttempts,
      * timeoutSeconds, callbackUrl, uniqueKey, debounceSeconds, group), idempotencyKey (default: a new UUID, so
-     * that a retried submit never makes two jobs; false for none), signal.
+     * that a retried submit never makes two jobs; false for none), traceparent and tracestate (the caller's
+     * W3C trace context, which the job then continues: docs/tracing.md), signal.
      */
     async submit(type, payload = {}, options = {}) {
-        const { idempotencyKey = randomUUID(), signal, ...rest } = options;
+        const { idempotencyKey = randomUUID(), signal, traceparent, tracestate, ...rest } = options;
         const headers = {};
+        if (traceparent) headers.traceparent = traceparent;
+        if (traceparent && tracestate) headers.tracestate = tracestate;
         if (idempotencyKey !== false && idempotencyKey != null) headers['idempotency-key'] = JSON.stringify(String(idempotencyKey));
         // With a key, a submit whose answer was lost (a reset connection, a 5xx) is sent again: the key makes
         // the daemon answer the first job rather than make a second; 409 idempotency-key-in-flight means the

@@ -5,7 +5,9 @@
 // own (conn.mjs); heartbeats and uploads, which run beside the handler, over the Transport's node:http pool. A cancel request (seen in a heartbeat's answer) or a lost lease
 // aborts the handler's AbortSignal; a handler that then throws is acknowledged as cancelled. Artifacts go up
 // in parts (PUT /v1/jobs/{id}/result with Upload-Offset) and a part that did not arrive is resumed from the
-// offset the daemon reports (HEAD).
+// offset the daemon reports (HEAD). A traced job's lease carries its trace context (traceparent, tracestate:
+// docs/tracing.md); the handler sees it on the job, and every call of the worker about that job (heartbeats,
+// reports, uploads) sends that traceparent, as `acceptd worker` does.
 
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -14,6 +16,11 @@ import { ProblemError, Transport, sleep } from './http.mjs';
 
 const enc = encodeURIComponent;
 const MINIMAL = { prefer: 'return=minimal' };
+
+/** The headers of a call about lease's job: Prefer: return=minimal, and the lease's traceparent if it has one. */
+function jobHeaders(lease, extra = MINIMAL) {
+    return lease.traceparent ? { ...extra, traceparent: lease.traceparent } : extra;
+}
 
 /** Why a handler's signal aborted: reason.code is 'cancel-requested', 'lease-lost' or 'worker-stopped'. */
 export class JobAborted extends Error {
@@ -61,7 +68,7 @@ async function* partsOf(source, partSize) {
 
 /**
  * new Worker(url, key, {types, handler, concurrency}). handler(job, ctx) gets the lean lease {id, type,
- * payload, attempt, leaseId, leaseExpiresAt} and ctx = {signal, progress(p, message), uploadArtifact(source,
+ * payload, attempt, leaseId, leaseExpiresAt, and traceparent and tracestate for a traced job} and ctx = {signal, progress(p, message), uploadArtifact(source,
  * {contentType}), cancelRequested}; what it returns is the job's result (or, after uploadArtifact, the job
  * completes with its artifact). Throwing fails the attempt (retried while attempts remain; an error with
  * retryable === false fails the job); throwing after a cancel request acknowledges the cancel.
@@ -161,7 +168,7 @@ export class Worker {
         }
         if (next) {
             // Stopped with a lease in hand: give it back at once rather than let it expire.
-            await own.call('POST', `/v1/jobs/${enc(next.id)}:release`, { json: { leaseId: next.leaseId } }).catch(() => {});
+            await own.call('POST', `/v1/jobs/${enc(next.id)}:release`, { json: { leaseId: next.leaseId }, headers: jobHeaders(next, {}) }).catch(() => {});
         }
     }
 
@@ -192,7 +199,7 @@ export class Worker {
             if (state.progress !== undefined) json.progress = state.progress;
             if (state.message !== undefined) json.message = state.message;
             try {
-                const { body } = await this.transport.json('POST', `${path}:heartbeat`, { json, headers: MINIMAL });
+                const { body } = await this.transport.json('POST', `${path}:heartbeat`, { json, headers: jobHeaders(lease) });
                 if (body.cancelRequested && !state.cancelRequested) {
                     state.cancelRequested = true;
                     abort(new JobAborted('cancel-requested', 'a cancel of the job was requested'));
@@ -255,7 +262,7 @@ export class Worker {
         // report whose answer was lost on the way (a reset keep-alive connection) is sent again.
         for (let tries = 0; ; tries++) {
             try {
-                const { body } = await own.json('POST', `${path}:${report.verb}`, { json: withNext, headers: MINIMAL });
+                const { body } = await own.json('POST', `${path}:${report.verb}`, { json: withNext, headers: jobHeaders(lease) });
                 this.stats[report.status]++;
                 return body?.leases?.[0] ?? null;
             } catch (e) {
@@ -287,12 +294,12 @@ export class Worker {
             let rest = part;
             for (let tries = 0; ; tries++) {
                 signal?.throwIfAborted();
-                const headers = {
+                const headers = jobHeaders(lease, {
                     'lease-id': lease.leaseId,
                     'content-type': contentType,
                     'upload-complete': last ? '?1' : '?0',
                     'content-digest': `sha-256=:${b64sha256(rest)}:`,
-                };
+                });
                 if (from > 0) headers['upload-offset'] = String(from);
                 if (last) headers['repr-digest'] = `sha-256=:${whole.copy().digest('base64')}:`;
                 try {
@@ -320,7 +327,7 @@ export class Worker {
     }
 
     async #uploadOffset(path, lease, signal) {
-        const res = await this.transport.call('HEAD', path, { headers: { 'lease-id': lease.leaseId }, signal });
+        const res = await this.transport.call('HEAD', path, { headers: jobHeaders(lease, { 'lease-id': lease.leaseId }), signal });
         return Number(res.headers.get('upload-offset') ?? 0);
     }
 }

@@ -3,11 +3,11 @@
 // (a member renamed or retyped, a status added or gone) makes this file, or index.d.ts, fail the check.
 
 import { Client, Worker, verifyWebhook, ProblemError, isTerminal } from '../index.js';
-import type { JobData, JobStatus, Priority, ProgressEvent, LeasedJob, WebhookEvent, Artifact } from '../index.js';
+import type { BatchData, BatchStatus, Schedule, JobData, JobStatus, Priority, ProgressEvent, LeasedJob, WebhookEvent, Artifact } from '../index.js';
 
 const client = new Client('http://127.0.0.1:8080', 'key');
 const priority: Priority = 'high';
-const job = await client.submit('report.export', { month: '2026-11' }, { priority, maxAttempts: 3, group: 'customer-42', idempotencyKey: 'k-1' });
+const job = await client.submit('report.export', { month: '2026-11' }, { priority, maxAttempts: 3, group: 'customer-42', idempotencyKey: 'k-1', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' });
 const final: JobData<{ month: string }> = await job.wait({
     timeout: 60_000,
     onProgress: (e: ProgressEvent) => {
@@ -52,6 +52,9 @@ const worker = new Worker<{ width: number }>('http://127.0.0.1:8080', 'wkey', {
     concurrency: 4,
     handler: async (lease: LeasedJob<{ width: number }>, ctx) => {
         const leaseId: string = lease.leaseId;
+        const traceparent: string | undefined = lease.traceparent;
+        const tracestate: string | undefined = lease.tracestate;
+        void traceparent, tracestate;
         const n: number = lease.attempt;
         await ctx.progress(50, 'half');
         if (ctx.signal.aborted || ctx.cancelRequested) throw ctx.signal.reason;
@@ -68,5 +71,25 @@ void worker.start();
 
 const ev: WebhookEvent = verifyWebhook({ 'webhook-id': 'x' }, '{}', ['whsec_x'], { toleranceSeconds: 60 });
 const evType: string = ev.type;
-const jobUrl: string = ev.data.job;
-void evType, jobUrl;
+const jobUrl: string | undefined = ev.data.job;
+const batchUrl: string | undefined = ev.data.batch;
+void evType, jobUrl, batchUrl;
+
+const batch = await client.submitBatch([{ type: 'image.resize', payload: { n: 1 } }, { type: 'report.export', priority: 'low' }], { callbackUrl: 'https://example.com/hook' });
+const bfinal: BatchData = await batch.wait({ timeout: 60_000, onProgress: (b: BatchData) => void b.counts.succeeded });
+const bstatus: BatchStatus = bfinal.status;
+const bcounts: number = bfinal.counts.succeeded + bfinal.counts.partialSuccess + bfinal.total;
+const bprogress: number = bfinal.progress;
+for await (const j of batch.jobs({ limit: 50 })) void (j.batchId satisfies string | null | undefined);
+await batch.cancel();
+void bstatus, bcounts, bprogress;
+
+const sched: Schedule = await client.schedules.create({ id: 'nightly', cron: '0 3 * * *', timezone: 'Europe/Berlin', job: { type: 'report.export', payload: {} }, overlap: 'skip' });
+const next: string | null = sched.nextRunAt;
+const upcoming: string[] = sched.upcoming;
+const runs: Array<{ fireTime: string; jobId: string }> = sched.recentRuns;
+await client.schedules.update('nightly', { paused: true, timezone: null });
+const triggered: Schedule = await client.schedules.trigger('nightly');
+for await (const s of client.schedules.list()) void (s.id satisfies string);
+await client.schedules.delete('nightly');
+void next, upcoming, runs, triggered;

@@ -162,3 +162,59 @@ describe('Worker', () => {
         assert.ok(h.digest().equals(want), 'the downloaded bytes are the uploaded ones');
     });
 });
+
+// Trace context (docs/tracing.md): a job submitted with a traceparent is leased with its trace; the handler
+// sees it on the job, and each of the worker's calls about the job (heartbeats, the upload's parts, the
+// report) sends the lease's traceparent, as `acceptd worker` does.
+describe('Worker trace context', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon();
+    });
+    after(async () => {
+        await d?.stop();
+    });
+
+    it('hands the lease trace to the handler and sends its traceparent on heartbeats, uploads and reports', { timeout: 120_000 }, async () => {
+        const t = tenant(d);
+        const client = new Client(d.url, t.keys.c);
+        const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+        const parent = `00-${traceId}-00f067aa0ba902b7-01`;
+        const traced = await client.submit('report.export', { n: 1 }, { traceparent: parent, tracestate: 'vendor=x' });
+        const plain = await client.submit('email.send', { n: 2 });
+        const proxy = await startProxy(d.url);
+        const seen = {};
+        const w = new Worker(proxy.url, t.keys.w, {
+            types: ['report.export', 'email.send'],
+            partSize: 1024,
+            waitSeconds: 2,
+            onError: (e) => assert.fail(`worker error: ${e.stack}`),
+            handler: async (job, ctx) => {
+                seen[job.type] = { traceparent: job.traceparent, tracestate: job.tracestate };
+                await ctx.progress(50, 'half');
+                if (job.type === 'report.export') await ctx.uploadArtifact(randomBytes(3000));
+                return job.type === 'report.export' ? undefined : { ok: true };
+            },
+        });
+        w.start();
+        try {
+            assert.equal((await traced.wait({ timeout: 60_000 })).status, 'succeeded');
+            assert.equal((await plain.wait({ timeout: 60_000 })).status, 'succeeded');
+        } finally {
+            await w.stop({ abort: true });
+            await proxy.close();
+        }
+        const tp = seen['report.export'].traceparent;
+        assert.match(tp, new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`), 'the handler sees the job trace');
+        assert.notEqual(tp, parent, "the parent is acceptd's span of the attempt");
+        assert.match(seen['report.export'].tracestate, /^acceptd=[0-9a-f]{16},vendor=x$/);
+        assert.deepEqual(seen['email.send'], { traceparent: undefined, tracestate: undefined });
+        const about = (id) => proxy.log.filter((r) => r.url.startsWith(`/v1/jobs/${id}`));
+        const calls = about(traced.id);
+        const kinds = new Set(calls.map((r) => `${r.method} ${r.url.replace(/^\/v1\/jobs\/[^/:]+/, '')}`));
+        assert.ok(kinds.has('POST :heartbeat') && kinds.has('PUT /result') && kinds.has('POST :complete'), [...kinds].join(', '));
+        for (const r of calls) assert.equal(r.headers.traceparent, tp, `${r.method} ${r.url} carries the lease traceparent`);
+        assert.ok(about(plain.id).length >= 2);
+        for (const r of about(plain.id)) assert.equal(r.headers.traceparent, undefined, 'an untraced job sends none');
+    });
+});

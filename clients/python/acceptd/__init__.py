@@ -6,12 +6,13 @@
 
 See README.md beside this package; the wire protocol is docs/protocol.md in the repository."""
 
+from .batches import Batch, Schedules
 from .client import TERMINAL, Artifact, Client, Job
 from .errors import AcceptdError, DigestMismatch, JobTimeout, ProblemError
 from .version import __version__
 from .webhooks import WebhookVerificationError, verify_webhook
 from .worker import JobContext, PermanentFailure, Worker
 
-__all__ = ["AcceptdError", "Artifact", "Client", "DigestMismatch", "Job", "JobContext", "JobTimeout",
-           "PermanentFailure", "ProblemError", "TERMINAL", "WebhookVerificationError", "Worker", "__version__",
+__all__ = ["AcceptdError", "Artifact", "Batch", "Client", "DigestMismatch", "Job", "JobContext", "JobTimeout",
+           "PermanentFailure", "ProblemError", "Schedules", "TERMINAL", "WebhookVerificationError", "Worker", "__version__",
            "verify_webhook"]

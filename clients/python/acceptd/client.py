@@ -9,7 +9,8 @@ daemon's Repr-Digest as it is read; a download that breaks is resumed with a Ran
 ETag) from the byte where it broke.
 
 Blocking calls on threads, not asyncio: the standard library has no asyncio HTTP client, http.client is
-what urllib itself uses, and the calls of one Client may be made from any number of threads."""
+what urllib itself uses, and the calls of one Client may be made from any number of threads. Batches and
+schedules are in batches.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from ._http import Response, Transport
+from .batches import Batch, Schedules
 from .errors import DigestMismatch, JobTimeout, ProblemError, parse_retry_after
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "partialSuccess"})
@@ -319,6 +321,23 @@ class Client:
 
     def __init__(self, url: str, key: str | None = None, *, timeout: float = 60.0) -> None:
         self.transport = Transport(url, key, timeout)
+        self.schedules = Schedules(self)  # /v1/schedules: create, get, list, update, delete, trigger
+
+    def batch(self, batch_id: str) -> Batch:
+        """A handle on a batch known by id (nothing is fetched)."""
+        return Batch(self, {"id": batch_id})
+
+    def submit_batch(self, jobs: "list[Mapping[str, Any]]", *, callback_url: str | None = None) -> Batch:
+        """Submit up to 1,000 jobs as one batch (POST /v1/batches): all stored in one commit, or none (a 422
+        whose errors point into /jobs/N). Each job is a submit body ({type, payload, ...} in camelCase);
+        callback_url hears the batch's end."""
+        body: dict[str, Any] = {"jobs": [dict(j) for j in jobs]}
+        if callback_url is not None:
+            body["callbackUrl"] = callback_url
+        res = self.transport.request("POST", "/v1/batches", body=body)
+        b = Batch(self, res.json(), res.headers.get("etag"))
+        b.retry_after = parse_retry_after(res.headers.get("retry-after"))
+        return b
 
     def close(self) -> None:
         self.transport.close()
@@ -330,15 +349,20 @@ class Client:
         self.close()
 
     def submit(self, type: str, payload: Mapping[str, Any] | None = None, *, idempotency_key: str | None = None,
-               **options: Any) -> Job:
+               traceparent: str | None = None, tracestate: str | None = None, **options: Any) -> Job:
         """Submit a job (POST /v1/jobs) and return it once stored. options are the request's other members in
         snake_case (priority, callback_url, run_at, max_attempts, timeout_seconds, unique_key, group, ...).
         An Idempotency-Key is made when none is given, so that the submit is retried safely after a dropped
-        connection, a 503 or a 429: one job, however many tries."""
+        connection, a 503 or a 429: one job, however many tries. traceparent and tracestate (the caller's W3C
+        trace context) make the job continue that trace (docs/tracing.md)."""
         body: dict[str, Any] = {"type": type, "payload": dict(payload or {})}
         body.update({_camel(k): v for k, v in options.items() if v is not None})
         key = idempotency_key or f"py-{uuid.uuid4()}"
         h = {"Idempotency-Key": key}
+        if traceparent:
+            h["traceparent"] = traceparent
+            if tracestate:
+                h["tracestate"] = tracestate
         for attempt in range(_SUBMIT_RETRIES + 1):
             try:
                 res = self.transport.request("POST", "/v1/jobs", body=body, headers=h)

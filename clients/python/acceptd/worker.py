@@ -9,7 +9,9 @@ reports; a heartbeat answering cancelRequested sets ctx.cancel_requested (a thre
 handler to notice. The handler's return value is the result; an exception fails the attempt (retried while
 attempts remain, unless it is a PermanentFailure); a handler that saw the cancel and stops (returns or
 raises) gets the cancel acknowledged. ctx.upload_artifact() uploads a file as the result, in parts, and
-resumes from the daemon's offset when a part's answer is lost.
+resumes from the daemon's offset when a part's answer is lost. A traced job's lease carries its trace context
+(docs/tracing.md): the handler sees it as ctx.traceparent and ctx.tracestate, and every call of the worker
+about the job (heartbeats, uploads, the report) sends that traceparent, as `acceptd worker` does.
 
 Threads, not asyncio: handlers are ordinary blocking code (files, subprocesses, HTTP), and a slot per thread
 keeps one job's slowness from holding another's heartbeats."""
@@ -52,6 +54,8 @@ class JobContext:
         self.payload: Any = lease.get("payload")
         self.attempt: int = int(lease.get("attempt", 1))
         self.lease_id: str = lease["leaseId"]
+        self.traceparent: str | None = lease.get("traceparent")
+        self.tracestate: str | None = lease.get("tracestate")
         self.cancel_requested = threading.Event()
         self.lease_lost = threading.Event()
         self.artifact_uploaded = False
@@ -62,6 +66,18 @@ class JobContext:
     @property
     def path(self) -> str:
         return f"/v1/jobs/{self.id}"
+
+    @property
+    def trace_id(self) -> str | None:
+        """The job's W3C trace id, when it is traced."""
+        return self.traceparent.split("-")[1] if self.traceparent else None
+
+    def headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Headers for a call about this job: extra, and the lease's traceparent when the job is traced."""
+        h = dict(extra or {})
+        if self.traceparent:
+            h["traceparent"] = self.traceparent
+        return h
 
     def progress(self, percent: int | None, message: str | None = None) -> None:
         """Report progress (0-100) and a message; sent with the next heartbeat, which comes at once."""
@@ -89,7 +105,7 @@ class JobContext:
                     body["message"] = p[1]
             self._wake.clear()
         try:
-            res = self.worker.transport.request("POST", self.path + ":heartbeat", body=body)
+            res = self.worker.transport.request("POST", self.path + ":heartbeat", body=body, headers=self.headers())
         except ProblemError as e:
             if e.code in ("stale-lease", "not-found", "gone", "illegal-transition"):
                 self.lease_lost.set()
@@ -132,7 +148,7 @@ class JobContext:
                     done.update(part)
                     h["Repr-Digest"] = _b64sha(done)
                 try:
-                    res = self.worker.transport.request("PUT", self.path + "/result", raw=part, headers=h)
+                    res = self.worker.transport.request("PUT", self.path + "/result", raw=part, headers=self.headers(h))
                 except (ProblemError, OSError, http.client.HTTPException) as e:
                     if isinstance(e, ProblemError) and e.code != "upload-offset-mismatch":
                         raise
@@ -161,7 +177,7 @@ class JobContext:
                 f.close()
 
     def _upload_offset(self) -> int:
-        res = self.worker.transport.request("HEAD", self.path + "/result", headers={"Lease-Id": self.lease_id})
+        res = self.worker.transport.request("HEAD", self.path + "/result", headers=self.headers({"Lease-Id": self.lease_id}))
         return int(res.headers.get("upload-offset", "0"))
 
 
@@ -238,7 +254,7 @@ class Worker:
                 continue
             lease = pending.pop(0)
             if not self._more():
-                self._report(lease["id"], ":release", {"leaseId": lease["leaseId"]}, False)
+                self._report(lease["id"], ":release", {"leaseId": lease["leaseId"]}, False, lease.get("traceparent"))
                 continue
             pending.extend(self._run(lease))
 
@@ -264,27 +280,30 @@ class Worker:
         if ctx.lease_lost.is_set():
             return []  # another worker has it, or it ended: nothing of ours to report
         if ctx.cancel_requested.is_set():
-            return self._report(ctx.id, ":cancel", {"leaseId": ctx.lease_id}, False)
+            return self._report(ctx.id, ":cancel", {"leaseId": ctx.lease_id}, False, ctx.traceparent)
         if error is not None:
             problem = {"type": "https://acceptd.dev/problems/handler-error", "title": "The handler raised",
                        "status": 500, "detail": f"{type(error).__name__}: {error}"[:2000],
                        "traceback": "".join(traceback.format_exception(error))[-4000:]}
             body = {"leaseId": ctx.lease_id, "error": problem, "retryable": not isinstance(error, PermanentFailure)}
-            return self._report(ctx.id, ":fail", body, True)
+            return self._report(ctx.id, ":fail", body, True, ctx.traceparent)
         body = {"leaseId": ctx.lease_id}
         if ctx.artifact_uploaded:
             body["artifact"] = True
         else:
             body["result"] = result
-        return self._report(ctx.id, ":complete", body, True)
+        return self._report(ctx.id, ":complete", body, True, ctx.traceparent)
 
-    def _report(self, job_id: str, verb: str, body: dict[str, Any], with_next: bool) -> list[dict[str, Any]]:
+    def _report(self, job_id: str, verb: str, body: dict[str, Any], with_next: bool,
+                traceparent: str | None = None) -> list[dict[str, Any]]:
+        h = {"Prefer": "return=minimal"}
+        if traceparent:
+            h["traceparent"] = traceparent
         if with_next and self._more():
             body = dict(body, next=self._lease_body())
         for attempt in range(3):
             try:
-                res = self.transport.request("POST", f"/v1/jobs/{job_id}{verb}", body=body,
-                                             headers={"Prefer": "return=minimal"})
+                res = self.transport.request("POST", f"/v1/jobs/{job_id}{verb}", body=body, headers=h)
                 doc = res.json() or {}
                 word = _DONE.get(verb, verb[1:])
                 self.log(f"{job_id}: {word} ({res.status}), now {(doc.get('job') or doc).get('status', '?')}")

@@ -120,6 +120,50 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(bad.data["attempt"], 1, "a PermanentFailure uses no more attempts")
         self.assertIn("bad input", bad.data["error"]["detail"])
 
+    def test_trace_context_reaches_the_handler_and_goes_on_each_call(self) -> None:
+        """A job submitted with a traceparent is leased with its trace (docs/tracing.md): the handler sees it
+        as ctx.traceparent, and the worker's calls about the job (heartbeats, upload parts, the report) send
+        that traceparent; an untraced job's calls send none."""
+        ck, wk, _ = d.tenant()
+        c = Client(d.url, ck)
+        self.addCleanup(c.close)
+        trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        parent = f"00-{trace}-00f067aa0ba902b7-01"
+        seen: dict[str, tuple[str | None, str | None, str | None]] = {}
+
+        def handler(ctx: JobContext) -> Any:
+            seen[ctx.type] = (ctx.traceparent, ctx.tracestate, ctx.trace_id)
+            ctx.heartbeat(50, "half")
+            if ctx.type == "file.make":
+                ctx.upload_artifact(b"x" * 3000, part_bytes=1024)
+                return None
+            return {"ok": True}
+
+        proxy = Proxy(d.url)
+        self.addCleanup(proxy.close)
+        traced = c.submit("file.make", {}, traceparent=parent, tracestate="vendor=x")
+        plain = c.submit("report.export", {})
+        w = Worker(proxy.url, wk, ["file.make", "report.export"], handler, lease_seconds=30, wait_seconds=1).start()
+        self.addCleanup(w.stop)
+        self.assertEqual(traced.wait(timeout=60).status, "succeeded")
+        self.assertEqual(plain.wait(timeout=60).status, "succeeded")
+        w.stop()
+        tp, ts, tid = seen["file.make"]
+        assert tp is not None and ts is not None
+        self.assertRegex(tp, rf"^00-{trace}-[0-9a-f]{{16}}-01$")
+        self.assertNotEqual(tp, parent, "the parent is acceptd's span of the attempt")
+        self.assertRegex(ts, r"^acceptd=[0-9a-f]{16},vendor=x$")
+        self.assertEqual(tid, trace)
+        self.assertEqual(seen["report.export"], (None, None, None))
+        calls = [r for r in proxy.log if r["path"].startswith(f"/v1/jobs/{traced.id}")]
+        kinds = {(r["method"], r["path"][len(f"/v1/jobs/{traced.id}"):]) for r in calls}
+        self.assertTrue({("POST", ":heartbeat"), ("PUT", "/result"), ("POST", ":complete")} <= kinds, kinds)
+        for r in calls:
+            self.assertEqual(r["headers"].get("traceparent"), tp, (r["method"], r["path"]))
+        plain_calls = [r for r in proxy.log if r["path"].startswith(f"/v1/jobs/{plain.id}")]
+        self.assertGreaterEqual(len(plain_calls), 2)
+        self.assertTrue(all("traceparent" not in r["headers"] for r in plain_calls))
+
 
 if __name__ == "__main__":
     unittest.main()
