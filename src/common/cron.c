@@ -178,7 +178,7 @@ struct ad_cron *ad_cron_parse(const char *expr, char *why, size_t whylen)
     while (isspace((unsigned char)*expr))
         expr++;
     if (expr[0] == '@') {
-        size_t len = strcspn(expr, " \t\r\n");
+        size_t len = strcspn(expr, " \t\r\n\v\f");
         const char *rest = expr + len;
         while (isspace((unsigned char)*rest))
             rest++;
@@ -187,9 +187,9 @@ struct ad_cron *ad_cron_parse(const char *expr, char *why, size_t whylen)
                 return ad_cron_parse(macros[i].expr, why, whylen);
         }
         snprintf(why, whylen,
-                 "'%.32s': the names are @yearly, @annually, @monthly, @weekly, @daily, @midnight "
+                 "'%.*s': the names are @yearly, @annually, @monthly, @weekly, @daily, @midnight "
                  "and @hourly",
-                 expr);
+                 (int)(len < 32 ? len : 32), expr);
         return NULL;
     }
     const char *start[F__COUNT + 1];

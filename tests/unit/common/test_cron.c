@@ -249,6 +249,7 @@ static void test_refused(void **state)
         {"@reboot", "the names are"},
         {"@daily 5", "the names are"},
         {"@every 5m", "the names are"},
+        {"@\nolury\x01", "the names are"}, /* the name is quoted, not what follows it (a newline) */
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         char why[256] = "";
