@@ -5,7 +5,6 @@
  * and all submit jobs. A request reaches its handler only after its key and role were checked.
  */
 #include "api/api_int.h"
-#include "core/schedules.h"
 #include "core/queues.h"
 #include "job/job.h"
 #include "common/json.h"
@@ -784,22 +783,6 @@ static int metrics_send(struct ad_request *r)
     struct ad_buf b;
     ad_buf_init(&b, 16 << 20);
     ad_metrics_render(&b, AD_VERSION, AD_COMMIT, gauges, sizeof(gauges) / sizeof(gauges[0]));
-    struct ad_schedule_stats ss;
-    ad_schedules_stats(&ss);
-    const struct {
-        const char *name, *help;
-        uint64_t v;
-    } sched[] = {
-        {"acceptd_schedule_fires_total", "Schedule runs that made a job, on this node.", ss.fires},
-        {"acceptd_schedule_skips_total",
-         "Schedule fire times skipped on this node: by the overlap policy, or missed past the catch-up window.",
-         ss.skips},
-        {"acceptd_schedule_catchups_total", "Missed schedule fire times run late, within the catch-up window.",
-         ss.catchups},
-    };
-    for (size_t i = 0; i < sizeof(sched) / sizeof(sched[0]); i++)
-        ad_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", sched[i].name, sched[i].help, sched[i].name,
-                      sched[i].name, (unsigned long long)sched[i].v);
     int rc = ad_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
     ad_buf_free(&b);
     return rc;

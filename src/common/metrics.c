@@ -43,6 +43,7 @@ static struct hist webhook_hist = {"acceptd_webhook_delivery_duration_seconds",
 static uint64_t leases_granted, leases_expired, leases_handed_off, rate_limited; /* event loop thread */
 static uint64_t store_errors;                                                    /* atomic */
 static uint64_t trace_spans[AD_METRICS_SPANS__COUNT];                            /* atomic */
+static uint64_t schedule_events[AD_METRICS_SCHED__COUNT];                        /* atomic */
 static uint64_t webhook_outcomes[AD_METRICS_WH__COUNT];                          /* atomic */
 static const char *const webhook_outcome_names[AD_METRICS_WH__COUNT] = {"delivered", "retrying", "dead"};
 
@@ -158,6 +159,11 @@ void ad_metrics_commit(size_t n, double seconds)
 void ad_metrics_trace_spans(enum ad_metrics_spans what, size_t n)
 {
     __atomic_add_fetch(&trace_spans[what], (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+void ad_metrics_schedule(enum ad_metrics_schedule what, size_t n)
+{
+    __atomic_add_fetch(&schedule_events[what], (uint64_t)n, __ATOMIC_RELAXED);
 }
 
 void ad_metrics_store_error(void)
@@ -334,4 +340,11 @@ void ad_metrics_render(struct ad_buf *b, const char *version, const char *commit
             load(&trace_spans[AD_METRICS_SPANS_DROPPED]));
     counter(b, "acceptd_trace_exports_failed_total", "Export requests the collector failed or did not answer.",
             load(&trace_spans[AD_METRICS_SPANS_EXPORT_FAILED]));
+    counter(b, "acceptd_schedule_fires_total", "Schedule runs that made a job, on this node.",
+            load(&schedule_events[AD_METRICS_SCHED_FIRES]));
+    counter(b, "acceptd_schedule_skips_total",
+            "Schedule fire times skipped on this node: by the overlap policy, or missed past the catch-up window.",
+            load(&schedule_events[AD_METRICS_SCHED_SKIPS]));
+    counter(b, "acceptd_schedule_catchups_total", "Missed schedule fire times run late, within the catch-up window.",
+            load(&schedule_events[AD_METRICS_SCHED_CATCHUPS]));
 }

@@ -58,6 +58,15 @@ enum ad_metrics_spans {
     AD_METRICS_SPANS__COUNT
 };
 void ad_metrics_trace_spans(enum ad_metrics_spans what, size_t n);
+/* Schedules (core/schedules.h), writer thread: n fire times that made a job, skipped (by the overlap policy, or
+ * missed past the catch-up window), or run late within the catch-up window. */
+enum ad_metrics_schedule {
+    AD_METRICS_SCHED_FIRES,
+    AD_METRICS_SCHED_SKIPS,
+    AD_METRICS_SCHED_CATCHUPS,
+    AD_METRICS_SCHED__COUNT
+};
+void ad_metrics_schedule(enum ad_metrics_schedule what, size_t n);
 
 /* A gauge whose value the caller reads at scrape time. */
 struct ad_metrics_gauge {

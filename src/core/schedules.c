@@ -11,12 +11,12 @@
 #include "core/schedules.h"
 #include "common/cron.h"
 #include "common/json.h"
+#include "common/metrics.h"
 #include "common/timer.h"
 #include "common/tz.h"
 #include "core/core.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,15 +31,6 @@
 #define DEFAULT_CATCHUP_MS 60000
 /* The runAt of a bufferOne run held behind a running one: 9999-12-31T23:59:59Z, until it is released. */
 #define HOLD_AT INT64_C(253402300799000)
-
-static atomic_uint_fast64_t n_fires, n_skips, n_catchups;
-
-void ad_schedules_stats(struct ad_schedule_stats *out)
-{
-    out->fires = atomic_load(&n_fires);
-    out->skips = atomic_load(&n_skips);
-    out->catchups = atomic_load(&n_catchups);
-}
 
 /* ---- time zones, loaded once per name and kept (immutable, shared by threads) ---- */
 
@@ -426,7 +417,7 @@ static void recent_add(struct ad_schedule *s, int64_t fire, const char *job_id)
 static void count_skip(struct ad_schedule *s, int64_t n)
 {
     s->skips += n;
-    atomic_fetch_add(&n_skips, (uint64_t)n);
+    ad_metrics_schedule(AD_METRICS_SCHED_SKIPS, (size_t)n);
 }
 
 /* The id of the run before the latest in s's recent runs (heap), or NULL. */
@@ -528,10 +519,10 @@ static ad_err fire_one(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
         s->last_job = job_id;
         recent_add(s, fire, job_id);
         s->fires++;
-        atomic_fetch_add(&n_fires, 1);
+        ad_metrics_schedule(AD_METRICS_SCHED_FIRES, 1);
         if (fire < engine_started) {
             s->catchups++;
-            atomic_fetch_add(&n_catchups, 1);
+            ad_metrics_schedule(AD_METRICS_SCHED_CATCHUPS, 1);
         }
     } else {
         free(job_id);

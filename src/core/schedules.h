@@ -85,11 +85,4 @@ void ad_schedules_wake(int64_t at);
  * ended, its bufferOne run held behind it starts now. */
 void ad_schedules_job_event(const struct ad_job *j);
 
-/* Counters since start: runs that made a job, fire times skipped (overlap, or missed past the window), and the
- * missed fire times that ran late (catch-ups). Any thread. */
-struct ad_schedule_stats {
-    uint64_t fires, skips, catchups;
-};
-void ad_schedules_stats(struct ad_schedule_stats *out);
-
 #endif
