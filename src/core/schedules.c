@@ -3,10 +3,11 @@
  * the engine that fires it (schedules.h says how a fire time is taken exactly once).
  *
  * A fire makes its job as a submit would (ad_submit_op, applied nested in the fire's transaction), with
- * "schedule": {"id", "fireTime"} on it; cancelOther cancels the previous job the same way (ad_cancel_op). The
- * overlap policy looks at the schedule's last job only. Time zones and cron expressions come from common/tz.h and
- * common/cron.h; zones are loaded once per name and kept. This file does not parse HTTP nor check job templates
- * (api/api_schedules.c does, as a submit would), and keeps nothing per future fire time.
+ * "schedule": {"id", "fireTime"} on it and, when export is on, a trace of its own (core/tracer.h); cancelOther
+ * cancels the previous job the same way (ad_cancel_op). The overlap policy looks at the schedule's last job only. Time
+ * zones and cron expressions come from common/tz.h and common/cron.h; zones are loaded once per name and kept. This
+ * file does not parse HTTP nor check job templates (api/api_schedules.c does, as a submit would), and keeps nothing per
+ * future fire time.
  */
 #include "core/schedules.h"
 #include "common/cron.h"
