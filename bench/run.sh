@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-BENCHES=(http batch workers groups webhooks sse cluster dashboard submit-clients artifacts scale bulk)
+BENCHES=(http batch workers groups webhooks sse cluster dashboard submit-clients artifacts scale bulk tracing)
 [ "$#" -gt 0 ] && BENCHES=("$@")
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

@@ -99,6 +99,14 @@ static void create_done(struct ad_op *op)
             ad_api_fail(r, e);
         return;
     }
+    /* Each job's spans, as a submit's (api_trace.c): children of the submitter's span, which all share. */
+    struct ad_trace_ctx sub;
+    const char *parent = ad_traceparent_parse(ad_http_get_str(r->req, "traceparent"), &sub) == 0 ? sub.span_id : "";
+    for (size_t i = 0; i < op->nchanged; i++) {
+        struct ad_entry *e = ad_op_published(op, i);
+        if (e != NULL && e->job->batch_id != NULL && strcmp(e->job->batch_id, x->batch->id) == 0)
+            ad_api_trace_submitted(e->job, "POST /v1/batches", parent, e->job->created_at);
+    }
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_batch_render(x->batch, &b);

@@ -33,32 +33,7 @@ void ad_api_trace_begin(struct ad_request *r, struct ad_job *job, char parent[AD
 
 void ad_api_trace_submitted(const struct ad_job *j, const char *route, const char *parent, int64_t start_ms)
 {
-    struct ad_trace_ctx ctx;
-    if (!ad_tracer_on() || ad_tracer_job_ctx(j, &ctx) != 0)
-        return;
-    int64_t now = ad_now_ms();
-    struct ad_span_info s = {
-        .trace = &ctx,
-        .kind = AD_SPAN_SERVER,
-        .name = route,
-        .span = ctx.span_id,
-        .parent = parent,
-        .start_ms = start_ms,
-        .end_ms = now,
-        .job_id = j->id,
-        .type = j->type,
-        .tenant = j->tenant,
-    };
-    ad_tracer_span(&s);
-    char span[AD_SPAN_ID_HEX + 1], name[160];
-    ad_trace_new_span_id(span);
-    snprintf(name, sizeof(name), "send %.128s", j->type);
-    s.kind = AD_SPAN_PRODUCER;
-    s.name = name;
-    s.span = span;
-    s.parent = ctx.span_id;
-    s.start_ms = j->created_at;
-    ad_tracer_span(&s);
+    ad_tracer_submitted(j, route, parent, start_ms);
 }
 
 void ad_api_trace_lease(struct ad_buf *b, const struct ad_job *j)

@@ -598,6 +598,9 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
             at != NULL ? ad_asprintf("%.*s%s%s", (int)(at - old->resource), old->resource, j->id, at + strlen(old->id))
                        : ad_strdup(old->resource);
     }
+    /* The new job continues the trace of the one it retries (docs/tracing.md). */
+    char trace_parent[AD_SPAN_ID_HEX + 1];
+    int traced = ad_tracer_made(j, old, trace_parent) == 0;
     ad_job_free(old);
     x->job = j;
     struct ad_event_prev prev;
@@ -605,6 +608,8 @@ static ad_err retry_apply(struct ad_op *op, struct ad_conn *c)
     e = log_event(c, j, &prev, st->job_insert(c, j));
     if (e == AD_E_OK)
         ad_op_changed(op, &x->job);
+    if (e == AD_E_OK && traced)
+        ad_tracer_submitted(j, NULL, trace_parent, x->now);
     return e;
 }
 

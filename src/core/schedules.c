@@ -3,10 +3,11 @@
  * the engine that fires it (schedules.h says how a fire time is taken exactly once).
  *
  * A fire makes its job as a submit would (ad_submit_op, applied nested in the fire's transaction), with
- * "schedule": {"id", "fireTime"} on it; cancelOther cancels the previous job the same way (ad_cancel_op). The
- * overlap policy looks at the schedule's last job only. Time zones and cron expressions come from common/tz.h and
- * common/cron.h; zones are loaded once per name and kept. This file does not parse HTTP nor check job templates
- * (api/api_schedules.c does, as a submit would), and keeps nothing per future fire time.
+ * "schedule": {"id", "fireTime"} on it and, when export is on, a trace of its own (core/tracer.h); cancelOther
+ * cancels the previous job the same way (ad_cancel_op). The overlap policy looks at the schedule's last job only. Time
+ * zones and cron expressions come from common/tz.h and common/cron.h; zones are loaded once per name and kept. This
+ * file does not parse HTTP nor check job templates (api/api_schedules.c does, as a submit would), and keeps nothing per
+ * future fire time.
  */
 #include "core/schedules.h"
 #include "common/cron.h"
@@ -15,6 +16,7 @@
 #include "common/timer.h"
 #include "common/tz.h"
 #include "core/core.h"
+#include "core/tracer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -510,10 +512,15 @@ static ad_err fire_one(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
     ad_buf_append(&b, "", 1);
     j->schedule = ad_strdup(b.data);
     ad_buf_free(&b);
+    /* Each fire starts a trace of its own (docs/tracing.md), its job's span a root. */
+    char trace_parent[AD_SPAN_ID_HEX + 1];
+    int traced = ad_tracer_made(j, NULL, trace_parent) == 0;
     char *job_id = ad_strdup(j->id);
     struct ad_submit_op *sub = ad_submit_op_new();
     sub->job = j;
     ad_err e = apply_nested(outer, &sub->op, c, ns, &ok);
+    if (e == AD_E_OK && ok && traced && !sub->deduplicated && sub->job != NULL)
+        ad_tracer_submitted(sub->job, NULL, trace_parent, now);
     if (e == AD_E_OK && ok) {
         free(s->last_job);
         s->last_job = job_id;

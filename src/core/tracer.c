@@ -128,6 +128,58 @@ void ad_tracer_span(const struct ad_span_info *in)
     }
 }
 
+int ad_tracer_made(struct ad_job *j, const struct ad_job *from, char parent[AD_SPAN_ID_HEX + 1])
+{
+    struct ad_trace_ctx ctx;
+    const char *ts = NULL;
+    if (from != NULL && ad_tracer_job_ctx(from, &ctx) == 0) {
+        memcpy(parent, ctx.span_id, AD_SPAN_ID_HEX + 1);
+        ad_trace_new_span_id(ctx.span_id);
+        ts = from->tracestate;
+    } else if (ad_tracer_begin(NULL, &ctx, parent) != 0) {
+        parent[0] = '\0';
+        return -1;
+    }
+    char text[AD_TRACEPARENT_LEN + 1];
+    ad_traceparent_format(&ctx, text);
+    ad_job_set(&j->traceparent, text);
+    ad_job_set(&j->tracestate, ts);
+    return 0;
+}
+
+void ad_tracer_submitted(const struct ad_job *j, const char *route, const char *parent, int64_t start_ms)
+{
+    struct ad_trace_ctx ctx;
+    if (!tr.on || ad_tracer_job_ctx(j, &ctx) != 0)
+        return;
+    char name[160], span[AD_SPAN_ID_HEX + 1];
+    snprintf(name, sizeof(name), "send %.128s", j->type);
+    struct ad_span_info s = {
+        .trace = &ctx,
+        .kind = AD_SPAN_PRODUCER,
+        .name = name,
+        .span = ctx.span_id,
+        .parent = parent,
+        .start_ms = start_ms,
+        .end_ms = ad_now_ms(),
+        .job_id = j->id,
+        .type = j->type,
+        .tenant = j->tenant,
+    };
+    if (route != NULL) {
+        s.kind = AD_SPAN_SERVER;
+        s.name = route;
+        ad_tracer_span(&s);
+        ad_trace_new_span_id(span);
+        s.kind = AD_SPAN_PRODUCER;
+        s.name = name;
+        s.span = span;
+        s.parent = ctx.span_id;
+        s.start_ms = j->created_at;
+    }
+    ad_tracer_span(&s);
+}
+
 void ad_tracer_attempt(const struct ad_job *j, int64_t ended_at, const char *outcome)
 {
     struct ad_trace_ctx ctx;

@@ -66,6 +66,18 @@ struct ad_span_info {
 void ad_tracer_span(const struct ad_span_info *s);
 /* The trace context of job j (its traceparent parsed): 0, or -1 when it has none. */
 int ad_tracer_job_ctx(const struct ad_job *j, struct ad_trace_ctx *out);
+/*
+ * The trace of a job acceptd makes itself, not from a request's headers (docs/tracing.md): a :retry's new job
+ * continues the trace of from, the job it retries (the same trace id and sampled flag, a new span id whose parent
+ * is from's span; from's tracestate); a schedule's fire (from NULL), or a retry of a job without a trace, starts a
+ * new trace when export is on and has none otherwise. Sets j's traceparent and tracestate, and parent to the span
+ * the job's own continues ("" for a new trace). 0, or -1 when the job has no trace.
+ */
+int ad_tracer_made(struct ad_job *j, const struct ad_job *from, char parent[AD_SPAN_ID_HEX + 1]);
+/* The spans of a stored new job j's making: with route (a submit's, "POST /v1/jobs"), the submit (SERVER, the
+ * job's span, a child of parent) and the enqueue (PRODUCER) beneath it; with route NULL (a job acceptd made,
+ * ad_tracer_made), the enqueue alone, as the job's span, a child of parent. From start_ms to now. Any thread. */
+void ad_tracer_submitted(const struct ad_job *j, const char *route, const char *parent, int64_t start_ms);
 /* The span of the attempt of j that just ended (j still holds its lease id and start), ended_at, with the outcome
  * of its history row ("succeeded", "failed", "retrying", "expired", "released", "cancelled", ...). The writer
  * thread, inside the change's transaction. */

@@ -294,7 +294,7 @@ struct pg_prefetch {
 
 /* ---- parameters and rows ---- */
 
-#define PG_MAX_PARAMS 40
+#define PG_MAX_PARAMS 48 /* a job insert with its turn takes 41 (store_pg.c, write_job) */
 
 /* Parameters in text format; numbers are formatted into num. NULL values are SQL NULLs. */
 struct pg_params {

@@ -213,6 +213,28 @@ describe('trace context: kept with the job and handed on', () => {
     });
 });
 
+describe('trace context of the jobs acceptd makes itself (no export)', () => {
+    let d;
+    before(async () => {
+        d = await startDaemon();
+    });
+    after(() => d?.stop());
+
+    it('a :retry\'s job continues the trace of the job it retries, with its tracestate', async () => {
+        const t = tenant(d);
+        const old = (await submit(t.c, { type: 'email.send', payload: {} }, { headers: { traceparent: TP, tracestate: 'congo=1' } })).json.id;
+        expectStatus(await t.c.del(`/v1/jobs/${old}`), 200);
+        const id = expectStatus(await t.c.post(`/v1/jobs/${old}:retry`), 202).json.id;
+        assert.notEqual(id, old);
+        const l = await leaseOne(t.w, 'email.send', { expectId: id });
+        const a = parseTp(l.traceparent);
+        assert.equal(a.trace, TRACE, 'the retried job\'s trace');
+        assert.equal(a.flags, '01');
+        assert.equal(l.tracestate, `acceptd=${a.parent},congo=1`);
+        assert.equal((await getJob(t.c, id)).traceId, TRACE);
+    });
+});
+
 // ---- export ----
 
 /** An OTLP/HTTP receiver on loopback: each POST /v1/traces body decoded with OpenTelemetry's protos. */
@@ -364,6 +386,100 @@ describe('trace export over OTLP/HTTP', () => {
         const m = expectStatus(await api(d, 'adm').get('/metrics'), 200).text;
         assert.ok(metric(m, 'acceptd_trace_spans_exported_total') >= col.spans.length, m);
         assert.equal(metric(m, 'acceptd_trace_spans_dropped_total'), 0);
+    });
+});
+
+describe('trace export: the jobs of a batch, a :retry and a schedule\'s fire', () => {
+    let col, d;
+    before(async () => {
+        col = await startCollector();
+        d = await startDaemon({ config: `${standardConfig()}tracing:\n  otlpEndpoint: ${col.url}\n  sampleRatio: 1\n` });
+    });
+    after(async () => {
+        await d?.stop();
+        await col?.close();
+    });
+    const spansOf = (id) => col.spans.filter((s) => s.attrs['messaging.message.id'] === id);
+    const byKind = (ss, k) => ss.filter((s) => s.kind === k);
+    /** Wait until job id has a CONSUMER span exported (its attempt ended), then return its spans. */
+    async function exported(id) {
+        await waitUntil(async () => null, () => byKind(spansOf(id), 5).length >= 1 && byKind(spansOf(id), 4).length >= 1,
+            { timeoutMs: 10_000 * SLOW, what: `the spans of ${id} (have ${col.spans.length}; ${col.errors.join(' / ').slice(0, 2000)})` });
+        assert.deepEqual(col.errors, []);
+        return spansOf(id);
+    }
+
+    it('POST /v1/batches: each job a submit span, child of the submitter\'s, and an enqueue beneath it', async () => {
+        const t = tenant(d);
+        const res = expectStatus(await t.c.req('POST', '/v1/batches', { body: { jobs: [{ type: 'video.transcode', payload: { sourceUrl: 'x' } }, { type: 'video.transcode', payload: { sourceUrl: 'y' } }] }, headers: { traceparent: TP } }), 202);
+        const leased = expectStatus(await lease(t.w, 'video.transcode', { max: 2 }), 200).json.leases;
+        assert.equal(leased.length, 2, JSON.stringify(res.json));
+        const servers = new Set();
+        for (const l of leased) {
+            await complete(t.w, l.job.id, l.leaseId);
+            const ss = await exported(l.job.id);
+            assert.ok(ss.every((s) => s.traceId === TRACE));
+            const server = byKind(ss, 2);
+            assert.equal(server.length, 1);
+            assert.equal(server[0].name, 'POST /v1/batches');
+            assert.equal(server[0].parentSpanId, CLIENT_SPAN);
+            assert.equal(byKind(ss, 4)[0].parentSpanId, server[0].spanId);
+            assert.equal(byKind(ss, 5)[0].parentSpanId, server[0].spanId);
+            assert.equal(byKind(ss, 5)[0].spanId, parseTp(l.traceparent).parent);
+            servers.add(server[0].spanId);
+        }
+        assert.equal(servers.size, 2, 'a submit span per job');
+    });
+
+    it('a :retry\'s job: an enqueue span in the retried job\'s trace, a child of its submit span', async () => {
+        const t = tenant(d);
+        const old = (await submit(t.c, { type: 'email.send', payload: {} }, { headers: { traceparent: TP } })).json.id;
+        const l0 = await leaseOne(t.w, 'email.send', { expectId: old });
+        await fail(t.w, old, l0.leaseId, { retryable: false });
+        await waitUntil(() => getJob(t.c, old), (j) => j?.status === 'failed', { what: 'the job to fail' });
+        const id = expectStatus(await t.c.post(`/v1/jobs/${old}:retry`), 202).json.id;
+        const l = await leaseOne(t.w, 'email.send', { expectId: id });
+        await complete(t.w, id, l.leaseId);
+        const oldServer = byKind(await exported(old), 2)[0];
+        const ss = await exported(id);
+        assert.ok(ss.every((s) => s.traceId === TRACE), 'one trace with the retried job');
+        assert.equal(byKind(ss, 2).length, 0, 'no request of the submitter\'s made this job');
+        const producer = byKind(ss, 4);
+        assert.equal(producer.length, 1);
+        assert.equal(producer[0].name, 'send email.send');
+        assert.equal(producer[0].parentSpanId, oldServer.spanId);
+        const [consumer] = byKind(ss, 5);
+        assert.equal(consumer.parentSpanId, producer[0].spanId);
+        assert.equal(consumer.spanId, parseTp(l.traceparent).parent);
+        assert.equal(consumer.attrs['messaging.destination.name'], 'email.send');
+        assert.equal(consumer.attrs['acceptd.tenant'], t.name);
+    });
+
+    it('a schedule\'s fire: a new trace per fire, rooted at the job\'s enqueue span', async () => {
+        const t = tenant(d);
+        expectStatus(await t.c.post('/v1/schedules', { id: 'traced', every: '1s', overlap: 'allow', job: { type: 'image.resize', payload: {} } }), 201);
+        const traces = new Set();
+        for (let i = 0; i < 2; i++) {
+            const l = await leaseOne(t.w, 'image.resize', { wait: 10 });
+            assert.equal(l.job.schedule.id, 'traced');
+            const tp = parseTp(l.traceparent);
+            assert.equal(tp.flags, '01');
+            await complete(t.w, l.job.id, l.leaseId);
+            const ss = await exported(l.job.id);
+            assert.ok(ss.every((s) => s.traceId === tp.trace));
+            assert.equal(byKind(ss, 2).length, 0);
+            const [producer] = byKind(ss, 4);
+            assert.equal(byKind(ss, 4).length, 1);
+            assert.equal(producer.parentSpanId, undefined, 'the fire starts the trace');
+            assert.equal(producer.name, 'send image.resize');
+            assert.equal(producer.attrs['messaging.message.id'], l.job.id);
+            assert.equal(producer.attrs['acceptd.tenant'], t.name);
+            assert.equal(byKind(ss, 5)[0].parentSpanId, producer.spanId);
+            assert.equal(byKind(ss, 5)[0].spanId, tp.parent);
+            traces.add(tp.trace);
+        }
+        assert.equal(traces.size, 2, 'a trace per fire');
+        expectStatus(await t.c.del('/v1/schedules/traced'), 204);
     });
 });
 
