@@ -10,10 +10,12 @@
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
  * A batch is read from its row (one row, whatever its size), and its answer (body and ETag) kept in a small
  * direct-mapped cache on the event loop until a change of one of its jobs is published (ad_api_batches_changed,
- * from the hub's event listener): every change of its counts is the change of a job of it. A read that began
- * before such a change fills nothing (the slot's generation moved). In cluster mode nothing is cached: the event
- * listener hears this node's own changes only once the follower has read them back, so a cached answer could
- * outlive the commit that changed it. Another tenant's batch is not found. An item may not carry what makes a submit
+ * the hub's published listener): every change of its counts is the change of a job of it, in the same commit. A
+ * job is published when this node commits it and, in cluster mode, when the follower reads another node's change
+ * (hub/cluster.c), the moment the job's own cached answer is replaced: a batch's answer is as fresh as its jobs'.
+ * A read that began before such a change fills nothing (the slot's generation moved); one that read the row before
+ * a commit and came back before its publish is dropped by that publish. An expired batch is not answered from the
+ * cache. Another tenant's batch is not found. An item may not carry what makes a submit
  * answer another job than a new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own: the batch's callbackUrl
  * hears of its end.
  */
@@ -21,7 +23,6 @@
 #include "common/json.h"
 #include "core/batches.h"
 #include "core/deps.h"
-#include "hub/cluster.h"
 #include "hub/hub.h"
 
 #include <stdio.h>
@@ -246,7 +247,7 @@ static void send_batch(struct ad_request *r, const struct ad_batch *batch, uint6
         .body = b.data, .len = b.len, .running = ad_batch_status(batch) == AD_RUNNING, .expires_at = batch->expires_at};
     ad_etag(b.data, b.len, c.etag);
     size_t s = cache_slot(batch->id);
-    if (cache_gen[s] == gen && !ad_cluster_enabled() && ad_json_end(&b) == 0) {
+    if (cache_gen[s] == gen && ad_json_end(&b) == 0) {
         cache_drop(s);
         c.id = ad_strdup(batch->id);
         c.tenant = ad_strdup(batch->tenant);

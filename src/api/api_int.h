@@ -272,7 +272,7 @@ int ad_api_batch_cancel(struct ad_request *r);
  * of its batch read it again. */
 int ad_api_batch_events(struct ad_request *r);
 void ad_api_batch_events_changed(const struct ad_job *j);
-/* A job's change was published (the hub's event listener): the cached answer of its batch, if any, is stale. */
+/* A job's change was published (the hub's published listener): the cached answer of its batch, if any, is stale. */
 void ad_api_batches_changed(const struct ad_job *j);
 /* GET /v1/operations/{id} of a batch (bat_...): its AIP-151 view. */
 int ad_api_batch_operation(struct ad_request *r);

@@ -426,9 +426,12 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
         ad_metrics_jobs_changed();
         enum ad_status prev_status = prev != NULL ? prev->status : AD_STATUS__COUNT;
         const struct ad_job *j = e->job;
-        for (size_t i = 0; i < nlisteners; i++)
+        for (size_t i = 0; i < nlisteners; i++) {
             if (listeners[i]->changed != NULL)
                 listeners[i]->changed(j->tenant);
+            if (listeners[i]->published != NULL)
+                listeners[i]->published(j);
+        }
         if (ad_cluster_enabled())
             ad_cluster_changed(); /* the change streams follow the store's seq order (cluster.c) */
         else

@@ -40,6 +40,9 @@ extern struct ad_hub ad_hub;
 struct ad_hub_listener {
     /* A job of tenant changed. */
     void (*changed)(const char *tenant);
+    /* Job j changed, as soon as it is published: this node's commit as it commits, another node's as the cluster
+     * follower reads it (the same moment the job's cached answer is replaced), not in seq order. */
+    void (*published)(const struct ad_job *j);
     /* A committed change with its rendered representation, in the store's seq order (the cluster follower
      * delivers them on a shared store, publish on a node of its own). */
     void (*event)(const struct ad_job *j, const char *body, size_t len);
