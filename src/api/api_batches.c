@@ -335,7 +335,7 @@ static void send_jobs(struct ad_request *r, struct ad_batches_op *x)
 
 /* AD_E_OK while the batch is live, AD_E_GONE in its tombstone period (as a job's, api_jobs.c), then
  * AD_E_NOT_FOUND (the sweep deletes its row by then). */
-static ad_err expiry_state(const struct ad_batch *b)
+ad_err ad_api_batch_expiry_state(const struct ad_batch *b)
 {
     int64_t now = ad_now_ms();
     if (b->expires_at == 0 || now < b->expires_at)
@@ -346,7 +346,7 @@ static ad_err expiry_state(const struct ad_batch *b)
 static void answer(struct ad_request *r, struct ad_batches_op *x, uint64_t gen)
 {
     if (x->op.err == AD_E_OK && x->batch != NULL)
-        x->op.err = expiry_state(x->batch);
+        x->op.err = ad_api_batch_expiry_state(x->batch);
     if (x->op.err == AD_E_GONE && x->view)
         x->op.err = AD_E_NOT_FOUND; /* an expired job is gone as an operation too (api_operations.c) */
     if (x->op.err == AD_E_GONE) {

@@ -49,6 +49,7 @@ describe('batch retention', () => {
         await sleepUntil(expires + 300);
         assertProblem(await c.get(`/v1/batches/${b.id}`), 410, 'gone');
         assertProblem(await c.get(`/v1/batches/${b.id}/jobs`), 410, 'gone');
+        assertProblem(await c.get(`/v1/batches/${b.id}/events`, { headers: { accept: 'text/event-stream' } }), 410, 'gone');
         assertProblem(await c.get(`/v1/operations/${b.id}`), 404, 'not-found'); // gone as an operation, as a job's
 
         const res = await waitUntil(() => c.get(`/v1/batches/${b.id}`), (r) => r.status !== 410, {
