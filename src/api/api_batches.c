@@ -11,8 +11,9 @@
  * A batch is read from its row (one row, whatever its size), and its answer (body and ETag) kept in a small
  * direct-mapped cache on the event loop until a change of one of its jobs is published (ad_api_batches_changed,
  * the hub's published listener): every change of its counts is the change of a job of it, in the same commit. A
- * job is published when this node commits it and, in cluster mode, when the follower reads another node's change
- * (hub/cluster.c), the moment the job's own cached answer is replaced: a batch's answer is as fresh as its jobs'.
+ * job is published when this node commits it and, in cluster mode, when the follower (hub/cluster.c) or a read of
+ * the job brings another node's change in, the moment the job's own cached answer is replaced: a batch's answer is
+ * as fresh as its jobs'.
  * A read that began before such a change fills nothing (the slot's generation moved); one that read the row before
  * a commit and came back before its publish is dropped by that publish. An expired batch is not answered from the
  * cache. Another tenant's batch is not found. An item may not carry what makes a submit

@@ -512,6 +512,11 @@ static ad_err lookup_settle(const char *tenant, struct ad_job *j, struct ad_entr
 {
     int changed;
     struct ad_entry *e = ad_cache_put(j, &changed, NULL);
+    /* In cluster mode a read can bring another node's change in before the follower does, which then changes
+     * nothing here: what follows a job's published versions hears of it now. */
+    for (size_t i = 0; changed && i < nlisteners; i++)
+        if (listeners[i]->published != NULL)
+            listeners[i]->published(e->job);
     *out = NULL;
     if (tenant != NULL && strcmp(e->job->tenant, tenant) != 0)
         return AD_E_NOT_FOUND;
