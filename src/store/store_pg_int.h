@@ -295,7 +295,7 @@ struct pg_prefetch {
 
 /* ---- parameters and rows ---- */
 
-#define PG_MAX_PARAMS 40
+#define PG_MAX_PARAMS 48 /* the most a statement takes: a job insert with its turn, $41 */
 
 /* Parameters in text format; numbers are formatted into num. NULL values are SQL NULLs. */
 struct pg_params {
