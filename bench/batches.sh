@@ -5,7 +5,7 @@
 #   poll    a 304 poll of a running 1,000-job batch against a 304 poll of a job, by wrk (BENCH_WRK): requests/s each
 #           and the ratio (issue 60 asks >= 0.9)
 # Settings: BATCHES_ROUNDS (default 20); BATCHES_STORE, a postgresql:// URL to measure the PostgreSQL store instead
-# of SQLite (where a batch's answer is not cached: every poll reads its row).
+# of SQLite (cluster mode: a batch's answer is cached as on SQLite, kept fresh as its jobs' are).
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -253,13 +253,13 @@ static int refuse_overload(h2o_req_t *req, int is_read)
 
 static void api_event(const struct ad_job *j, const char *body, size_t len)
 {
-    ad_api_batches_changed(j);
     ad_api_batch_events_changed(j);
     ad_api_events_notify(j, body, len);
 }
 
 static const struct ad_hub_listener api_listener = {
     .changed = ad_api_changes_notify,
+    .published = ad_api_batches_changed,
     .event = api_event,
     .work = ad_api_leases_kick,
 };

@@ -171,8 +171,12 @@ static void open_answer(struct ad_api_read *rd, struct ad_request *r)
     int64_t last = -1;
     const char *v = r != NULL ? ad_http_get_str(r->req, "last-event-id") : NULL;
     long long n;
+    if (rd->op.err == AD_E_OK)
+        rd->op.err = ad_api_batch_expiry_state(b);
     if (r == NULL) {
         /* the client went away */
+    } else if (rd->op.err == AD_E_GONE) {
+        ad_http_problemf(r->req, AD_E_GONE, "batch %s expired", b->id);
     } else if (rd->op.err == AD_E_NOT_FOUND) {
         ad_http_problem(r->req, AD_E_NOT_FOUND, "this tenant has no batch with this id", NULL);
     } else if (rd->op.err != AD_E_OK) {

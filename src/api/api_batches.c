@@ -10,10 +10,13 @@
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
  * A batch is read from its row (one row, whatever its size), and its answer (body and ETag) kept in a small
  * direct-mapped cache on the event loop until a change of one of its jobs is published (ad_api_batches_changed,
- * from the hub's event listener): every change of its counts is the change of a job of it. A read that began
- * before such a change fills nothing (the slot's generation moved). In cluster mode nothing is cached: the event
- * listener hears this node's own changes only once the follower has read them back, so a cached answer could
- * outlive the commit that changed it. Another tenant's batch is not found. An item may not carry what makes a submit
+ * the hub's published listener): every change of its counts is the change of a job of it, in the same commit. A
+ * job is published when this node commits it and, in cluster mode, when the follower (hub/cluster.c) or a read of
+ * the job brings another node's change in, the moment the job's own cached answer is replaced: a batch's answer is
+ * as fresh as its jobs'.
+ * A read that began before such a change fills nothing (the slot's generation moved); one that read the row before
+ * a commit and came back before its publish is dropped by that publish. An expired batch is not answered from the
+ * cache. Another tenant's batch is not found. An item may not carry what makes a submit
  * answer another job than a new one (uniqueKey, an idempotencyKey) or a callbackUrl of its own: the batch's callbackUrl
  * hears of its end.
  */
@@ -21,7 +24,6 @@
 #include "common/json.h"
 #include "core/batches.h"
 #include "core/deps.h"
-#include "hub/cluster.h"
 #include "hub/hub.h"
 
 #include <stdio.h>
@@ -184,6 +186,7 @@ struct cached_batch {
     char *body;
     size_t len;
     int running;
+    int64_t expires_at; /* the batch's (0: none yet): the answer is not served from then */
 };
 static struct cached_batch cache[BATCH_CACHE_SLOTS];
 static uint64_t cache_gen[BATCH_CACHE_SLOTS];
@@ -249,10 +252,11 @@ static void send_batch(struct ad_request *r, const struct ad_batch *batch, uint6
     struct ad_buf b;
     ad_buf_init(&b, SIZE_MAX);
     ad_batch_render(batch, &b);
-    struct cached_batch c = {.body = b.data, .len = b.len, .running = ad_batch_status(batch) == AD_RUNNING};
+    struct cached_batch c = {
+        .body = b.data, .len = b.len, .running = ad_batch_status(batch) == AD_RUNNING, .expires_at = batch->expires_at};
     ad_etag(b.data, b.len, c.etag);
     size_t s = cache_slot(batch->id);
-    if (cache_gen[s] == gen && !ad_cluster_enabled() && ad_json_end(&b) == 0) {
+    if (cache_gen[s] == gen && ad_json_end(&b) == 0) {
         cache_drop(s);
         c.id = ad_strdup(batch->id);
         c.tenant = ad_strdup(batch->tenant);
@@ -338,9 +342,27 @@ static void send_jobs(struct ad_request *r, struct ad_batches_op *x)
     ad_api_send_buf(r, 200, &b);
 }
 
+/* AD_E_OK while the batch is live, AD_E_GONE in its tombstone period (as a job's, api_jobs.c), then
+ * AD_E_NOT_FOUND (the sweep deletes its row by then). */
+ad_err ad_api_batch_expiry_state(const struct ad_batch *b)
+{
+    int64_t now = ad_now_ms();
+    if (b->expires_at == 0 || now < b->expires_at)
+        return AD_E_OK;
+    return now < b->expires_at + ad_hub.cfg->tombstone_ms ? AD_E_GONE : AD_E_NOT_FOUND;
+}
+
 static void answer(struct ad_request *r, struct ad_batches_op *x, uint64_t gen)
 {
-    if (x->op.err == AD_E_NOT_FOUND && x->view)
+    if (x->op.err == AD_E_OK && x->batch != NULL)
+        x->op.err = ad_api_batch_expiry_state(x->batch);
+    if (x->op.err == AD_E_GONE && x->view)
+        x->op.err = AD_E_NOT_FOUND; /* an expired job is gone as an operation too (api_operations.c) */
+    if (x->op.err == AD_E_GONE) {
+        char date[40];
+        ad_time_rfc3339(x->batch->expires_at, date, sizeof(date));
+        ad_http_problemf(r->req, AD_E_GONE, "batch %s expired at %s", x->id, date);
+    } else if (x->op.err == AD_E_NOT_FOUND && x->view)
         ad_http_problemf(r->req, AD_E_NOT_FOUND, "no operation operations/%s", x->id);
     else if (x->op.err == AD_E_NOT_FOUND)
         ad_http_problem(r->req, AD_E_NOT_FOUND, "this tenant has no batch with this id", NULL);
@@ -386,7 +408,8 @@ int ad_api_batch_get(struct ad_request *r)
 {
     const struct cached_batch *c = &cache[cache_slot(r->id)];
     const char *tenant = r->tenant != NULL ? r->tenant : "default";
-    if (c->id != NULL && strcmp(c->id, r->id) == 0 && strcmp(c->tenant, tenant) == 0)
+    if (c->id != NULL && strcmp(c->id, r->id) == 0 && strcmp(c->tenant, tenant) == 0 &&
+        (c->expires_at == 0 || ad_now_ms() < c->expires_at))
         return send_cached(r, c);
     return read_batch(r, batches_op(r, AD_BATCH_GET));
 }

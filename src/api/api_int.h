@@ -272,8 +272,10 @@ int ad_api_batch_cancel(struct ad_request *r);
  * of its batch read it again. */
 int ad_api_batch_events(struct ad_request *r);
 void ad_api_batch_events_changed(const struct ad_job *j);
-/* A job's change was published (the hub's event listener): the cached answer of its batch, if any, is stale. */
+/* A job's change was published (the hub's published listener): the cached answer of its batch, if any, is stale. */
 void ad_api_batches_changed(const struct ad_job *j);
+/* AD_E_OK while batch b is live, AD_E_GONE from its expiry for the tombstone period, then AD_E_NOT_FOUND. */
+ad_err ad_api_batch_expiry_state(const struct ad_batch *b);
 /* GET /v1/operations/{id} of a batch (bat_...): its AIP-151 view. */
 int ad_api_batch_operation(struct ad_request *r);
 int ad_api_webhook_create(struct ad_request *r);

@@ -76,6 +76,10 @@ ad_err ad_batch_moved(struct ad_conn *c, const struct ad_job *j, enum ad_status 
     if (b->n[from] > 0)
         b->n[from]--;
     b->n[j->status]++;
+    /* The batch expires with the last of its jobs to expire (each ended job's expires_at is its type's retention
+     * for its final status): it answers 410 from then, and the sweep deletes its row a tombstone period later. */
+    if (ad_status_terminal(j->status) && j->expires_at > b->expires_at)
+        b->expires_at = j->expires_at;
     e = AD_E_OK;
     if (b->finished_at == 0 && ad_batch_status(b) != AD_RUNNING) {
         /* The batch ends here, once: its event goes into the outbox in this transaction. */

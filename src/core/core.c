@@ -890,11 +890,13 @@ struct ad_expire_op *ad_expire_op_new(void)
 static ad_err sweep_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_sweep_op *x = (struct ad_sweep_op *)op;
-    int jobs = 0, keys = 0;
+    int jobs = 0, keys = 0, batches = 0;
     ad_err e = st->sweep(c, x->now, config->tombstone_ms, AD_SWEEP_BATCH, &jobs);
     if (e == AD_E_OK)
         e = st->idem_sweep(c, x->now - config->idempotency_ttl_ms, AD_SWEEP_BATCH, &keys);
-    x->done = jobs + keys;
+    if (e == AD_E_OK)
+        e = st->batch_sweep(c, x->now - config->tombstone_ms, AD_SWEEP_BATCH, &batches);
+    x->done = jobs + keys + batches;
     return e;
 }
 

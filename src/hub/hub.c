@@ -426,9 +426,12 @@ struct ad_entry *ad_hub_publish(struct ad_job *job)
         ad_metrics_jobs_changed();
         enum ad_status prev_status = prev != NULL ? prev->status : AD_STATUS__COUNT;
         const struct ad_job *j = e->job;
-        for (size_t i = 0; i < nlisteners; i++)
+        for (size_t i = 0; i < nlisteners; i++) {
             if (listeners[i]->changed != NULL)
                 listeners[i]->changed(j->tenant);
+            if (listeners[i]->published != NULL)
+                listeners[i]->published(j);
+        }
         if (ad_cluster_enabled())
             ad_cluster_changed(); /* the change streams follow the store's seq order (cluster.c) */
         else
@@ -509,6 +512,11 @@ static ad_err lookup_settle(const char *tenant, struct ad_job *j, struct ad_entr
 {
     int changed;
     struct ad_entry *e = ad_cache_put(j, &changed, NULL);
+    /* In cluster mode a read can bring another node's change in before the follower does, which then changes
+     * nothing here: what follows a job's published versions hears of it now. */
+    for (size_t i = 0; changed && i < nlisteners; i++)
+        if (listeners[i]->published != NULL)
+            listeners[i]->published(e->job);
     *out = NULL;
     if (tenant != NULL && strcmp(e->job->tenant, tenant) != 0)
         return AD_E_NOT_FOUND;

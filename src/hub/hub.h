@@ -40,6 +40,10 @@ extern struct ad_hub ad_hub;
 struct ad_hub_listener {
     /* A job of tenant changed. */
     void (*changed)(const char *tenant);
+    /* A newer version of job j is in the cache: this node's commit as it commits, another node's as the cluster
+     * follower or a read of the job brings it in (the moment the job's own cached answer is replaced); not in seq
+     * order, and possibly a version already heard of (a job read back after an eviction). */
+    void (*published)(const struct ad_job *j);
     /* A committed change with its rendered representation, in the store's seq order (the cluster follower
      * delivers them on a shared store, publish on a node of its own). */
     void (*event)(const struct ad_job *j, const char *body, size_t len);

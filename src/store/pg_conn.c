@@ -266,13 +266,22 @@ ad_err ad_pg_send_stmt(struct ad_conn *c, enum pg_stmt id, int nparams, const ch
     return AD_E_OK;
 }
 
+/* Every statement's parameters fit (PG_MAX_PARAMS): one more is a bug of this file's callers, stopped here. */
+static void param_room(const struct pg_params *p)
+{
+    if (p->n >= PG_MAX_PARAMS)
+        abort();
+}
+
 void ad_pg_param_TEXT(struct pg_params *p, const char *v)
 {
+    param_room(p);
     p->v[p->n++] = v;
 }
 
 void ad_pg_param_INT64(struct pg_params *p, int64_t v)
 {
+    param_room(p);
     snprintf(p->num[p->n], sizeof(p->num[p->n]), "%lld", (long long)v);
     p->v[p->n] = p->num[p->n];
     p->n++;

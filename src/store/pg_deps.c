@@ -68,6 +68,7 @@ ad_err ad_pg_batch_update(struct ad_conn *c, const struct ad_batch *b)
     for (size_t i = 0; i < NCOLS; i++)
         ad_pg_param_INT(&p, b->n[batch_cols[i]]);
     ad_pg_param_TIME(&p, b->finished_at);
+    ad_pg_param_TIME(&p, b->expires_at);
     return ad_pg_write1(c, ST_BATCH_UPDATE, &p, CHECK_NONE, "update batch");
 }
 
@@ -94,6 +95,7 @@ ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, st
     b->callback_url = ad_pg_col_TEXT(r, 0, 9);
     b->created_at = ad_pg_col_INT64(r, 0, 10);
     b->finished_at = ad_pg_col_TIME(r, 0, 11);
+    b->expires_at = ad_pg_col_TIME(r, 0, 12);
     PQclear(r);
     *out = b;
     return AD_E_OK;

@@ -47,6 +47,11 @@ ad_err ad_pg_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_
     return ad_pg_sweep_alone(c, ST_IDEM_SWEEP, before, limit, done_out, "sweep idempotency records");
 }
 
+ad_err ad_pg_batch_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
+{
+    return ad_pg_sweep_alone(c, ST_BATCH_SWEEP, before, limit, done_out, "sweep batches");
+}
+
 /* ---- attempts ---- */
 
 ad_err ad_pg_attempt_add(struct ad_conn *c, const struct ad_job *j, int64_t ended_at, const char *outcome)

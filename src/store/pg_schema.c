@@ -220,6 +220,10 @@ static const char *const migrations[] = {
      " fires bigint NOT NULL, skips bigint NOT NULL, catchups bigint NOT NULL, created_at bigint NOT NULL,"
      " updated_at bigint NOT NULL, version bigint NOT NULL, PRIMARY KEY (tenant, id));"
      "CREATE INDEX IF NOT EXISTS schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;"),
+    /* 17 (SQLite's 20): a batch's expiry, the latest of its jobs' (set as each ends; NULL while it runs), by which
+     * it answers 410 and then goes in the sweep (core/batches.c). */
+    ("ALTER TABLE batches ADD COLUMN IF NOT EXISTS expires_at bigint;"
+     "CREATE INDEX IF NOT EXISTS batches_expiry ON batches (expires_at) WHERE expires_at IS NOT NULL;"),
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -375,10 +379,13 @@ const char *const ad_pg_stmt_sql[ST__COUNT] = {
         " n_partial, callback_url, created_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
         " $10, $11, $12)",
     [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = $2, n_running = $3, n_succeeded = $4, n_failed = $5,"
-                        " n_cancelled = $6, n_partial = $7, finished_at = $8 WHERE id = $1",
-    [ST_BATCH_GET] = "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
-                     " callback_url, created_at, finished_at FROM batches WHERE id = $1 AND ($2::text IS NULL OR"
-                     " tenant = $2)",
+                        " n_cancelled = $6, n_partial = $7, finished_at = $8,"
+                        " expires_at = $9 WHERE id = $1",
+    [ST_BATCH_GET] =
+        "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
+        " callback_url, created_at, finished_at, expires_at FROM batches WHERE id = $1 AND ($2::text IS NULL"
+        " OR tenant = $2)",
+    [ST_BATCH_SWEEP] = "DELETE FROM batches WHERE id IN (SELECT id FROM batches WHERE expires_at <= $1 LIMIT $2)",
     [ST_BATCH_JOBS] = PG_SELECT_JOB "WHERE batch_id = $1 AND tenant = $2 AND cseq < $3 ORDER BY cseq DESC LIMIT $4",
     [ST_SCHEDULE_INSERT] = "INSERT INTO schedules (tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, "
                            "catchups, created_at, updated_at, version)"

@@ -308,6 +308,10 @@ static const char *const migrations[] = {
      " catchups INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
      " version INTEGER NOT NULL, PRIMARY KEY (tenant, id)) WITHOUT ROWID;"
      "CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;"),
+    /* 20 (PostgreSQL's 17): a batch's expiry, the latest of its jobs' (set as each ends; NULL while it runs), by
+     * which it answers 410 and then goes in the sweep (core/batches.c). */
+    ("ALTER TABLE batches ADD COLUMN expires_at INTEGER;"
+     "CREATE INDEX batches_expiry ON batches (expires_at) WHERE expires_at IS NOT NULL;"),
 };
 #define SQ_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -459,10 +463,13 @@ const char *const ad_sq_stmt_sql[ST__COUNT] = {
         " n_partial, callback_url, created_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
         " ?10, ?11, ?12)",
     [ST_BATCH_UPDATE] = "UPDATE batches SET n_queued = ?4, n_running = ?5, n_succeeded = ?6, n_failed = ?7,"
-                        " n_cancelled = ?8, n_partial = ?9, finished_at = ?12 WHERE id = ?1",
+                        " n_cancelled = ?8, n_partial = ?9, finished_at = ?12,"
+                        " expires_at = ?13 WHERE id = ?1",
     [ST_BATCH_GET] =
         "SELECT id, tenant, total, n_queued, n_running, n_succeeded, n_failed, n_cancelled, n_partial,"
-        " callback_url, created_at, finished_at FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+        " callback_url, created_at, finished_at, expires_at FROM batches WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+    [ST_BATCH_SWEEP] = "DELETE FROM batches"
+                       " WHERE id IN (SELECT id FROM batches WHERE expires_at <= ?1 LIMIT ?2)",
     [ST_BATCH_JOBS] = SQ_SELECT_JOB "WHERE batch_id = ?1 AND tenant = ?2 AND cseq < ?3 ORDER BY cseq DESC LIMIT ?4",
     [ST_SCHEDULE_INSERT] = "INSERT INTO schedules (tenant, id, spec, tmpl, next_at, last_job, recent, fires, skips, "
                            "catchups, created_at, updated_at, version)"

@@ -192,6 +192,7 @@ struct ad_batch {
     int total;
     int n[AD_STATUS__COUNT];
     int64_t created_at, finished_at;
+    int64_t expires_at; /* the latest of its ended jobs' expires_at; 0 while none ended */
 };
 void ad_batch_free(struct ad_batch *b);
 
@@ -491,6 +492,8 @@ struct ad_store_ops {
     ad_err (*batch_insert)(struct ad_conn *c, const struct ad_batch *b);
     ad_err (*batch_update)(struct ad_conn *c, const struct ad_batch *b);
     ad_err (*batch_get)(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
+    /* Delete up to limit batches with expires_at <= before (their tombstone period over). *done = rows deleted. */
+    ad_err (*batch_sweep)(struct ad_conn *c, int64_t before, int limit, int *done);
     ad_err (*batch_jobs)(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
                          struct ad_job_list *out);
 

@@ -1070,6 +1070,7 @@ static const struct ad_store_ops pg_ops = {
     .batch_insert = ad_pg_batch_insert,
     .batch_update = ad_pg_batch_update,
     .batch_get = ad_pg_batch_get,
+    .batch_sweep = ad_pg_batch_sweep,
     .batch_jobs = ad_pg_batch_jobs,
     .schedule_put = ad_pg_schedule_put,
     .schedule_get = ad_pg_schedule_get,

@@ -179,6 +179,7 @@ enum pg_stmt {
     ST_BATCH_INSERT,
     ST_BATCH_UPDATE,
     ST_BATCH_GET,
+    ST_BATCH_SWEEP,
     ST_BATCH_JOBS,
     ST__COUNT
 };
@@ -329,6 +330,7 @@ ad_err ad_pg_dep_add(struct ad_conn *c, const char *job_id, const char *dep_id);
 ad_err ad_pg_dep_take(struct ad_conn *c, const char *dep_id, char ***ids, size_t *n);
 ad_err ad_pg_batch_insert(struct ad_conn *c, const struct ad_batch *b);
 ad_err ad_pg_batch_update(struct ad_conn *c, const struct ad_batch *b);
+ad_err ad_pg_batch_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out);
 ad_err ad_pg_batch_get(struct ad_conn *c, const char *tenant, const char *id, struct ad_batch **out);
 ad_err ad_pg_batch_jobs(struct ad_conn *c, const char *tenant, const char *batch_id, int64_t before, int limit,
                         struct ad_job_list *out);

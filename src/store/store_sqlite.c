@@ -525,6 +525,8 @@ static ad_err batch_write(struct ad_conn *c, enum sq_stmt id, const struct ad_ba
     for (size_t i = 0; i < sizeof(batch_cols) / sizeof(batch_cols[0]); i++)
         sqlite3_bind_int(st, 4 + (int)i, b->n[batch_cols[i]]);
     ad_sq_bind_TIME(st, 12, b->finished_at);
+    if (id == ST_BATCH_UPDATE)
+        ad_sq_bind_TIME(st, 13, b->expires_at);
     e = ad_sq_run(c, st, what);
     if (e == AD_E_OK && id == ST_BATCH_UPDATE && sqlite3_changes(c->db) == 0)
         return AD_E_NOT_FOUND;
@@ -560,6 +562,7 @@ static ad_err sq_batch_get(struct ad_conn *c, const char *tenant, const char *id
         b->callback_url = ad_sq_read_TEXT(st, 9);
         b->created_at = sqlite3_column_int64(st, 10);
         b->finished_at = sqlite3_column_int64(st, 11);
+        b->expires_at = sqlite3_column_int64(st, 12);
         *out = b;
     }
     ad_sq_done(st);
@@ -783,6 +786,13 @@ static ad_err sq_idem_put(struct ad_conn *c, const char *tenant, const char *key
     return ad_sq_run(c, st, "put idempotency record");
 }
 
+static ad_err sq_batch_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
+{
+    *done_out = 0;
+    ad_err e = ad_sq_check_tx(c);
+    return e == AD_E_OK ? ad_sq_sweep_step(c, ST_BATCH_SWEEP, before, limit, done_out, "sweep batches") : e;
+}
+
 static ad_err sq_idem_sweep(struct ad_conn *c, int64_t before, int limit, int *done_out)
 {
     *done_out = 0;
@@ -992,6 +1002,7 @@ static const struct ad_store_ops sq_ops = {
     .idem_get = sq_idem_get,
     .idem_put = sq_idem_put,
     .idem_sweep = sq_idem_sweep,
+    .batch_sweep = sq_batch_sweep,
     .event_append = sq_event_append,
     .events_after = sq_events_after,
     .snapshot_begin = ad_sq_snapshot_begin,
