@@ -382,7 +382,10 @@ describe('the dashboard of a daemon without API keys', { timeout: 60_000 }, () =
             await page.goto(`${d.url}/ui/#/batches/${b.id}`);
             await page.locator('#batch-state', { hasText: 'running' }).waitFor();
             await page.locator('#batch-counts', { hasText: '2 queued' }).waitFor();
-            assert.equal(await page.getByRole('table', { name: /Jobs of the batch/ }).locator('tbody tr').count(), 2);
+            // The jobs come in a request of their own, after the counts: wait for the second row, then count.
+            const batchJobs = page.getByRole('table', { name: /Jobs of the batch/ }).locator('tbody tr');
+            await batchJobs.nth(1).waitFor();
+            assert.equal(await batchJobs.count(), 2);
             const l = await leaseOne(api(d), 'report.export');
             await complete(api(d), l.job.id, l.leaseId);
             await page.locator('#batch-progress progress[value="50"]').waitFor();
