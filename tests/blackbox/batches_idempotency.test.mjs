@@ -45,6 +45,16 @@ describe('batches: Idempotency-Key', () => {
         assert.equal((await listAll(c)).length, 1);
     });
 
+    it('two requests at once with one key: one batch; the other is its replay or 409 idempotency-key-in-flight', async () => {
+        const { c } = tenant(d);
+        const answers = await Promise.all([1, 2, 3].map(() => post(c, body(2), 'b-race')));
+        const ok = answers.filter((a) => a.status === 202);
+        for (const a of answers) if (a.status !== 202) assertProblem(a, 409, 'idempotency-key-in-flight');
+        assert.ok(ok.length >= 1);
+        assert.equal(new Set(ok.map((a) => a.json.id)).size, 1, 'one batch');
+        assert.equal((await listAll(c)).length, 2, 'its two jobs, no more');
+    });
+
     it('a malformed key is 400 and creates nothing', async () => {
         const { c } = tenant(d);
         assertProblem(await post(c, body(1), 'a,b'), 400, 'idempotency-key-invalid');
