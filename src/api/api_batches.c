@@ -8,6 +8,8 @@
  *
  * A create is all or nothing: every item is validated as a POST /v1/jobs body first, and one invalid item refuses
  * the whole batch with 422 and a pointer into /jobs/N; the writer inserts the batch and its jobs in one operation.
+ * An Idempotency-Key header is read as a submit's (the same syntax, fingerprint, claim while in flight and store of
+ * the tenant's keys): a retry with the same key and body answers the original batch's 202 with Idempotent-Replayed.
  * A batch is read from its row (one row, whatever its size), and its answer (body and ETag) kept in a small
  * direct-mapped cache on the event loop until a change of one of its jobs is published (ad_api_batches_changed,
  * the hub's published listener): every change of its counts is the change of a job of it, in the same commit. A
@@ -68,13 +70,15 @@ static void item_errors(struct ad_verr *v, size_t i, struct ad_api_submit_parsed
 static const char *const refused_members[][2] = {
     {"uniqueKey", "a batch's jobs are all new: uniqueKey is not taken here"},
     {"debounceSeconds", "a batch's jobs are all new: debounceSeconds is not taken here"},
-    {"idempotencyKey", "send an Idempotency-Key with the whole batch instead of one per job"},
+    {"idempotencyKey", "send an Idempotency-Key header with the whole batch instead of one per job"},
     {"callbackUrl", "a batch's jobs have no callbackUrl of their own"},
 };
 
 static void create_done(struct ad_op *op)
 {
     struct ad_batch_create_op *x = (struct ad_batch_create_op *)op;
+    if (x->inflight != NULL)
+        ad_api_inflight_release(x->inflight);
     struct ad_request *r = ad_api_write_take(x->ctx);
     if (r == NULL) {
         ad_op_free(op);
@@ -114,15 +118,23 @@ static void create_done(struct ad_op *op)
     ad_batch_render(x->batch, &b);
     ad_http_headerf(r->req, H2O_TOKEN_LOCATION, "/v1/batches/%s", x->batch->id);
     ad_http_header_int(r->req, H2O_TOKEN_RETRY_AFTER, BATCH_RETRY_AFTER);
+    if (x->replayed)
+        ad_http_header_str(r->req, "idempotent-replayed", "true");
     ad_op_free(op);
     ad_api_send_buf(r, 202, &b);
 }
 
 int ad_api_batch_create(struct ad_request *r)
 {
+    char *key;
+    const char *bad_key = ad_api_idem_key(r->req, &key);
+    if (bad_key != NULL)
+        return ad_http_problem(r->req, AD_E_IDEMPOTENCY_KEY_INVALID, bad_key, NULL);
     json_t *body = ad_api_body(r);
-    if (body == NULL)
+    if (body == NULL) {
+        free(key);
         return 0;
+    }
     json_t *jobs = json_is_object(body) ? json_object_get(body, "jobs") : NULL;
     struct ad_verr v;
     ad_verr_init(&v);
@@ -158,12 +170,29 @@ int ad_api_batch_create(struct ad_request *r)
             ad_job_free(p.job);
     }
     char *callback = v.n == 0 && cb_url != NULL ? ad_strdup(cb_url) : NULL;
+    if (v.n == 0 && key != NULL) {
+        /* As a submit's (api_jobs.c): the method, the path and the canonical body. */
+        char *canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        ad_fingerprint("POST", "/v1/batches", canon, x->fingerprint);
+        free(canon);
+    }
     json_decref(body);
     if (v.n != 0) {
+        free(key);
         ad_op_free(&x->op);
         return ad_verr_send(&v, r);
     }
     ad_buf_free(&v.b);
+    if (key != NULL) {
+        x->inflight = ad_asprintf("%s\n%s", r->tenant, key);
+        x->idem_key = key;
+        if (ad_api_inflight_claim(x->inflight) != 0) {
+            free(callback);
+            ad_op_free(&x->op); /* frees the key and the claim's name */
+            return ad_http_problem(r->req, AD_E_IDEMPOTENCY_IN_FLIGHT,
+                                   "a request with this Idempotency-Key is still being accepted; retry later", NULL);
+        }
+    }
     x->batch = ad_calloc(1, sizeof(*x->batch));
     x->batch->id = ad_new_id("bat_");
     x->batch->tenant = ad_strdup(r->tenant != NULL ? r->tenant : "default");

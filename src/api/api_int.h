@@ -128,6 +128,9 @@ int ad_api_page_token_read(struct ad_request *r, const char *kind, int64_t *curs
  * it once the commit is answered. */
 int ad_api_inflight_claim(const char *name);
 void ad_api_inflight_release(const char *name);
+/* The Idempotency-Key field of req (POST /v1/jobs, POST /v1/batches) into *out (heap; NULL when absent): why it is
+ * refused (the detail of a 400), or NULL. */
+const char *ad_api_idem_key(h2o_req_t *req, char **out);
 /* AD_E_OK while the job is live, AD_E_GONE in its tombstone period, then AD_E_NOT_FOUND. */
 ad_err ad_api_expiry_state(const struct ad_job *j);
 /* 1 while j is live (neither expired nor tombstoned): what every read, list and stream shows. */

@@ -279,7 +279,7 @@ static void submit_done(struct ad_op *op)
  * or a bare value, 1-255 printable ASCII characters once unquoted. Two fields read as their list (ad_http_get),
  * which no key parses as: a list is refused rather than guessing which key was meant. Returns why the field is
  * refused, or NULL. */
-static const char *parse_idem_key(h2o_req_t *req, char **out)
+const char *ad_api_idem_key(h2o_req_t *req, char **out)
 {
     *out = NULL;
     const char *v = ad_http_get_str(req, "idempotency-key");
@@ -550,7 +550,7 @@ int ad_api_submit(struct ad_request *r)
 {
     h2o_req_t *req = r->req;
     char *key;
-    const char *bad_key = parse_idem_key(req, &key);
+    const char *bad_key = ad_api_idem_key(req, &key);
     if (bad_key != NULL)
         return ad_http_problem(req, AD_E_IDEMPOTENCY_KEY_INVALID, bad_key, NULL);
     if (key == NULL && r->route != NULL && r->route->require_idempotency_key)

@@ -2,8 +2,10 @@
  * batches.c - batches (batches.h): their status rules and representation, the counts kept as their jobs change,
  * and the operations that create, read and cancel them.
  *
- * A create applies every check that can refuse it (each job's dependencies) before its first write, so that a
- * refused batch writes nothing and costs the writer's other operations nothing. A cancel is the single-job cancel
+ * A create applies every check that can refuse it (its idempotency key, each job's dependencies) before its first
+ * write, so that a refused batch writes nothing and costs the writer's other operations nothing; a replayed one
+ * writes nothing either. The key's record (the store's, which a job's key uses too: it names the batch in place of
+ * a job) is written in the batch's commit. A cancel is the single-job cancel
  * applied to each job not final, nested in the operation, as a bulk cancel does (bulk.c).
  */
 #include "core/batches.h"
@@ -94,10 +96,40 @@ ad_err ad_batch_moved(struct ad_conn *c, const struct ad_job *j, enum ad_status 
     return e;
 }
 
+/* The key's record, if any: with the same fingerprint, x's batch becomes the stored one (*found = 1). */
+static ad_err idem_replay(struct ad_batch_create_op *x, struct ad_conn *c, int *found)
+{
+    const struct ad_store_ops *st = ad_core_store_ops();
+    struct ad_idem rec;
+    ad_err e = st->idem_get(c, x->batch->tenant, x->idem_key, &rec);
+    if (e != AD_E_OK)
+        return e == AD_E_NOT_FOUND ? AD_E_OK : e;
+    int same = strcmp(rec.fingerprint, x->fingerprint) == 0;
+    struct ad_batch *orig = NULL;
+    if (same)
+        e = st->batch_get(c, x->batch->tenant, rec.job_id, &orig);
+    free(rec.job_id);
+    if (!same)
+        return AD_E_IDEMPOTENCY_KEY_REUSED;
+    if (e != AD_E_OK)
+        return e == AD_E_NOT_FOUND ? AD_E_GONE : e;
+    ad_batch_free(x->batch);
+    x->batch = orig;
+    x->replayed = 1;
+    *found = 1;
+    return AD_E_OK;
+}
+
 static ad_err create_apply(struct ad_op *op, struct ad_conn *c)
 {
     struct ad_batch_create_op *x = (struct ad_batch_create_op *)op;
     const struct ad_store_ops *st = ad_core_store_ops();
+    if (x->idem_key != NULL) {
+        int found = 0;
+        ad_err e = idem_replay(x, c, &found);
+        if (e != AD_E_OK || found)
+            return e;
+    }
     char **failed = ad_calloc(x->n, sizeof(*failed));
     ad_err e = x->batch->callback_url != NULL ? ad_core_callback_ready(c, x->batch->tenant) : AD_E_OK;
     for (size_t i = 0; e == AD_E_OK && i < x->n; i++) {
@@ -110,6 +142,8 @@ static ad_err create_apply(struct ad_op *op, struct ad_conn *c)
     x->batch->n[AD_QUEUED] = x->batch->total = (int)x->n;
     if (e == AD_E_OK)
         e = st->batch_insert(c, x->batch);
+    if (e == AD_E_OK && x->idem_key != NULL)
+        e = st->idem_put(c, x->batch->tenant, x->idem_key, x->fingerprint, x->batch->id, x->batch->created_at);
     for (size_t i = 0; e == AD_E_OK && i < x->n; i++) {
         struct ad_job *j = x->jobs[i];
         ad_job_set(&j->batch_id, x->batch->id);
@@ -134,6 +168,8 @@ static void create_destroy(struct ad_op *op)
         ad_job_free(x->jobs[i]);
     free(x->jobs);
     ad_batch_free(x->batch);
+    free(x->idem_key);
+    free(x->inflight);
     free(x);
 }
 

@@ -29,13 +29,21 @@ ad_err ad_batch_moved(struct ad_conn *c, const struct ad_job *j, enum ad_status 
 
 /* POST /v1/batches: batch (its tenant, total, created_at; id set by the caller) and its jobs (prepared, as a
  * submit's), inserted in one operation, or none of them: on AD_E_DEPENDENCY_UNKNOWN bad_item is the job and
- * dep_bad the index in its dependsOn. Out: the jobs are changes 0 .. n-1. */
+ * dep_bad the index in its dependsOn. Out: the jobs are changes 0 .. n-1.
+ * With an idempotency key (the tenant's, shared with POST /v1/jobs), the key's record names the batch and is
+ * stored in the batch's commit; an existing record with the same fingerprint replays its batch instead (replayed
+ * = 1, batch replaced by the stored one, no change; AD_E_GONE when the batch is gone), another fingerprint (another
+ * body, or a key used for a job) fails with AD_E_IDEMPOTENCY_KEY_REUSED. */
 struct ad_batch_create_op {
     struct ad_op op;
     struct ad_batch *batch;
     struct ad_job **jobs;
     size_t n;
     int bad_item, dep_bad;
+    char *idem_key;       /* NULL when none */
+    char fingerprint[65]; /* ad_fingerprint of the request, with idem_key */
+    int replayed;
+    char *inflight; /* the caller's: the key's claim (freed here) */
     void *ctx;
 };
 struct ad_batch_create_op *ad_batch_create_op_new(size_t n);
