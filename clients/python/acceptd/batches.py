@@ -8,21 +8,18 @@ a thin wrapper over /v1/schedules: create, get, list (every page), update (a mer
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
+from ._follow import Followed
 from ._http import Response
-from .errors import JobTimeout, ProblemError, parse_retry_after
+from .errors import parse_retry_after
 
 if TYPE_CHECKING:
     from .client import Client, Job
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "partialSuccess"})
-MAX_RETRY_AFTER = 30.0
-SSE_IDLE = 45.0
 
 
 def _quote(seg: str) -> str:
@@ -34,7 +31,7 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-class Batch:
+class Batch(Followed):
     """One batch: `data` is its representation as last read ({id, status, total, counts, progress, ...})."""
 
     def __init__(self, client: "Client", data: Mapping[str, Any], etag: str | None = None) -> None:
@@ -113,75 +110,19 @@ class Batch:
         self._poll(deadline, on_progress)
         return self
 
-    def _left(self, deadline: float | None) -> float | None:
-        return None if deadline is None else deadline - time.monotonic()
+    def _reread(self) -> None:
+        self.get()
 
-    def _follow(self, deadline: float | None, on_progress: Callable[["Batch"], None] | None) -> bool:
-        """Follow the event stream until done (True), or until it is refused (False: poll instead)."""
-        from .client import _events
-
-        last_id: str | None = None
-        failures = 0
-        while True:
-            left = self._left(deadline)
-            if left is not None and left <= 0:
-                raise JobTimeout(self)
-            h = {"Accept": "text/event-stream"}
-            if last_id is not None:
-                h["Last-Event-ID"] = last_id
-            try:
-                conn, res = self.client.transport.stream("GET", self.path + "/events", headers=h,
-                                                         timeout=min(SSE_IDLE, left) if left else SSE_IDLE)
-            except ProblemError as e:
-                if e.status in (404, 410, 401, 403):
-                    raise
-                return False
-            except OSError:
-                failures += 1
-                if failures >= 3:
-                    return False
-                time.sleep(min(0.2 * failures, left or 1.0))
-                continue
-            try:
-                if res.status == 204:  # resumed past `done`: the batch has ended
-                    self.get()
-                    return True
-                if res.status != 200 or "text/event-stream" not in (res.getheader("Content-Type") or ""):
-                    return False
-                for ev_id, event, data in _events(conn, res, deadline):
-                    failures = 0
-                    if ev_id is not None:
-                        last_id = ev_id
-                    doc = json.loads(data)
-                    if event in ("batch", "done"):
-                        changed = doc.get("counts") != self.data.get("counts") or doc.get("status") != self.status
-                        self.data, self.etag = doc, None  # the stream carries no ETag; the next get() sets it
-                        if changed and on_progress:
-                            on_progress(self)
-                        if event == "done":
-                            return True
-            except (OSError, http.client.HTTPException):
-                failures += 1  # dropped or idle too long: resume from the last id
-                if failures >= 3:
-                    return False
-            finally:
-                conn.close()
-
-    def _poll(self, deadline: float | None, on_progress: Callable[["Batch"], None] | None) -> None:
-        if self.etag is None or not self.data.get("status"):
-            self.get()
-        while not self.done:
-            pace = min(self.retry_after if self.retry_after is not None else 1.0, MAX_RETRY_AFTER)
-            left = self._left(deadline)
-            if left is not None:
-                if left <= 0:
-                    raise JobTimeout(self)
-                pace = min(pace, left)
-            time.sleep(pace)
-            before = (self.status, self.data.get("counts"))
-            self.get()
-            if on_progress and (self.status, self.data.get("counts")) != before:
+    def _apply(self, event: str, doc: Any, on_progress: Callable[[Any], None] | None) -> bool:
+        if event in ("batch", "done"):
+            changed = doc.get("counts") != self.data.get("counts") or doc.get("status") != self.status
+            self.data, self.etag = doc, None  # the stream carries no ETag; the next get() sets it
+            if changed and on_progress:
                 on_progress(self)
+        return event == "done"
+
+    def _seen(self) -> tuple[Any, ...]:
+        return (self.status, self.data.get("counts"))
 
 
 class Schedules:

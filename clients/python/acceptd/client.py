@@ -18,19 +18,17 @@ import base64
 import hashlib
 import http.client
 import json
-import socket
 import time
 import urllib.parse
 import uuid
 from typing import Any, Callable, Iterator, Mapping
 
+from ._follow import MAX_RETRY_AFTER, Followed, _events
 from ._http import Response, Transport
 from .batches import Batch, Schedules
-from .errors import DigestMismatch, JobTimeout, ProblemError, parse_retry_after
+from .errors import DigestMismatch, ProblemError, parse_retry_after
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "partialSuccess"})
-MAX_RETRY_AFTER = 30.0  # never sleep longer than this on a server's hint
-SSE_IDLE = 45.0  # the daemon sends a heartbeat comment every 15 s: three missed is a dead connection
 _SUBMIT_RETRIES = 4
 
 
@@ -43,7 +41,7 @@ def _quote(seg: str) -> str:
     return urllib.parse.quote(seg, safe="")
 
 
-class Job:
+class Job(Followed):
     """One job: `data` is its representation as last read, `etag` the tag of it."""
 
     def __init__(self, client: "Client", data: Mapping[str, Any], etag: str | None = None) -> None:
@@ -106,62 +104,25 @@ class Job:
         self._poll(deadline, on_progress)
         return self
 
-    def _remaining(self, deadline: float | None) -> float | None:
-        return None if deadline is None else deadline - time.monotonic()
+    def _reread(self) -> None:
+        self.refresh()
 
-    def _follow(self, deadline: float | None, on_progress: Callable[["Job"], None] | None) -> bool:
-        """Follow the event stream until done (True), or until it is refused (False: poll instead)."""
-        last_id: str | None = None
-        failures = 0
-        while True:
-            left = self._remaining(deadline)
-            if left is not None and left <= 0:
-                raise JobTimeout(self)
-            h = {"Accept": "text/event-stream"}
-            if last_id is not None:
-                h["Last-Event-ID"] = last_id
-            try:
-                conn, res = self.client.transport.stream("GET", self.path + "/events", headers=h,
-                                                         timeout=min(SSE_IDLE, left) if left else SSE_IDLE)
-            except ProblemError as e:
-                if e.status in (404, 410, 401, 403):
-                    raise  # the job is not there to be followed: no point polling it either
-                return False
-            except OSError:
-                failures += 1
-                if failures >= 3:
-                    return False
-                time.sleep(min(0.2 * failures, left or 1.0))
-                continue
-            try:
-                if res.status == 204:  # resumed past `done`: the job has ended
-                    self.refresh()
-                    return True
-                if res.status != 200 or "text/event-stream" not in (res.getheader("Content-Type") or ""):
-                    return False
-                for ev_id, event, data in _events(conn, res, deadline):
-                    failures = 0
-                    if ev_id is not None:
-                        last_id = ev_id
-                    doc = json.loads(data)
-                    if event == "done":
-                        self.data = doc
-                        self.etag = None  # the stream carries no ETag; the next refresh sets it
-                        if on_progress:
-                            on_progress(self)
-                        return True
-                    if event in ("status", "progress"):
-                        changed = any(self.data.get(k) != doc.get(k) for k in ("status", "progress", "message"))
-                        self.data.update({k: doc[k] for k in ("status", "progress", "message", "lastUpdatedAt")
-                                          if k in doc})
-                        if changed and on_progress:
-                            on_progress(self)
-            except (OSError, http.client.HTTPException):
-                failures += 1  # dropped or idle too long: resume from the last id
-                if failures >= 3:
-                    return False
-            finally:
-                conn.close()
+    def _apply(self, event: str, doc: Any, on_progress: Callable[[Any], None] | None) -> bool:
+        if event == "done":
+            self.data = doc
+            self.etag = None  # the stream carries no ETag; the next refresh sets it
+            if on_progress:
+                on_progress(self)
+            return True
+        if event in ("status", "progress"):
+            changed = any(self.data.get(k) != doc.get(k) for k in ("status", "progress", "message"))
+            self.data.update({k: doc[k] for k in ("status", "progress", "message", "lastUpdatedAt") if k in doc})
+            if changed and on_progress:
+                on_progress(self)
+        return False
+
+    def _seen(self) -> tuple[Any, ...]:
+        return (self.status, self.progress, self.message)
 
     def events(self, last_event_id: str | None = None) -> Iterator[tuple[str | None, str, Any]]:
         """The job's event stream as (id, event, data) with data parsed: `status` and `progress` events, then
@@ -184,23 +145,6 @@ class Job:
                     return
         finally:
             conn.close()
-
-    def _poll(self, deadline: float | None, on_progress: Callable[["Job"], None] | None) -> None:
-        if self.etag is None or not self.data.get("status"):
-            self.refresh()
-        while not self.done:
-            pace = self.retry_after if self.retry_after is not None else 1.0
-            pace = min(pace, MAX_RETRY_AFTER)
-            left = self._remaining(deadline)
-            if left is not None:
-                if left <= 0:
-                    raise JobTimeout(self)
-                pace = min(pace, left)
-            time.sleep(pace)
-            before = (self.status, self.progress, self.message)
-            self.refresh()
-            if on_progress and (self.status, self.progress, self.message) != before:
-                on_progress(self)
 
     def cancel(self) -> "Job":
         return self._become(self.client.transport.request("POST", self.path + ":cancel"))
@@ -425,34 +369,3 @@ class Client:
             return {"resultLocation": res.getheader("Location")}
         return json.loads(body) if body else None
 
-
-def _events(conn: http.client.HTTPConnection, res: http.client.HTTPResponse,
-            deadline: float | None) -> Iterator[tuple[str | None, str, str]]:
-    """(id, event, data) of each event of a text/event-stream body, until it ends."""
-    ev_id: str | None = None
-    event, data = "message", list[str]()
-    while True:
-        if conn.sock is not None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise socket.timeout("the wait ran out")
-            conn.sock.settimeout(SSE_IDLE if left is None else min(SSE_IDLE, left))
-        raw = res.readline()
-        if not raw:
-            return
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if line == "":
-            if data:
-                yield ev_id, event, "\n".join(data)
-            event, data = "message", []
-        elif line.startswith(":"):
-            continue
-        else:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "id":
-                ev_id = value
-            elif field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
