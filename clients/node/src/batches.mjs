@@ -5,8 +5,7 @@
 // Job.wait does for a job. Schedules is a thin wrapper over /v1/schedules: create, get, list (an async iterator
 // over pages), update (a merge patch), delete and trigger.
 
-import { ProblemError, retryAfterSeconds, sleep } from './http.mjs';
-import { combine, isTerminal, sseEvents } from './client.mjs';
+import { combine, followEvents, isTerminal, pollUntilDone } from './client.mjs';
 
 const enc = encodeURIComponent;
 
@@ -75,75 +74,17 @@ export class Batch {
         return this.#poll(sig, onProgress);
     }
 
-    // SSE: resolves the final batch, or null when the stream cannot be had (then the caller polls).
-    async #followEvents(signal, onProgress) {
-        let retryMs = 2000;
-        let failures = 0;
-        for (;;) {
-            let res;
-            try {
-                const headers = { accept: 'text/event-stream' };
-                if (this.lastEventId != null) headers['last-event-id'] = this.lastEventId;
-                res = await this.client.transport.call('GET', `${this.path}/events`, { headers, signal, ok: [404, 408, 429, 500, 502, 503, 504] });
-            } catch (e) {
-                if (signal?.aborted) throw signal.reason;
-                if (e instanceof ProblemError) throw e; // 401, 403, 400: polling would say the same
-                if (++failures > 3) return null;
-                await sleep(retryMs, signal);
-                continue;
+    #followEvents(signal, onProgress) {
+        return followEvents(this, `${this.path}/events`, signal, (ev, data) => {
+            if (ev.event === 'batch') {
+                this.data = data;
+                onProgress?.(data, { event: ev.event, id: ev.id });
             }
-            if (res.status === 204) return this.get({ signal }); // already past `done`
-            const ctype = res.headers.get('content-type') ?? '';
-            if (res.status !== 200 || !ctype.startsWith('text/event-stream')) {
-                await res.body?.cancel().catch(() => {});
-                return null;
-            }
-            try {
-                for await (const ev of sseEvents(res.body, (ms) => (retryMs = ms))) {
-                    if (ev.id != null) this.lastEventId = ev.id;
-                    failures = 0;
-                    const data = JSON.parse(ev.data);
-                    if (ev.event === 'done') {
-                        this.data = data;
-                        await res.body.cancel().catch(() => {});
-                        return data;
-                    }
-                    if (ev.event === 'batch') {
-                        this.data = data;
-                        onProgress?.(data, { event: ev.event, id: ev.id });
-                    }
-                }
-            } catch (e) {
-                if (signal?.aborted) throw signal.reason;
-                if (e instanceof SyntaxError) throw e;
-            }
-            // The stream ended before `done` (a restart, a proxy's timeout, an overload answer): resume.
-            if (++failures > 5) return null;
-            await sleep(retryMs, signal);
-        }
+        });
     }
 
-    async #poll(signal, onProgress) {
-        let last = null;
-        for (;;) {
-            const headers = this.etag ? { 'if-none-match': this.etag } : {};
-            const res = await this.client.transport.call('GET', this.path, { headers, signal });
-            if (res.status !== 304) {
-                this.data = await res.json();
-                this.etag = res.headers.get('etag');
-            } else {
-                await res.body?.cancel().catch(() => {});
-            }
-            const d = this.data;
-            if (isTerminal(d.status)) return d;
-            const key = JSON.stringify(d.counts);
-            if (key !== last) {
-                last = key;
-                onProgress?.(d, { event: 'poll', id: null });
-            }
-            const s = retryAfterSeconds(res.headers) ?? 1;
-            await sleep(Math.max(0.05, s) * 1000, signal);
-        }
+    #poll(signal, onProgress) {
+        return pollUntilDone(this, this.path, signal, onProgress, (d) => [JSON.stringify(d.counts), d]);
     }
 }
 

@@ -154,75 +154,92 @@ export class Job {
         return this.#poll(sig, onProgress);
     }
 
-    // SSE: resolves the final job, or null when the stream cannot be had (then the caller polls).
-    async #followEvents(signal, onProgress) {
-        let retryMs = 2000;
-        let failures = 0;
-        for (;;) {
-            let res;
-            try {
-                const headers = { accept: 'text/event-stream' };
-                if (this.lastEventId != null) headers['last-event-id'] = this.lastEventId;
-                res = await this.client.transport.call('GET', `/v1/jobs/${enc(this.id)}/events`, { headers, signal, ok: [404, 408, 429, 500, 502, 503, 504] });
-            } catch (e) {
-                if (signal?.aborted) throw signal.reason;
-                if (e instanceof ProblemError) throw e; // 401, 403, 410, 400: polling would say the same
-                if (++failures > 3) return null;
-                await sleep(retryMs, signal);
-                continue;
+    #followEvents(signal, onProgress) {
+        return followEvents(this, `/v1/jobs/${enc(this.id)}/events`, signal, (ev, data) => {
+            if (ev.event === 'status' || ev.event === 'progress') {
+                Object.assign(this.data, data);
+                onProgress?.(data, { event: ev.event, id: ev.id });
             }
-            if (res.status === 204) return this.get({ signal }); // already past `done`
-            const ctype = res.headers.get('content-type') ?? '';
-            if (res.status !== 200 || !ctype.startsWith('text/event-stream')) {
-                await res.body?.cancel().catch(() => {});
-                return null;
-            }
-            try {
-                for await (const ev of sseEvents(res.body, (ms) => (retryMs = ms))) {
-                    if (ev.id != null) this.lastEventId = ev.id;
-                    failures = 0;
-                    const data = JSON.parse(ev.data);
-                    if (ev.event === 'done') {
-                        this.data = data;
-                        await res.body.cancel().catch(() => {});
-                        return data;
-                    }
-                    if (ev.event === 'status' || ev.event === 'progress') {
-                        Object.assign(this.data, data);
-                        onProgress?.(data, { event: ev.event, id: ev.id });
-                    }
-                }
-            } catch (e) {
-                if (signal?.aborted) throw signal.reason;
-                if (e instanceof SyntaxError) throw e;
-            }
-            // The stream ended before `done` (a restart, a proxy's timeout, an overload answer): resume.
-            if (++failures > 5) return null;
-            await sleep(retryMs, signal);
-        }
+        });
     }
 
-    async #poll(signal, onProgress) {
-        let last = null;
-        for (;;) {
-            const headers = this.etag ? { 'if-none-match': this.etag } : {};
-            const res = await this.client.transport.call('GET', `/v1/jobs/${enc(this.id)}`, { headers, signal });
-            if (res.status !== 304) {
-                this.data = await res.json();
-                this.etag = res.headers.get('etag');
-            } else {
-                await res.body?.cancel().catch(() => {});
-            }
-            const d = this.data;
-            if (isTerminal(d.status)) return d;
-            const key = `${d.status}/${d.progress}/${d.message}`;
-            if (key !== last) {
-                last = key;
-                onProgress?.({ id: d.id, status: d.status, progress: d.progress, message: d.message, lastUpdatedAt: d.lastUpdatedAt }, { event: 'poll', id: null });
-            }
-            const s = retryAfterSeconds(res.headers) ?? 1;
-            await sleep(Math.max(0.05, s) * 1000, signal);
+    #poll(signal, onProgress) {
+        return pollUntilDone(this, `/v1/jobs/${enc(this.id)}`, signal, onProgress, (d) => [
+            `${d.status}/${d.progress}/${d.message}`,
+            { id: d.id, status: d.status, progress: d.progress, message: d.message, lastUpdatedAt: d.lastUpdatedAt },
+        ]);
+    }
+}
+
+// The loops Job.wait and Batch.wait share (h: the job or batch; it keeps data, etag and lastEventId).
+// SSE: resolves the final representation, or null when the stream cannot be had (then the caller polls);
+// onEvent(ev, data) takes each event before `done`.
+export async function followEvents(h, path, signal, onEvent) {
+    let retryMs = 2000;
+    let failures = 0;
+    for (;;) {
+        let res;
+        try {
+            const headers = { accept: 'text/event-stream' };
+            if (h.lastEventId != null) headers['last-event-id'] = h.lastEventId;
+            res = await h.client.transport.call('GET', path, { headers, signal, ok: [404, 408, 429, 500, 502, 503, 504] });
+        } catch (e) {
+            if (signal?.aborted) throw signal.reason;
+            if (e instanceof ProblemError) throw e; // 401, 403, 410, 400: polling would say the same
+            if (++failures > 3) return null;
+            await sleep(retryMs, signal);
+            continue;
         }
+        if (res.status === 204) return h.get({ signal }); // already past `done`
+        const ctype = res.headers.get('content-type') ?? '';
+        if (res.status !== 200 || !ctype.startsWith('text/event-stream')) {
+            await res.body?.cancel().catch(() => {});
+            return null;
+        }
+        try {
+            for await (const ev of sseEvents(res.body, (ms) => (retryMs = ms))) {
+                if (ev.id != null) h.lastEventId = ev.id;
+                failures = 0;
+                const data = JSON.parse(ev.data);
+                if (ev.event === 'done') {
+                    h.data = data;
+                    await res.body.cancel().catch(() => {});
+                    return data;
+                }
+                onEvent(ev, data);
+            }
+        } catch (e) {
+            if (signal?.aborted) throw signal.reason;
+            if (e instanceof SyntaxError) throw e;
+        }
+        // The stream ended before `done` (a restart, a proxy's timeout, an overload answer): resume.
+        if (++failures > 5) return null;
+        await sleep(retryMs, signal);
+    }
+}
+
+// Poll path with If-None-Match at the Retry-After pace until final; seen(d) answers [what a change is, what
+// onProgress gets].
+export async function pollUntilDone(h, path, signal, onProgress, seen) {
+    let last = null;
+    for (;;) {
+        const headers = h.etag ? { 'if-none-match': h.etag } : {};
+        const res = await h.client.transport.call('GET', path, { headers, signal });
+        if (res.status !== 304) {
+            h.data = await res.json();
+            h.etag = res.headers.get('etag');
+        } else {
+            await res.body?.cancel().catch(() => {});
+        }
+        const d = h.data;
+        if (isTerminal(d.status)) return d;
+        const [key, report] = seen(d);
+        if (key !== last) {
+            last = key;
+            onProgress?.(report, { event: 'poll', id: null });
+        }
+        const s = retryAfterSeconds(res.headers) ?? 1;
+        await sleep(Math.max(0.05, s) * 1000, signal);
     }
 }
 
