@@ -344,7 +344,7 @@ void ad_metrics_render(struct ad_buf *b, const char *version, const char *commit
             load(&schedule_events[AD_METRICS_SCHED_FIRES]));
     counter(b, "acceptd_schedule_skips_total",
             "Schedule fire times skipped on this node: by the overlap policy, or missed past the catch-up window.",
-            load(&schedule_events[AD_METRICS_SCHED_SKIPS]));
+            load(&schedule_events[AD_METRICS_SCHED_PASSED_OVER]));
     counter(b, "acceptd_schedule_catchups_total", "Missed schedule fire times run late, within the catch-up window.",
             load(&schedule_events[AD_METRICS_SCHED_CATCHUPS]));
 }

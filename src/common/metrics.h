@@ -62,7 +62,7 @@ void ad_metrics_trace_spans(enum ad_metrics_spans what, size_t n);
  * missed past the catch-up window), or run late within the catch-up window. */
 enum ad_metrics_schedule {
     AD_METRICS_SCHED_FIRES,
-    AD_METRICS_SCHED_SKIPS,
+    AD_METRICS_SCHED_PASSED_OVER,
     AD_METRICS_SCHED_CATCHUPS,
     AD_METRICS_SCHED__COUNT
 };

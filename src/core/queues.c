@@ -14,7 +14,7 @@
  * Per-group limits (groupConcurrency, groupRateLimit) cost nothing to a queue without them. With them, the gate reads
  * the groups that this lease could bring to a limit (running count, or count in the group's fixed window, within
  * the lease's size of it), names those at their limit to the store's lease query (job_leasable_except), which passes
- * over their jobs, and keeps no more of a group than its room. Bounds: at most GROUP_SKIP_MAX groups are named in
+ * over their jobs, and keeps no more of a group than its room. Bounds: at most GROUP_EXCEPT_MAX groups are named in
  * a query (the jobs of further full groups are dropped after it, and the query takes a job more for each of them;
  * a further round names first those it met), a query reads at most GROUP_WALK_ROWS queued jobs beyond its size,
  * the skipped groups' included, and a lease makes at most GROUP_ROUNDS queries per type (another when jobs were dropped
@@ -35,7 +35,7 @@
 #define AD_QUEUE_MAX_PERIOD_MS ((int64_t)86400 * 1000)
 #define LIMITED_MAX 4096
 #define ABSENT_SLOTS 1024
-#define GROUP_SKIP_MAX 64
+#define GROUP_EXCEPT_MAX 64
 #define GROUP_WALK_ROWS 1000
 #define GROUP_ROUNDS 3
 #define GROUP_HINTS_MAX 256
@@ -469,25 +469,25 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
                           int want, struct ad_job_list *out)
 {
     *out = (struct ad_job_list){.items = ad_calloc((size_t)want + 1, sizeof(*out->items))};
-    const char **skip = ad_calloc(GROUP_SKIP_MAX, sizeof(*skip));
+    const char **except = ad_calloc(GROUP_EXCEPT_MAX, sizeof(*except));
     ad_err e = AD_E_OK;
     for (int round = 0; round < GROUP_ROUNDS && out->n < (size_t)want && e == AD_E_OK; round++) {
         /* Name the full groups the last round met first (they are at the head of the queue), then the others; the
          * query takes one more row for each full group left unnamed, which the walk may meet. */
-        size_t nskip = 0, unnamed = 0;
+        size_t nexcept = 0, unnamed = 0;
         for (int pass = 0; pass < 2; pass++)
             for (size_t i = 0; i < gs->n; i++) {
                 struct group_room *r = &gs->g[i];
                 if (r->taken < r->room || (pass == 0) != (r->met == round))
                     continue;
-                if (nskip < GROUP_SKIP_MAX)
-                    skip[nskip++] = r->group;
+                if (nexcept < GROUP_EXCEPT_MAX)
+                    except[nexcept++] = r->group;
                 else
                     unnamed++;
             }
         int ask = want + (int)(unnamed < GROUP_WALK_ROWS ? unnamed : GROUP_WALK_ROWS);
         struct ad_job_list got;
-        e = st->job_leasable_except(c, q->tenant, q->type, now, skip, nskip, GROUP_WALK_ROWS + want, ask, &got);
+        e = st->job_leasable_except(c, q->tenant, q->type, now, except, nexcept, GROUP_WALK_ROWS + want, ask, &got);
         if (e != AD_E_OK)
             break;
         int dropped = 0;
@@ -520,7 +520,7 @@ static ad_err groups_pick(struct ad_queue_groups *gs, struct ad_conn *c, const s
         if (!full || !dropped)
             break; /* the walk found no more, or nothing was left out for a group's room */
     }
-    free(skip);
+    free(except);
     if (e != AD_E_OK)
         ad_job_list_free(out);
     return e;

@@ -27,7 +27,7 @@
 #define UPCOMING 5
 #define TICK_SCHEDULES 200     /* schedules one fire operation takes */
 #define FIRES_PER_SCHEDULE 100 /* fire times of one schedule one operation runs; the next one goes on */
-#define SKIP_WALK 100000       /* cron fire times counted one by one when skipping past the window */
+#define WINDOW_WALK 100000     /* cron fire times counted one by one when skipping past the window */
 #define CLUSTER_LOOK_MS 1000
 #define RETRY_MS 1000
 #define DEFAULT_CATCHUP_MS 60000
@@ -419,7 +419,7 @@ static void recent_add(struct ad_schedule *s, int64_t fire, const char *job_id)
 static void count_skip(struct ad_schedule *s, int64_t n)
 {
     s->skips += n;
-    ad_metrics_schedule(AD_METRICS_SCHED_SKIPS, (size_t)n);
+    ad_metrics_schedule(AD_METRICS_SCHED_PASSED_OVER, (size_t)n);
 }
 
 /* The id of the run before the latest in s's recent runs (heap), or NULL. */
@@ -562,7 +562,7 @@ static ad_err fire_due(struct ad_op *outer, struct ad_conn *c, struct ad_schedul
                 t += k * d.every_ms;
             } else {
                 int64_t k = 0;
-                while (t != 0 && t < oldest && k < SKIP_WALK) {
+                while (t != 0 && t < oldest && k < WINDOW_WALK) {
                     t = ad_schedule_next(&d, anchor, t);
                     k++;
                 }

@@ -357,10 +357,12 @@ struct ad_store_ops {
     ad_err (*queue_group_took)(struct ad_conn *c, const char *tenant, const char *type, const char *group,
                                int64_t window_start, int n);
     /* job_leasable for one type whose groups have limits: the queued jobs due by now in lease order, none of the
-     * nskip groups in skip ("" for the jobs without one), found among the first walk jobs of the queue in that order
-     * (those of skipped groups count): at most limit. The walk bounds the work whatever the skipped groups hold. */
+     * nexcept groups in except ("" for the jobs without one), found among the first walk jobs of the queue in that
+     * order (those of skipped groups count): at most limit. The walk bounds the work whatever the skipped groups hold.
+     */
     ad_err (*job_leasable_except)(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
-                                  const char *const *skip, size_t nskip, int walk, int limit, struct ad_job_list *out);
+                                  const char *const *except, size_t nexcept, int walk, int limit,
+                                  struct ad_job_list *out);
     /* Every running job (used at start to rebuild lease timers). */
     ad_err (*job_running)(struct ad_conn *c, struct ad_job_list *out);
     /* Queued jobs with a run_at whose (run_at, cseq) comes after (run_at, cseq), soonest first (then by cseq), at

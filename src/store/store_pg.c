@@ -786,10 +786,10 @@ static ad_err lease_read(struct ad_conn *c, const char *tenant, const char *cons
 /* Never from the pool: it holds the head of the queue with every group, and the jobs a lease of a group-limited type
  * leaves there must stay in it. The jobs read are locked, the skipped groups' are not. */
 static ad_err pg_job_leasable_except(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
-                                     const char *const *skip, size_t nskip, int walk, int limit,
+                                     const char *const *except, size_t nexcept, int walk, int limit,
                                      struct ad_job_list *out)
 {
-    char *arr = ad_pg_text_array(skip, nskip);
+    char *arr = ad_pg_text_array(except, nexcept);
     struct pg_params p = {0};
     ad_pg_param_TEXT(&p, tenant);
     ad_pg_param_TEXT(&p, type);

@@ -427,7 +427,7 @@ static ad_err sq_job_leasable(struct ad_conn *c, const char *tenant, const char 
 /* The same walk of jobs_queue, stepped here: a row of a skipped group is passed over on its grp column alone, and
  * the walk stops at limit jobs taken or walk rows read. */
 static ad_err sq_job_leasable_except(struct ad_conn *c, const char *tenant, const char *type, int64_t now,
-                                     const char *const *skip, size_t nskip, int walk, int limit,
+                                     const char *const *except, size_t nexcept, int walk, int limit,
                                      struct ad_job_list *out)
 {
     *out = (struct ad_job_list){0};
@@ -444,9 +444,9 @@ static ad_err sq_job_leasable_except(struct ad_conn *c, const char *tenant, cons
     while (out->n < (size_t)(limit > 0 ? limit : 0) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *g = (const char *)sqlite3_column_text(st, COL_grp);
         size_t k = 0;
-        while (k < nskip && strcmp(skip[k], g != NULL ? g : "") != 0)
+        while (k < nexcept && strcmp(except[k], g != NULL ? g : "") != 0)
             k++;
-        if (k == nskip)
+        if (k == nexcept)
             out->items[out->n++] = read_job(st);
     }
     ad_sq_done(st);
